@@ -1,0 +1,126 @@
+//! The cpu backend: the kernel body with a serial block (one thread, wave 1) per grid block,
+//! blocks spread over the cores. A panic in the body (an out-of-bounds view access) becomes
+//! `DeviceError::KernelFault`.
+
+use crate::kernels::{HostBuf, HostLaunch, ViewSource};
+use crate::DeviceError;
+use kiln_math::{scratch_words, Block, Rw, Scalar, View};
+use rayon::prelude::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The views of a host launch, unprobed.
+pub(crate) struct CpuViews<'a>(&'a [HostBuf]);
+
+// SAFETY: raw device pointers shared by the blocks of one launch, as on a GPU.
+unsafe impl Sync for CpuViews<'_> {}
+
+impl ViewSource for CpuViews<'_> {
+    fn view<V: View>(&self, k: usize) -> V {
+        let b = self.0[k];
+        // SAFETY: the launcher checked dtype and length of every buffer against the list.
+        unsafe { V::from_raw_parts(b.ptr, b.len) }
+    }
+}
+
+/// One block, one thread.
+pub(crate) struct CpuBlock {
+    idx: [u32; 3],
+    grid: [u32; 3],
+    shared: *mut u8,
+    shared_len: usize,
+}
+
+const SCRATCH_BYTES: usize = scratch_words(1, 1) as usize * 4;
+
+impl Block for CpuBlock {
+    const WAVE: u32 = 1;
+    fn thread(&self) -> u32 {
+        0
+    }
+    fn size(&self) -> u32 {
+        1
+    }
+    fn block_x(&self) -> u32 {
+        self.idx[0]
+    }
+    fn block_y(&self) -> u32 {
+        self.idx[1]
+    }
+    fn block_z(&self) -> u32 {
+        self.idx[2]
+    }
+    fn grid_x(&self) -> u32 {
+        self.grid[0]
+    }
+    fn grid_y(&self) -> u32 {
+        self.grid[1]
+    }
+    fn grid_z(&self) -> u32 {
+        self.grid[2]
+    }
+    fn barrier(&self) {}
+    fn shuffle_xor(&self, v: u32, _mask: u32) -> u32 {
+        // Only lane 0 exists; folds from WAVE / 2 = 0 never call this.
+        v
+    }
+    fn scratch(&self) -> Rw<u32> {
+        // SAFETY: the shared allocation starts with the scratch words.
+        unsafe { Rw::from_raw_parts(self.shared, SCRATCH_BYTES / 4) }
+    }
+    fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
+        let start = SCRATCH_BYTES + offset;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|n| n.checked_add(start));
+        if bytes.is_none_or(|end| end > self.shared_len) || start % std::mem::align_of::<T>() != 0 {
+            panic!("kiln: shared memory request at {offset} of {len} elements exceeds the launch's {} bytes", self.shared_len);
+        }
+        // SAFETY: in range and aligned, checked above.
+        unsafe { Rw::from_raw_parts(self.shared.add(start), len) }
+    }
+}
+
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "kernel panicked".to_string()
+    }
+}
+
+pub(crate) fn block_index(lin: u64, grid: [u32; 3]) -> [u32; 3] {
+    let (gx, gy) = (grid[0] as u64, grid[1] as u64);
+    [
+        (lin % gx) as u32,
+        ((lin / gx) % gy) as u32,
+        (lin / (gx * gy)) as u32,
+    ]
+}
+
+/// Runs `f` once per block of the grid, in parallel over blocks.
+pub(crate) fn run<F>(l: &HostLaunch, f: F) -> Result<(), DeviceError>
+where
+    F: Fn(&CpuBlock, &CpuViews) + Sync,
+{
+    let n = l.grid.iter().map(|&g| g as u64).product::<u64>();
+    let views = CpuViews(l.bufs);
+    let words = l.shared.max(SCRATCH_BYTES).div_ceil(8);
+    (0..n).into_par_iter().try_for_each_init(
+        || vec![0u64; words],
+        |shm, lin| {
+            let b = CpuBlock {
+                idx: block_index(lin, l.grid),
+                grid: l.grid,
+                shared: shm.as_mut_ptr() as *mut u8,
+                shared_len: words * 8,
+            };
+            catch_unwind(AssertUnwindSafe(|| f(&b, &views))).map_err(|p| DeviceError::KernelFault {
+                kernel: l.kernel.name(),
+                block: b.idx,
+                message: panic_message(p.as_ref()),
+            })
+        },
+    )
+}

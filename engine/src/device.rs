@@ -1,0 +1,201 @@
+//! Devices: a backend plus what a launch needs to know about it (wave width, memory space).
+
+use crate::gpu::GpuDevice;
+use crate::{Backend, PortError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the SIMT emulator runs a launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Lanes per wave: 1, 2, 4, 8, 16, 32 or 64.
+    pub wave: u32,
+    /// Threads per block; `None` takes the kernel's preferred size, clamped to `[wave, 256]`
+    /// and rounded to a multiple of the wave.
+    pub block: Option<u32>,
+    /// How long a thread waits at a barrier or collective before the emulator calls it divergent.
+    pub timeout: Duration,
+}
+
+impl SimConfig {
+    pub const WAVES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+    pub fn new(wave: u32) -> SimConfig {
+        SimConfig {
+            wave,
+            block: None,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum DeviceKind {
+    Cpu,
+    Sim(SimConfig),
+    Gpu(Arc<dyn GpuDevice>),
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    name: String,
+    wave: u32,
+    kind: DeviceKind,
+}
+
+/// A device to launch on. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Device(Arc<Inner>);
+
+/// Where a tensor's bytes live; tensors of one memory space can be used on any device of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemorySpace {
+    Host,
+    Gpu { backend: Backend, ordinal: usize },
+}
+
+impl Device {
+    /// The host CPU: kernel bodies run with a serial block (wave 1), blocks spread over cores.
+    pub fn cpu() -> Device {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Device(Arc::new(Inner {
+            backend: Backend::Cpu,
+            name: format!("host cpu ({threads} threads)"),
+            wave: 1,
+            kind: DeviceKind::Cpu,
+        }))
+    }
+
+    /// The SIMT emulator at `wave` lanes per wave.
+    pub fn sim(wave: u32) -> Result<Device, PortError> {
+        Device::sim_with(SimConfig::new(wave))
+    }
+
+    pub fn sim_with(cfg: SimConfig) -> Result<Device, PortError> {
+        let refuse = |msg: String| Err(PortError::Device(crate::DeviceError::Other(msg)));
+        if !SimConfig::WAVES.contains(&cfg.wave) {
+            return refuse(format!(
+                "sim wave {} is not one of {:?}",
+                cfg.wave,
+                SimConfig::WAVES
+            ));
+        }
+        if let Some(b) = cfg.block {
+            if b == 0 || b % cfg.wave != 0 || b > 1024 {
+                return refuse(format!(
+                    "sim block {b} must be a multiple of the wave {} and at most 1024",
+                    cfg.wave
+                ));
+            }
+        }
+        Ok(Device(Arc::new(Inner {
+            backend: Backend::Sim,
+            name: format!("SIMT emulator (wave {})", cfg.wave),
+            wave: cfg.wave,
+            kind: DeviceKind::Sim(cfg),
+        })))
+    }
+
+    /// Opens the default device of a backend (`sim` at wave 32, GPU ordinal 0).
+    pub fn open(backend: Backend) -> Result<Device, PortError> {
+        match backend {
+            Backend::Cpu => Ok(Device::cpu()),
+            Backend::Sim => Device::sim(32),
+            other => match open_gpu(other) {
+                Ok(g) => Ok(Device::from_gpu(g)),
+                Err(why) => Err(PortError::Device(crate::DeviceError::Other(format!(
+                    "{other}: {why}"
+                )))),
+            },
+        }
+    }
+
+    pub(crate) fn from_gpu(g: Arc<dyn GpuDevice>) -> Device {
+        Device(Arc::new(Inner {
+            backend: g.backend(),
+            name: g.name(),
+            wave: g.wave(),
+            kind: DeviceKind::Gpu(g),
+        }))
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.0.backend
+    }
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// The wave (warp, wavefront, subgroup) width the device runs kernels at.
+    pub fn wave(&self) -> u32 {
+        self.0.wave
+    }
+    pub fn memory_space(&self) -> MemorySpace {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => MemorySpace::Gpu {
+                backend: g.backend(),
+                ordinal: g.ordinal(),
+            },
+            _ => MemorySpace::Host,
+        }
+    }
+    pub(crate) fn kind(&self) -> &DeviceKind {
+        &self.0.kind
+    }
+}
+
+/// Opens a GPU backend's first device, or says why it cannot.
+fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
+    match backend {
+        Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
+        Backend::Cuda => Err(NO_CUDA.into()),
+        Backend::Rocm => Err(NO_ROCM.into()),
+        Backend::Wgpu => Err(NO_WGPU.into()),
+    }
+}
+
+const NO_CUDA: &str =
+    "this build of kiln has no CUDA backend (the nvptx port is not implemented yet)";
+const NO_ROCM: &str =
+    "this build of kiln has no ROCm backend (the amdgcn port is not implemented yet)";
+const NO_WGPU: &str =
+    "this build of kiln has no wgpu backend (the WGSL port is not implemented yet)";
+
+/// Why a backend cannot be opened on this machine, or `None` when it can.
+pub fn unavailable_reason(backend: Backend) -> Option<String> {
+    match backend {
+        Backend::Cpu | Backend::Sim => None,
+        other => open_gpu(other).err(),
+    }
+}
+
+/// One line of `kiln devices`.
+#[derive(Clone, Debug)]
+pub struct DeviceReport {
+    pub backend: Backend,
+    pub available: bool,
+    /// The device's name when available, else why not.
+    pub detail: String,
+    pub wave: Option<u32>,
+}
+
+/// Every backend and whether it can run here.
+pub fn devices() -> Vec<DeviceReport> {
+    Backend::ALL
+        .into_iter()
+        .map(|b| match Device::open(b) {
+            Ok(d) => DeviceReport {
+                backend: b,
+                available: true,
+                detail: d.name().to_string(),
+                wave: Some(d.wave()),
+            },
+            Err(e) => DeviceReport {
+                backend: b,
+                available: false,
+                detail: unavailable_reason(b).unwrap_or_else(|| e.to_string()),
+                wave: None,
+            },
+        })
+        .collect()
+}

@@ -1,0 +1,64 @@
+//! What a GPU backend (cuda, rocm, wgpu) implements. Each backend lives in its own module and
+//! plugs in through these two traits, its port slot and its `open` function; the dispatch,
+//! tensors, fallback and parity harness are shared.
+
+use crate::ports::Port;
+use crate::{Backend, DeviceError};
+use kiln_math::{DType, KernelId};
+use std::any::Any;
+use std::fmt::Debug;
+
+/// One device allocation.
+pub trait DeviceMemory: Send + Sync + Debug {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes starting at `offset` to the host.
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError>;
+    /// Copies `data` to `offset`.
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError>;
+    /// The backend downcasts to its own allocation type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// One buffer of a GPU launch: an allocation, the byte offset of element 0, the element count.
+pub struct GpuBuf<'a> {
+    pub mem: &'a dyn DeviceMemory,
+    pub offset: usize,
+    pub len: usize,
+    pub dtype: DType,
+}
+
+/// A launch on a GPU: bound params, buffers in list order, geometry.
+pub struct GpuLaunch<'a> {
+    pub kernel: KernelId,
+    pub dtype: DType,
+    /// The params struct as words (the by-value argument).
+    pub params: &'a [u32],
+    pub bufs: &'a [GpuBuf<'a>],
+    pub grid: [u32; 3],
+    /// Threads per block (a multiple of the device's wave).
+    pub block: u32,
+    /// Launch-sized shared memory in bytes, collective scratch included.
+    pub shared: usize,
+}
+
+/// An opened GPU.
+pub trait GpuDevice: Send + Sync + Debug {
+    fn backend(&self) -> Backend;
+    fn name(&self) -> String;
+    /// The warp/wavefront/subgroup width the device reports.
+    fn wave(&self) -> u32;
+    /// Identifies the device's memory space among devices of its backend.
+    fn ordinal(&self) -> usize;
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError>;
+    /// Launches `port` (one of this backend's ports) and waits for it to finish.
+    fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError>;
+    /// The largest block the device runs for this kernel (≥ wave).
+    fn max_block(&self) -> u32 {
+        1024
+    }
+    fn as_any(&self) -> &dyn Any;
+}

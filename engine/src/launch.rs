@@ -1,0 +1,328 @@
+//! Dispatch: validate, bind, pick a port or the fallback, launch, report the path taken.
+
+use crate::gpu::GpuLaunch;
+use crate::kernels::{entry, HostBuf, HostData, HostLaunch};
+use crate::ports::{ports, select_port, PortLaunch};
+use crate::{Backend, Device, DeviceError, DeviceKind, PortError, Tensor};
+use kiln_math::{shared_bytes_total, Access, DType, Elem, KernelId};
+
+/// One argument of a launch, in list order: inputs by shared reference, outputs (`Dst`, `Rw`)
+/// by exclusive reference.
+pub enum Arg<'a> {
+    In(&'a Tensor),
+    Out(&'a mut Tensor),
+}
+
+impl Arg<'_> {
+    fn tensor(&self) -> &Tensor {
+        match self {
+            Arg::In(t) => t,
+            Arg::Out(t) => t,
+        }
+    }
+}
+
+/// Which paths a launch may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The port when there is one, else (on `NoPort`/`WaveMismatch`) the fallback.
+    Auto,
+    /// The port or an error (the parity harness tests ports this way).
+    PortOnly,
+    /// The unfused reference chain on the host.
+    FallbackOnly,
+}
+
+/// Why the fallback ran.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FallbackReason {
+    /// `KILN_FORCE_FALLBACK` named the kernel (or `all`).
+    Forced,
+    /// The caller asked for it (`Mode::FallbackOnly`).
+    Requested,
+    /// No usable port: the refusal that sent the launch to the fallback.
+    Refused(PortError),
+}
+
+/// Which path ran.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Path {
+    Port { backend: Backend, wave: u32 },
+    Fallback(FallbackReason),
+}
+
+/// What a launch did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ran {
+    pub kernel: KernelId,
+    pub dtype: DType,
+    pub path: Path,
+}
+
+impl Ran {
+    pub fn is_fallback(&self) -> bool {
+        matches!(self.path, Path::Fallback(_))
+    }
+}
+
+/// Kernels `KILN_FORCE_FALLBACK` (comma-separated names, or `all`) sends to the fallback.
+pub fn forced_fallback(kernel: KernelId) -> bool {
+    std::env::var("KILN_FORCE_FALLBACK")
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .any(|k| k == "all" || k == kernel.name())
+        })
+        .unwrap_or(false)
+}
+
+/// The default params of a kernel as words (user fields at their defaults, shapes unbound).
+pub fn default_params(kernel: KernelId) -> Vec<u32> {
+    (entry(kernel).default_params)()
+}
+
+/// Sets a user param by name (`kiln run --param`).
+pub fn set_param(
+    kernel: KernelId,
+    words: &mut [u32],
+    name: &str,
+    value: &str,
+) -> Result<(), PortError> {
+    (entry(kernel).set_param)(words, name, value)
+        .map_err(|e| PortError::invalid(kernel, format!("parameter `{name}` = `{value}`: {e}")))
+}
+
+/// Reads a param by name.
+pub fn get_param(kernel: KernelId, words: &[u32], name: &str) -> Option<kiln_math::ParamValue> {
+    (entry(kernel).get_param)(words, name)
+}
+
+/// Checks arguments against the list and binds shapes; returns the kernel dtype, bound params
+/// and geometry. Nothing touches a device.
+fn prepare(
+    dev: &Device,
+    kernel: KernelId,
+    params: &[u32],
+    args: &[Arg],
+) -> Result<(DType, Vec<u32>, kiln_math::Launch), PortError> {
+    let bad = |msg: String| PortError::invalid(kernel, msg);
+    let desc = kernel.buffers();
+    if args.len() != desc.len() {
+        return Err(bad(format!(
+            "{} tensors given, the kernel takes {}",
+            args.len(),
+            desc.len()
+        )));
+    }
+    let want_words = default_params(kernel).len();
+    if params.len() != want_words {
+        return Err(bad(format!(
+            "{} param words given, the params struct has {want_words}",
+            params.len()
+        )));
+    }
+    let dtype = desc
+        .iter()
+        .zip(args)
+        .find(|(d, _)| d.elem == Elem::Kernel)
+        .map(|(_, a)| a.tensor().dtype())
+        .ok_or_else(|| bad("the kernel has no buffer of its element type".into()))?;
+    if !kernel.dtypes().contains(&dtype) {
+        let names: Vec<_> = kernel.dtypes().iter().map(|d| d.name()).collect();
+        return Err(bad(format!(
+            "dtype {} is not supported (supported: {})",
+            dtype.name(),
+            names.join(", ")
+        )));
+    }
+    for (d, a) in desc.iter().zip(args) {
+        let t = a.tensor();
+        let want = d.elem.resolve(dtype);
+        if t.dtype() != want {
+            return Err(bad(format!(
+                "`{}` is {}, must be {}",
+                d.name,
+                t.dtype().name(),
+                want.name()
+            )));
+        }
+        if matches!(a, Arg::In(_)) && d.access != Access::Read {
+            return Err(bad(format!(
+                "`{}` is written by the kernel and must be passed as an output",
+                d.name
+            )));
+        }
+        if t.device().memory_space() != dev.memory_space() {
+            return Err(bad(format!(
+                "`{}` lives on {}, the launch is on {}",
+                d.name,
+                t.device().name(),
+                dev.name()
+            )));
+        }
+    }
+    let shapes: Vec<&[usize]> = args.iter().map(|a| a.tensor().shape()).collect();
+    let mut words = params.to_vec();
+    let launch = (entry(kernel).bind)(&mut words, &shapes).map_err(|e| bad(e.to_string()))?;
+    if launch.grid.contains(&0) {
+        return Err(bad(format!("empty grid {:?}", launch.grid)));
+    }
+    Ok((dtype, words, launch))
+}
+
+/// Launches `kernel` on `dev` with `params` (words from `default_params`/`set_param`; shape
+/// fields are bound here) and `args` in list order.
+pub fn launch(
+    dev: &Device,
+    kernel: KernelId,
+    params: &[u32],
+    args: &mut [Arg],
+    mode: Mode,
+) -> Result<Ran, PortError> {
+    let (dtype, words, geometry) = prepare(dev, kernel, params, args)?;
+    let fallback = |reason: FallbackReason, args: &mut [Arg]| -> Result<Ran, PortError> {
+        run_fallback(kernel, dtype, &words, args)?;
+        Ok(Ran {
+            kernel,
+            dtype,
+            path: Path::Fallback(reason),
+        })
+    };
+    if mode == Mode::FallbackOnly {
+        return fallback(FallbackReason::Requested, args);
+    }
+    if mode == Mode::Auto && forced_fallback(kernel) {
+        return fallback(FallbackReason::Forced, args);
+    }
+    let port = match select_port(ports(kernel), dev, dtype) {
+        Ok(p) => p,
+        Err(e) if e.is_fallback() && mode == Mode::Auto => {
+            return fallback(FallbackReason::Refused(e), args)
+        }
+        Err(e) => return Err(e),
+    };
+    let wave = dev.wave();
+    let kernel_shared = |block: u32| {
+        shared_bytes_total(
+            block,
+            wave,
+            (entry(kernel).shared_bytes)(&words, block, wave),
+        )
+    };
+    let refused = |detail: String| {
+        PortError::Device(DeviceError::Launch {
+            kernel: kernel.name(),
+            detail,
+        })
+    };
+    match (dev.kind(), &port.launch) {
+        (DeviceKind::Cpu | DeviceKind::Sim(_), PortLaunch::Host(f)) => {
+            let (block, sim) = match dev.kind() {
+                DeviceKind::Sim(cfg) => {
+                    let b = cfg.block.unwrap_or_else(|| {
+                        geometry.block.clamp(wave, 256.max(wave)).div_ceil(wave) * wave
+                    });
+                    (b, Some(cfg))
+                }
+                _ => (1, None),
+            };
+            let bufs: Vec<HostBuf> = args
+                .iter()
+                .map(|a| HostBuf {
+                    ptr: a.tensor().host_ptr().expect("host device, host memory"),
+                    len: a.tensor().numel(),
+                })
+                .collect();
+            let l = HostLaunch {
+                kernel,
+                params: &words,
+                bufs: &bufs,
+                grid: geometry.grid,
+                block,
+                wave,
+                shared: kernel_shared(block),
+                sim,
+            };
+            f(&l)?;
+        }
+        (DeviceKind::Gpu(g), PortLaunch::Artifact { .. }) => {
+            // The preferred block, clamped to the device and rounded to its wave.
+            let block = geometry
+                .block
+                .clamp(wave, g.max_block().max(wave))
+                .div_ceil(wave)
+                * wave;
+            let bufs: Vec<_> = args
+                .iter()
+                .map(|a| a.tensor().gpu_buf().expect("GPU device, GPU memory"))
+                .collect();
+            let l = GpuLaunch {
+                kernel,
+                dtype,
+                params: &words,
+                bufs: &bufs,
+                grid: geometry.grid,
+                block,
+                shared: kernel_shared(block),
+            };
+            g.launch(port, &l)?;
+        }
+        _ => {
+            return Err(refused(format!(
+                "a {} port cannot launch on {}",
+                port.backend,
+                dev.name()
+            )))
+        }
+    }
+    Ok(Ran {
+        kernel,
+        dtype,
+        path: Path::Port {
+            backend: dev.backend(),
+            wave: dev.wave(),
+        },
+    })
+}
+
+/// Runs the reference chain on host copies of the tensors and writes the outputs back.
+fn run_fallback(
+    kernel: KernelId,
+    dtype: DType,
+    words: &[u32],
+    args: &mut [Arg],
+) -> Result<(), PortError> {
+    let inst = entry(kernel)
+        .instances
+        .iter()
+        .find(|i| i.dtype == dtype)
+        .expect("prepare checked the dtype against the list");
+    let mut data = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        let t = a.tensor();
+        let bytes = t.to_bytes()?;
+        let mut words = vec![0u64; bytes.len().div_ceil(8).max(1)];
+        // SAFETY: the u64 storage holds at least bytes.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr() as *mut u8,
+                bytes.len(),
+            )
+        };
+        data.push(HostData {
+            words,
+            len: t.numel(),
+        });
+    }
+    (inst.reference)(words, &mut data);
+    for (a, d) in args.iter_mut().zip(&data) {
+        if let Arg::Out(t) = a {
+            let n = t.byte_len();
+            // SAFETY: as above.
+            let bytes = unsafe { std::slice::from_raw_parts(d.words.as_ptr() as *const u8, n) };
+            t.write_bytes(bytes)?;
+        }
+    }
+    Ok(())
+}

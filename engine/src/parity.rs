@@ -1,0 +1,416 @@
+//! The parity harness: every kernel × dtype × device against the reference chain, with the
+//! metrics of spec §0.2, fresh seeded inputs, poisoned outputs and guard sentinels.
+
+use crate::kernels::{entry, HostData};
+use crate::launch::{default_params, launch, set_param, Arg, Mode};
+use crate::rng::{derive_seed, Rng};
+use crate::{Backend, Device, PortError, SimConfig, Tensor};
+use kiln_math::{Access, DType, Element, KernelId};
+
+/// Elements of guard on each side of every written buffer.
+pub const GUARD: usize = 16;
+/// Byte the guards hold; any change is a write outside the buffer.
+pub const GUARD_BYTE: u8 = 0x5A;
+/// Byte write-only outputs are poisoned with (all-ones is a NaN in every float dtype that no
+/// arithmetic produces); an element still all-ones after the launch was never written.
+pub const POISON_BYTE: u8 = 0xFF;
+
+/// How a buffer's input values are drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fill {
+    Normal {
+        mean: f64,
+        std: f64,
+    },
+    Uniform {
+        lo: f64,
+        hi: f64,
+    },
+    /// Write-only output: poisoned, not filled.
+    Output,
+}
+
+impl Fill {
+    pub const fn normal(mean: f64, std: f64) -> Fill {
+        Fill::Normal { mean, std }
+    }
+}
+
+/// What a buffer is checked against after the launch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Check {
+    /// Not an output.
+    None,
+    /// Bit-identical to the reference.
+    Exact,
+    /// Exact, except at most `max_frac` of elements may be one ulp off (none further).
+    Ulp { max_frac: f64 },
+    /// Normalized RMS and max deviation (spec §0.2) strictly below these bounds.
+    Tolerance { nrms: f64, nmax: f64 },
+}
+
+/// One parity case of a kernel: shapes and params, how inputs are drawn, what outputs must meet.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub label: String,
+    /// Per buffer, in list order.
+    pub shapes: Vec<Vec<usize>>,
+    /// User params as `kiln run --param` would set them.
+    pub params: Vec<(&'static str, String)>,
+    pub fill: Vec<Fill>,
+    pub checks: Vec<Check>,
+}
+
+/// The result of one case on one device.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub kernel: KernelId,
+    pub dtype: DType,
+    pub backend: Backend,
+    pub wave: u32,
+    pub case: String,
+    pub seed: u64,
+    pub nrms: f64,
+    pub nmax: f64,
+    pub tol_nrms: f64,
+    pub tol_nmax: f64,
+    pub pass: bool,
+    pub failures: Vec<String>,
+}
+
+/// `nrms` and `nmax` of spec §0.2 (`want` is the reference), in f64.
+pub fn normalized_deviation(got: &[f64], want: &[f64]) -> (f64, f64) {
+    let n = want.len().max(1) as f64;
+    let scale = (want.iter().map(|w| w * w).sum::<f64>() / n)
+        .sqrt()
+        .max(1e-20);
+    let mut sq = 0.0;
+    let mut max = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        let d = (g - w).abs();
+        sq += d * d;
+        max = if d.is_nan() { f64::NAN } else { max.max(d) };
+    }
+    ((sq / n).sqrt() / scale, max / scale)
+}
+
+/// The parity cases of a kernel at a dtype.
+pub fn cases(kernel: KernelId, dtype: DType) -> Vec<Case> {
+    (entry(kernel).cases)(dtype)
+}
+
+/// The base seed: `KILN_SEED` if set, else fresh from the clock.
+pub fn base_seed() -> u64 {
+    std::env::var("KILN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
+
+fn draw(dtype: DType, n: usize, fill: Fill, rng: &mut Rng) -> Vec<u8> {
+    let mut sample = || match fill {
+        Fill::Normal { mean, std } => mean + std * rng.normal(),
+        Fill::Uniform { lo, hi } => lo + (hi - lo) * rng.uniform(),
+        Fill::Output => 0.0,
+    };
+    let mut out = Vec::with_capacity(n * dtype.size());
+    for _ in 0..n {
+        let v = sample();
+        match dtype {
+            DType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+            DType::F16 => {
+                out.extend_from_slice(&kiln_math::F16::from_f32(v as f32).0.to_le_bytes())
+            }
+            DType::Bf16 => {
+                out.extend_from_slice(&kiln_math::Bf16::from_f32(v as f32).0.to_le_bytes())
+            }
+            DType::U32 => out.extend_from_slice(&(v.floor().max(0.0) as u32).to_le_bytes()),
+            DType::I32 => out.extend_from_slice(&(v.floor() as i32).to_le_bytes()),
+            DType::U8 => out.push(v.floor().clamp(0.0, 255.0) as u8),
+        }
+    }
+    out
+}
+
+/// Element `i` of little-endian `bytes` as (value, ordered integer for ulp distance).
+fn element(dtype: DType, bytes: &[u8], i: usize) -> (f64, i64) {
+    let s = dtype.size();
+    let b = &bytes[i * s..(i + 1) * s];
+    let ord16 = |u: u16| {
+        if u & 0x8000 != 0 {
+            -((u & 0x7fff) as i64)
+        } else {
+            u as i64
+        }
+    };
+    match dtype {
+        DType::F32 => {
+            let u = u32::from_le_bytes(b.try_into().unwrap());
+            let ord = if u & 0x8000_0000 != 0 {
+                -((u & 0x7fff_ffff) as i64)
+            } else {
+                u as i64
+            };
+            (f32::from_bits(u) as f64, ord)
+        }
+        DType::F16 => {
+            let u = u16::from_le_bytes(b.try_into().unwrap());
+            (kiln_math::F16(u).to_f32() as f64, ord16(u))
+        }
+        DType::Bf16 => {
+            let u = u16::from_le_bytes(b.try_into().unwrap());
+            (kiln_math::Bf16(u).to_f32() as f64, ord16(u))
+        }
+        DType::U32 => {
+            let u = u32::from_le_bytes(b.try_into().unwrap());
+            (u as f64, u as i64)
+        }
+        DType::I32 => {
+            let u = i32::from_le_bytes(b.try_into().unwrap());
+            (u as f64, u as i64)
+        }
+        DType::U8 => (b[0] as f64, b[0] as i64),
+    }
+}
+
+fn bytes_of(d: &HostData, n: usize) -> &[u8] {
+    // SAFETY: the u64 storage holds at least n bytes.
+    unsafe { std::slice::from_raw_parts(d.words.as_ptr() as *const u8, n) }
+}
+
+/// Runs one case on `dev` through its port (never the fallback) and checks every output.
+pub fn run_case(dev: &Device, kernel: KernelId, dtype: DType, case: &Case, seed: u64) -> Outcome {
+    let mut o = Outcome {
+        kernel,
+        dtype,
+        backend: dev.backend(),
+        wave: dev.wave(),
+        case: case.label.clone(),
+        seed,
+        nrms: 0.0,
+        nmax: 0.0,
+        tol_nrms: 0.0,
+        tol_nmax: 0.0,
+        pass: false,
+        failures: Vec::new(),
+    };
+    match check_case(dev, kernel, dtype, case, seed, &mut o) {
+        Ok(()) => o.pass = o.failures.is_empty(),
+        Err(e) => o.failures.push(e.to_string()),
+    }
+    o
+}
+
+fn check_case(
+    dev: &Device,
+    kernel: KernelId,
+    dtype: DType,
+    case: &Case,
+    seed: u64,
+    o: &mut Outcome,
+) -> Result<(), PortError> {
+    let desc = kernel.buffers();
+    assert_eq!(
+        case.shapes.len(),
+        desc.len(),
+        "case {} of {} has the wrong buffer count",
+        case.label,
+        kernel.name()
+    );
+    let mut rng = Rng::new(seed);
+    let mut params = default_params(kernel);
+    for (name, value) in &case.params {
+        set_param(kernel, &mut params, name, value)?;
+    }
+    // Inputs, the reference's copies, and the device tensors (written buffers guarded).
+    let mut reference = Vec::new();
+    let mut tensors = Vec::new();
+    for ((d, shape), &fill) in desc.iter().zip(&case.shapes).zip(&case.fill) {
+        let bt = d.elem.resolve(dtype);
+        let n: usize = shape.iter().product();
+        let input = if d.access == Access::Write {
+            vec![0u8; n * bt.size()]
+        } else {
+            draw(bt, n, fill, &mut rng)
+        };
+        let mut words = vec![0u64; input.len().div_ceil(8).max(1)];
+        // SAFETY: the u64 storage holds at least input.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                input.as_ptr(),
+                words.as_mut_ptr() as *mut u8,
+                input.len(),
+            )
+        };
+        reference.push(HostData { words, len: n });
+        let t = match d.access {
+            Access::Read => Tensor::from_bytes(dev, bt, shape, &input)?,
+            Access::ReadWrite => {
+                let mut t = Tensor::guarded(dev, bt, shape, GUARD, GUARD_BYTE, 0)?;
+                t.write_bytes(&input)?;
+                t
+            }
+            Access::Write => Tensor::guarded(dev, bt, shape, GUARD, GUARD_BYTE, POISON_BYTE)?,
+        };
+        tensors.push(t);
+    }
+    // The oracle: the reference chain on host copies, with the params the kernel binds.
+    let mut bound = params.clone();
+    {
+        let shapes: Vec<&[usize]> = case.shapes.iter().map(Vec::as_slice).collect();
+        (entry(kernel).bind)(&mut bound, &shapes)
+            .map_err(|e| PortError::invalid(kernel, e.to_string()))?;
+    }
+    let inst = entry(kernel)
+        .instances
+        .iter()
+        .find(|i| i.dtype == dtype)
+        .expect("listed dtype");
+    (inst.reference)(&bound, &mut reference);
+
+    let mut args: Vec<Arg> = desc
+        .iter()
+        .zip(tensors.iter_mut())
+        .map(|(d, t)| {
+            if d.access == Access::Read {
+                Arg::In(t)
+            } else {
+                Arg::Out(t)
+            }
+        })
+        .collect();
+    launch(dev, kernel, &params, &mut args, Mode::PortOnly)?;
+
+    for (((d, t), want), &check) in desc.iter().zip(&tensors).zip(&reference).zip(&case.checks) {
+        if check == Check::None {
+            continue;
+        }
+        let bt = t.dtype();
+        let all = t.to_bytes_with_guards()?;
+        let g = t.guard_bytes();
+        let n = t.numel();
+        let body = &all[g..g + n * bt.size()];
+        if all[..g]
+            .iter()
+            .chain(&all[g + body.len()..])
+            .any(|&b| b != GUARD_BYTE)
+        {
+            o.failures.push(format!(
+                "`{}`: a guard word changed (write outside the buffer)",
+                d.name
+            ));
+        }
+        if d.access == Access::Write {
+            let s = bt.size();
+            let unwritten = (0..n)
+                .filter(|&i| body[i * s..(i + 1) * s].iter().all(|&b| b == POISON_BYTE))
+                .count();
+            if unwritten > 0 {
+                o.failures.push(format!(
+                    "`{}`: {unwritten} of {n} elements never written",
+                    d.name
+                ));
+            }
+        }
+        let want = bytes_of(want, n * bt.size());
+        match check {
+            Check::None => {}
+            Check::Exact => {
+                let off = (0..n)
+                    .filter(|&i| element(bt, body, i).1 != element(bt, want, i).1)
+                    .count();
+                if off > 0 {
+                    o.failures.push(format!(
+                        "`{}`: {off} of {n} elements differ from the reference",
+                        d.name
+                    ));
+                }
+            }
+            Check::Ulp { max_frac } => {
+                let (mut one, mut worst) = (0usize, 0i64);
+                for i in 0..n {
+                    let dist = (element(bt, body, i).1 - element(bt, want, i).1).abs();
+                    one += (dist == 1) as usize;
+                    worst = worst.max(dist);
+                }
+                if worst > 1 || one as f64 > max_frac * n as f64 {
+                    o.failures.push(format!(
+                        "`{}`: {one} of {n} elements 1 ulp off (at most {:.1}% allowed), worst {worst} ulp",
+                        d.name,
+                        max_frac * 100.0
+                    ));
+                }
+            }
+            Check::Tolerance { nrms, nmax } => {
+                let got: Vec<f64> = (0..n)
+                    .map(|i| element(bt, body, i).0 as f32 as f64)
+                    .collect();
+                let exp: Vec<f64> = (0..n)
+                    .map(|i| element(bt, want, i).0 as f32 as f64)
+                    .collect();
+                let (r, m) = normalized_deviation(&got, &exp);
+                if r.is_nan() || m.is_nan() || r > o.nrms || o.tol_nrms == 0.0 {
+                    o.nrms = r;
+                    o.nmax = m;
+                    o.tol_nrms = nrms;
+                    o.tol_nmax = nmax;
+                }
+                if !(r < nrms && m < nmax) {
+                    o.failures.push(format!(
+                        "`{}`: nrms {r:.3e} (< {nrms:e}), nmax {m:.3e} (< {nmax:e})",
+                        d.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The devices a parity run covers for `backends`: the cpu, the sim at waves 4, 8, 32 and 64,
+/// and every other backend that opens here. Backends that cannot open are returned with why.
+pub fn devices_for(backends: &[Backend]) -> (Vec<Device>, Vec<(Backend, String)>) {
+    let mut devs = Vec::new();
+    let mut skipped = Vec::new();
+    for &b in backends {
+        match b {
+            Backend::Sim => {
+                for w in [4, 8, 32, 64] {
+                    devs.push(Device::sim_with(SimConfig::new(w)).expect("valid sim wave"));
+                }
+            }
+            _ => match Device::open(b) {
+                Ok(d) => devs.push(d),
+                Err(e) => skipped.push((b, e.to_string())),
+            },
+        }
+    }
+    (devs, skipped)
+}
+
+/// Runs every case of every kernel × dtype on every device.
+pub fn run_matrix(devs: &[Device], kernels: &[KernelId], base: u64) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    for &k in kernels {
+        for &dt in k.dtypes() {
+            for dev in devs {
+                for case in cases(k, dt) {
+                    let label = format!(
+                        "{}/{}/{}/{}/{}",
+                        k.name(),
+                        dt.name(),
+                        dev.backend(),
+                        dev.wave(),
+                        case.label
+                    );
+                    out.push(run_case(dev, k, dt, &case, derive_seed(base, &label)));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! Port tables: which backend can run which kernel × dtype, and the one function that answers
+//! both "is there a port" and "which port", so a gate and a launch cannot disagree.
+
+use crate::kernels::{HostEntry, KERNELS};
+use crate::{Backend, Device, PortError};
+use kiln_math::{DType, KernelId, Waves};
+use std::sync::OnceLock;
+
+/// One compiled (or host-instantiated) kernel × dtype for one backend.
+#[derive(Debug)]
+pub struct Port {
+    pub kernel: KernelId,
+    pub dtype: DType,
+    pub backend: Backend,
+    /// The wave width the port was built for; `None` when it runs at the device's width.
+    pub wave: Option<u32>,
+    pub(crate) launch: PortLaunch,
+}
+
+#[derive(Debug)]
+#[allow(dead_code)] // `Artifact` is constructed by the GPU backends' slots
+pub(crate) enum PortLaunch {
+    /// A host instantiation of the body (cpu, sim).
+    Host(HostEntry),
+    /// An entry of a compiled artifact (PTX, code object, WGSL module), by symbol.
+    Artifact { symbol: String },
+}
+
+/// A backend's ports of one kernel, or why it has none.
+#[derive(Debug)]
+pub enum Slot {
+    Present(Vec<Port>),
+    Absent(String),
+}
+
+/// Every backend's ports of one kernel.
+#[derive(Debug)]
+pub struct KernelPorts {
+    pub kernel: KernelId,
+    pub cpu: Slot,
+    pub sim: Slot,
+    pub cuda: Slot,
+    pub rocm: Slot,
+    pub wgpu: Slot,
+}
+
+impl KernelPorts {
+    pub fn slot(&self, backend: Backend) -> &Slot {
+        match backend {
+            Backend::Cpu => &self.cpu,
+            Backend::Sim => &self.sim,
+            Backend::Cuda => &self.cuda,
+            Backend::Rocm => &self.rocm,
+            Backend::Wgpu => &self.wgpu,
+        }
+    }
+}
+
+fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
+    let entry = KERNELS
+        .iter()
+        .find(|k| k.id == id)
+        .expect("every listed kernel has an entry");
+    Slot::Present(
+        entry
+            .instances
+            .iter()
+            .map(|i| Port {
+                kernel: id,
+                dtype: i.dtype,
+                backend,
+                wave,
+                launch: PortLaunch::Host(if backend == Backend::Cpu {
+                    i.cpu
+                } else {
+                    i.sim
+                }),
+            })
+            .collect(),
+    )
+}
+
+/// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
+fn gpu_slot(_id: KernelId, backend: Backend) -> Slot {
+    match backend {
+        Backend::Cuda => {
+            Slot::Absent("no PTX artifacts: the nvptx port is not implemented yet".into())
+        }
+        Backend::Rocm => {
+            Slot::Absent("no code objects: the amdgcn port is not implemented yet".into())
+        }
+        Backend::Wgpu => {
+            Slot::Absent("no WGSL modules: the WGSL port is not implemented yet".into())
+        }
+        Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
+    }
+}
+
+/// The port table of every kernel in the list, built once per process.
+pub fn all_ports() -> &'static [KernelPorts] {
+    static TABLE: OnceLock<Vec<KernelPorts>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        KernelId::ALL
+            .iter()
+            .map(|&id| KernelPorts {
+                kernel: id,
+                cpu: host_slot(id, Backend::Cpu, Some(1)),
+                sim: host_slot(id, Backend::Sim, None),
+                cuda: gpu_slot(id, Backend::Cuda),
+                rocm: gpu_slot(id, Backend::Rocm),
+                wgpu: gpu_slot(id, Backend::Wgpu),
+            })
+            .collect()
+    })
+}
+
+/// The port table of one kernel.
+pub fn ports(kernel: KernelId) -> &'static KernelPorts {
+    all_ports()
+        .iter()
+        .find(|t| t.kernel == kernel)
+        .expect("every listed kernel has a table")
+}
+
+/// The port that runs `t`'s kernel as `dtype` on `dev`, or why there is none.
+pub fn select_port<'a>(
+    t: &'a KernelPorts,
+    dev: &Device,
+    dtype: DType,
+) -> Result<&'a Port, PortError> {
+    let kernel = t.kernel.name();
+    let backend = dev.backend();
+    let ports = match t.slot(backend) {
+        Slot::Absent(reason) => {
+            return Err(PortError::NoPort {
+                kernel,
+                backend,
+                reason: reason.clone(),
+            })
+        }
+        Slot::Present(p) => p,
+    };
+    let port = ports
+        .iter()
+        .find(|p| p.dtype == dtype)
+        .ok_or_else(|| PortError::NoPort {
+            kernel,
+            backend,
+            reason: format!("the kernel has no {} instance", dtype.name()),
+        })?;
+    if let Waves::Only(w) = t.kernel.waves() {
+        if w != dev.wave() {
+            return Err(PortError::WaveMismatch {
+                kernel,
+                built: w,
+                device: dev.wave(),
+            });
+        }
+    }
+    if let Some(w) = port.wave {
+        if w != dev.wave() {
+            return Err(PortError::WaveMismatch {
+                kernel,
+                built: w,
+                device: dev.wave(),
+            });
+        }
+    }
+    Ok(port)
+}
+
+/// Whether `select_port` would find a port.
+pub fn has_port(t: &KernelPorts, dev: &Device, dtype: DType) -> bool {
+    select_port(t, dev, dtype).is_ok()
+}

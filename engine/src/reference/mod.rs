@@ -1,0 +1,9 @@
+//! The reference chains: each fused kernel as a composition of simple host ops, written from
+//! the spec and independently of the fused bodies. They are the fallback when a device has no
+//! port, and the parity harness's oracle. Each module also declares its parity cases.
+//!
+//! Intermediate values are computed in f64 and rounded to `T` exactly where the unfused chain
+//! stores a tensor.
+
+pub mod fused_add_rms_norm;
+pub mod ops;

@@ -1,0 +1,281 @@
+//! Tensors: a shape, a dtype and bytes on a device.
+
+use crate::gpu::{DeviceMemory, GpuBuf};
+use crate::{Device, DeviceError, DeviceKind, PortError};
+use kiln_math::{DType, Element, Scalar};
+
+/// A dense row-major tensor on a device.
+///
+/// A tensor may sit inside a larger allocation (`Tensor::guarded`): the bytes before and after
+/// it are guard regions a harness can check after a launch.
+#[derive(Debug)]
+pub struct Tensor {
+    dev: Device,
+    dtype: DType,
+    shape: Vec<usize>,
+    mem: Mem,
+    /// Byte offset of element 0 inside `mem`.
+    offset: usize,
+    /// Bytes of the whole allocation (guards included).
+    total: usize,
+}
+
+#[derive(Debug)]
+enum Mem {
+    /// Host memory (cpu, sim), 8-byte aligned.
+    Host(Vec<u64>),
+    Gpu(Box<dyn DeviceMemory>),
+}
+
+fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+fn other(msg: String) -> PortError {
+    PortError::Device(DeviceError::Other(msg))
+}
+
+impl Tensor {
+    /// A zero-filled tensor.
+    pub fn zeros(dev: &Device, dtype: DType, shape: &[usize]) -> Result<Tensor, PortError> {
+        Tensor::guarded(dev, dtype, shape, 0, 0, 0)
+    }
+
+    /// A tensor with `guard` elements of `guard_fill` bytes before and after it, its own bytes
+    /// all `body_fill`. The parity harness uses it for sentinels and poison.
+    pub fn guarded(
+        dev: &Device,
+        dtype: DType,
+        shape: &[usize],
+        guard: usize,
+        guard_fill: u8,
+        body_fill: u8,
+    ) -> Result<Tensor, PortError> {
+        let n = numel(shape)
+            .checked_add(2 * guard)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| other(format!("tensor of shape {shape:?} is too large")))?;
+        let offset = guard * dtype.size();
+        let mut bytes = vec![guard_fill; n];
+        bytes[offset..n - offset].fill(body_fill);
+        let mem = match dev.kind() {
+            DeviceKind::Cpu | DeviceKind::Sim(_) => {
+                let mut words = vec![0u64; n.div_ceil(8).max(1)];
+                // SAFETY: the u64 storage holds at least n bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, n)
+                };
+                Mem::Host(words)
+            }
+            DeviceKind::Gpu(g) => {
+                let m = g.alloc(n.max(1))?;
+                m.write(0, &bytes)?;
+                Mem::Gpu(m)
+            }
+        };
+        Ok(Tensor {
+            dev: dev.clone(),
+            dtype,
+            shape: shape.to_vec(),
+            mem,
+            offset,
+            total: n,
+        })
+    }
+
+    /// A tensor holding `data` (its element type decides the dtype).
+    pub fn from_slice<T: Scalar>(
+        dev: &Device,
+        shape: &[usize],
+        data: &[T],
+    ) -> Result<Tensor, PortError> {
+        let mut t = Tensor::zeros(dev, T::DTYPE, shape)?;
+        t.write(data)?;
+        Ok(t)
+    }
+
+    /// A tensor of `dtype` from f32 values, rounded to nearest even.
+    pub fn from_f32(
+        dev: &Device,
+        dtype: DType,
+        shape: &[usize],
+        data: &[f32],
+    ) -> Result<Tensor, PortError> {
+        let mut t = Tensor::zeros(dev, dtype, shape)?;
+        t.write_f32(data)?;
+        Ok(t)
+    }
+
+    /// A tensor from raw little-endian bytes.
+    pub fn from_bytes(
+        dev: &Device,
+        dtype: DType,
+        shape: &[usize],
+        bytes: &[u8],
+    ) -> Result<Tensor, PortError> {
+        let mut t = Tensor::zeros(dev, dtype, shape)?;
+        t.write_bytes(bytes)?;
+        Ok(t)
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+    pub fn byte_len(&self) -> usize {
+        self.numel() * self.dtype.size()
+    }
+
+    fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>, PortError> {
+        match &self.mem {
+            Mem::Host(words) => {
+                // SAFETY: u64 storage viewed as bytes; offset + len <= total <= words.len() * 8.
+                let all =
+                    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, self.total) };
+                Ok(all[offset..offset + len].to_vec())
+            }
+            Mem::Gpu(m) => {
+                let mut out = vec![0u8; len];
+                m.read(offset, &mut out)?;
+                Ok(out)
+            }
+        }
+    }
+
+    /// The tensor's bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, PortError> {
+        self.read_range(self.offset, self.byte_len())
+    }
+
+    /// The whole allocation's bytes, guards included.
+    pub fn to_bytes_with_guards(&self) -> Result<Vec<u8>, PortError> {
+        self.read_range(0, self.total)
+    }
+
+    /// Bytes of the guard before the tensor.
+    pub fn guard_bytes(&self) -> usize {
+        self.offset
+    }
+
+    pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), PortError> {
+        if bytes.len() != self.byte_len() {
+            return Err(other(format!(
+                "{} bytes written into a tensor of {} bytes",
+                bytes.len(),
+                self.byte_len()
+            )));
+        }
+        match &mut self.mem {
+            Mem::Host(words) => {
+                // SAFETY: as in read_range.
+                let all = unsafe {
+                    std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, self.total)
+                };
+                all[self.offset..self.offset + bytes.len()].copy_from_slice(bytes);
+                Ok(())
+            }
+            Mem::Gpu(m) => Ok(m.write(self.offset, bytes)?),
+        }
+    }
+
+    pub fn write<T: Scalar>(&mut self, data: &[T]) -> Result<(), PortError> {
+        self.check_dtype(T::DTYPE)?;
+        // SAFETY: Scalar types are plain data.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
+        };
+        self.write_bytes(bytes)
+    }
+
+    pub fn write_f32(&mut self, data: &[f32]) -> Result<(), PortError> {
+        match self.dtype {
+            DType::F32 => self.write(data),
+            DType::F16 => self.write(
+                &data
+                    .iter()
+                    .map(|&v| kiln_math::F16::from_f32(v))
+                    .collect::<Vec<_>>(),
+            ),
+            DType::Bf16 => self.write(
+                &data
+                    .iter()
+                    .map(|&v| kiln_math::Bf16::from_f32(v))
+                    .collect::<Vec<_>>(),
+            ),
+            d => Err(other(format!("write_f32 into a {} tensor", d.name()))),
+        }
+    }
+
+    pub fn to_vec<T: Scalar>(&self) -> Result<Vec<T>, PortError> {
+        self.check_dtype(T::DTYPE)?;
+        let bytes = self.to_bytes()?;
+        let mut out = Vec::<T>::with_capacity(self.numel());
+        // SAFETY: exactly numel * size_of::<T>() bytes of plain data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr() as *mut u8, bytes.len());
+            out.set_len(self.numel());
+        }
+        Ok(out)
+    }
+
+    /// Values widened to f32 (float dtypes only).
+    pub fn to_f32_vec(&self) -> Result<Vec<f32>, PortError> {
+        Ok(match self.dtype {
+            DType::F32 => self.to_vec::<f32>()?,
+            DType::F16 => self
+                .to_vec::<kiln_math::F16>()?
+                .into_iter()
+                .map(Element::to_f32)
+                .collect(),
+            DType::Bf16 => self
+                .to_vec::<kiln_math::Bf16>()?
+                .into_iter()
+                .map(Element::to_f32)
+                .collect(),
+            d => return Err(other(format!("to_f32_vec of a {} tensor", d.name()))),
+        })
+    }
+
+    fn check_dtype(&self, want: DType) -> Result<(), PortError> {
+        if self.dtype == want {
+            Ok(())
+        } else {
+            Err(other(format!(
+                "tensor is {}, accessed as {}",
+                self.dtype.name(),
+                want.name()
+            )))
+        }
+    }
+
+    /// Pointer to element 0 for a host-memory launch (`None` for device memory). Host
+    /// launches only write through buffers the caller passed as outputs (`Arg::Out`).
+    pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
+        match &self.mem {
+            // SAFETY: offset is inside the allocation.
+            Mem::Host(w) => Some(unsafe { (w.as_ptr() as *mut u8).add(self.offset) }),
+            Mem::Gpu(_) => None,
+        }
+    }
+
+    /// The buffer of a GPU launch (`None` for host memory).
+    pub(crate) fn gpu_buf(&self) -> Option<GpuBuf<'_>> {
+        match &self.mem {
+            Mem::Gpu(m) => Some(GpuBuf {
+                mem: m.as_ref(),
+                offset: self.offset,
+                len: self.numel(),
+                dtype: self.dtype,
+            }),
+            Mem::Host(_) => None,
+        }
+    }
+}

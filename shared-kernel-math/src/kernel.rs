@@ -1,0 +1,276 @@
+//! Kernel descriptors: params structs, shape binding and validation, launch geometry.
+
+use core::fmt;
+
+/// The kind of a params field. Every field is 4 bytes, so a params struct has no padding and
+/// its bytes are the launch ABI's by-value argument on every backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    F32,
+    U32,
+    I32,
+}
+
+/// One field of a params struct.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamField {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    /// `false`: derived from buffer shapes by `KernelDef::bind`; `true`: set by the caller.
+    pub user: bool,
+    pub doc: &'static str,
+}
+
+/// A field value, widened.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ParamValue {
+    F32(f32),
+    U32(u32),
+    I32(i32),
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::F32(v) => write!(f, "{v}"),
+            ParamValue::U32(v) => write!(f, "{v}"),
+            ParamValue::I32(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Why a params field could not be set by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamError {
+    UnknownField,
+    /// The field is derived from the buffers' shapes.
+    ShapeDerived,
+    BadValue(ParamKind),
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamError::UnknownField => f.write_str("no such parameter"),
+            ParamError::ShapeDerived => f.write_str("derived from the tensors' shapes"),
+            ParamError::BadValue(k) => write!(f, "not a valid {k:?} value"),
+        }
+    }
+}
+
+/// A `#[repr(C)]` params struct shared by host and device (declare it with [`params!`]).
+pub trait Params: Copy + Default + fmt::Debug + Send + Sync + 'static {
+    const FIELDS: &'static [ParamField];
+    /// The struct as 32-bit words, in field order (the by-value launch argument).
+    fn words(&self) -> &[u32];
+    fn from_words(words: &[u32]) -> Self;
+    fn get(&self, name: &str) -> Option<ParamValue>;
+    fn set(&mut self, name: &str, value: &str) -> Result<(), ParamError>;
+}
+
+/// Declares a params struct: fields with `= default` are set by callers, the rest are bound
+/// from buffer shapes by the kernel's `bind`. Field types are `f32`, `u32` or `i32`.
+#[macro_export]
+macro_rules! params {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident {
+            $( $(#[doc = $doc:literal])* pub $f:ident : $t:ident $(= $def:expr)? ),* $(,)?
+        }
+    ) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name { $( $(#[doc = $doc])* pub $f: $t, )* }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $( $f: $crate::params!(@default $t $(, $def)?), )* }
+            }
+        }
+
+        impl $crate::Params for $name {
+            const FIELDS: &'static [$crate::ParamField] = &[$(
+                $crate::ParamField {
+                    name: stringify!($f),
+                    kind: $crate::params!(@kind $t),
+                    user: $crate::params!(@user $($def)?),
+                    doc: concat!($($doc),*),
+                },
+            )*];
+            fn words(&self) -> &[u32] {
+                const _: () = assert!(core::mem::size_of::<$name>() % 4 == 0);
+                // SAFETY: repr(C) struct of 4-byte plain fields, no padding.
+                unsafe {
+                    core::slice::from_raw_parts(
+                        self as *const Self as *const u32,
+                        core::mem::size_of::<Self>() / 4,
+                    )
+                }
+            }
+            fn from_words(words: &[u32]) -> Self {
+                let mut p = Self::default();
+                let n = core::mem::size_of::<Self>() / 4;
+                assert!(words.len() == n, "params word count");
+                // SAFETY: as above; every bit pattern is a valid value of each field.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(words.as_ptr(), &mut p as *mut Self as *mut u32, n)
+                };
+                p
+            }
+            fn get(&self, name: &str) -> Option<$crate::ParamValue> {
+                $( if name == stringify!($f) {
+                    return Some($crate::params!(@value $t, self.$f));
+                } )*
+                None
+            }
+            fn set(&mut self, name: &str, value: &str) -> Result<(), $crate::ParamError> {
+                $( if name == stringify!($f) {
+                    if !$crate::params!(@user $($def)?) {
+                        return Err($crate::ParamError::ShapeDerived);
+                    }
+                    self.$f = value.trim().parse::<$t>().map_err(|_| {
+                        $crate::ParamError::BadValue($crate::params!(@kind $t))
+                    })?;
+                    return Ok(());
+                } )*
+                Err($crate::ParamError::UnknownField)
+            }
+        }
+    };
+    (@default $t:ident) => { 0 as $t };
+    (@default $t:ident, $def:expr) => { $def };
+    (@user) => { false };
+    (@user $def:expr) => { true };
+    (@kind f32) => { $crate::ParamKind::F32 };
+    (@kind u32) => { $crate::ParamKind::U32 };
+    (@kind i32) => { $crate::ParamKind::I32 };
+    (@value f32, $v:expr) => { $crate::ParamValue::F32($v) };
+    (@value u32, $v:expr) => { $crate::ParamValue::U32($v) };
+    (@value i32, $v:expr) => { $crate::ParamValue::I32($v) };
+}
+
+/// Launch geometry for bound params.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks per axis.
+    pub grid: [u32; 3],
+    /// Preferred threads per block on GPUs (a multiple of 32 the engine may clamp); the kernel is
+    /// correct for any block size that is a multiple of the wave.
+    pub block: u32,
+}
+
+/// Which wave sizes a kernel body is correct for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waves {
+    Any,
+    /// Only this width (a kernel that hard-wires lane arithmetic; declare why in the list).
+    Only(u32),
+}
+
+impl Waves {
+    pub const fn accepts(self, wave: u32) -> bool {
+        match self {
+            Waves::Any => true,
+            Waves::Only(w) => w == wave,
+        }
+    }
+}
+
+/// A shape or parameter that a kernel refuses, found before any launch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ShapeError {
+    /// Wrong number of buffers (the list and the caller disagree).
+    BufferCount { got: usize, want: usize },
+    /// `what` must equal `want`.
+    Mismatch {
+        what: &'static str,
+        got: u64,
+        want: u64,
+    },
+    /// `what` must be non-zero.
+    Empty { what: &'static str },
+    /// `what` must lie in `[lo, hi]`.
+    Range {
+        what: &'static str,
+        got: f64,
+        lo: f64,
+        hi: f64,
+    },
+    /// Anything else, said in words.
+    Invalid(&'static str),
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ShapeError::BufferCount { got, want } => {
+                write!(f, "{got} buffers given, the kernel takes {want}")
+            }
+            ShapeError::Mismatch { what, got, want } => {
+                write!(f, "{what} is {got}, must be {want}")
+            }
+            ShapeError::Empty { what } => write!(f, "{what} is 0, must be positive"),
+            ShapeError::Range { what, got, lo, hi } => {
+                write!(f, "{what} is {got}, must be in [{lo}, {hi}]")
+            }
+            ShapeError::Invalid(msg) => f.write_str(msg),
+        }
+    }
+}
+
+/// Shape helpers for `bind` implementations.
+pub mod shape {
+    use super::ShapeError;
+
+    pub fn numel(s: &[usize]) -> usize {
+        s.iter().product()
+    }
+
+    pub fn eq(what: &'static str, got: usize, want: usize) -> Result<(), ShapeError> {
+        if got == want {
+            Ok(())
+        } else {
+            Err(ShapeError::Mismatch {
+                what,
+                got: got as u64,
+                want: want as u64,
+            })
+        }
+    }
+
+    pub fn nonzero(what: &'static str, v: usize) -> Result<(), ShapeError> {
+        if v == 0 {
+            Err(ShapeError::Empty { what })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Converts a size to the u32 a params struct holds.
+    pub fn to_u32(what: &'static str, v: usize) -> Result<u32, ShapeError> {
+        u32::try_from(v).map_err(|_| ShapeError::Range {
+            what,
+            got: v as f64,
+            lo: 0.0,
+            hi: u32::MAX as f64,
+        })
+    }
+}
+
+/// A kernel: its params, how shapes bind to them, and how it launches.
+pub trait KernelDef {
+    type Params: crate::Params;
+    const NAME: &'static str;
+    /// Wave sizes the body is correct for.
+    const WAVES: Waves = Waves::Any;
+    /// Fill the shape-derived params from the buffers' shapes (in list order) and validate the
+    /// shapes together with the caller's params. Runs on the host before every launch.
+    fn bind(p: &mut Self::Params, shapes: &[&[usize]]) -> Result<(), ShapeError>;
+    /// Grid and preferred block size for bound params.
+    fn launch(p: &Self::Params) -> Launch;
+    /// The kernel's own launch-sized shared memory in bytes (after the collectives' scratch).
+    fn shared_bytes(_p: &Self::Params, _block: u32, _wave: u32) -> usize {
+        0
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per kernel: its params, its `KernelDef` and its body.
+
+pub mod fused_add_rms_norm;

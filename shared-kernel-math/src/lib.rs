@@ -1,0 +1,26 @@
+//! kiln-math: every kiln kernel's math and body, once.
+//!
+//! Kernels are generic Rust functions over an [`Element`] type and the [`Block`] they run in.
+//! The same source is compiled for the host (the engine's `cpu` and `sim` backends), for
+//! `nvptx64-nvidia-cuda`, for `amdgcn-amd-amdhsa`, and translated to WGSL. `no_std`, no alloc.
+#![no_std]
+
+mod block;
+mod element;
+mod kernel;
+pub mod kernels;
+mod list;
+mod view;
+
+pub use block::{argmax_beats, max_total, scratch_words, shared_bytes_total, Block};
+pub use element::{
+    f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits, Bf16, DType, Element, Scalar, F16,
+};
+pub use kernel::{
+    shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,
+    Waves,
+};
+pub use list::{BufferDesc, Elem, KernelId};
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub use view::Probe;
+pub use view::{Access, Dst, Rw, Src, View};

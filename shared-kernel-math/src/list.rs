@@ -1,0 +1,125 @@
+//! The kernel list: the one place that names every kernel.
+//!
+//! Each entry is `name: Id [dtypes] (buffer: Access<Elem>, …);` where `name` is the module in
+//! `kernels/` holding the body `name::name` and the descriptor `name::Id: KernelDef`, the
+//! dtypes are the element types `T` it is instantiated for, and the buffers are its views in
+//! launch order (`T` is the instantiation's element type; other element types are fixed).
+//! Vendor crates, the engine, the tests and the CLI expand this list; nothing per-kernel is
+//! written anywhere else.
+
+/// Calls `$m!` with every kernel entry.
+#[macro_export]
+macro_rules! for_each_kernel {
+    ($m:ident) => {
+        $m! {
+            fused_add_rms_norm: FusedAddRmsNorm [f32, f16, bf16]
+                (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
+        }
+    };
+}
+
+/// The Rust type of a list dtype name.
+#[macro_export]
+macro_rules! elem {
+    (f32) => {
+        f32
+    };
+    (f16) => {
+        $crate::F16
+    };
+    (bf16) => {
+        $crate::Bf16
+    };
+}
+
+/// The element of a list buffer: `T` (the instantiation's dtype) or a fixed scalar type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    Kernel,
+    Fixed(crate::DType),
+}
+
+impl Elem {
+    /// The concrete dtype when the kernel runs as `kernel_dtype`.
+    pub const fn resolve(self, kernel_dtype: crate::DType) -> crate::DType {
+        match self {
+            Elem::Kernel => kernel_dtype,
+            Elem::Fixed(d) => d,
+        }
+    }
+}
+
+/// One buffer of a kernel, as the list declares it.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferDesc {
+    pub name: &'static str,
+    pub access: crate::Access,
+    pub elem: Elem,
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! elem_kind {
+    (T) => {
+        $crate::Elem::Kernel
+    };
+    ($t:ident) => {
+        $crate::Elem::Fixed(<$t as $crate::Scalar>::DTYPE)
+    };
+}
+
+macro_rules! define_kernel_ids {
+    ($( $name:ident : $id:ident [$($dt:ident),*] ( $($b:ident : $acc:ident < $e:ident >),* ); )*) => {
+        /// Every kernel in the list.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum KernelId { $($id),* }
+
+        impl KernelId {
+            pub const ALL: &'static [KernelId] = &[$(KernelId::$id),*];
+
+            pub const fn name(self) -> &'static str {
+                match self { $(KernelId::$id => stringify!($name)),* }
+            }
+
+            pub fn from_name(name: &str) -> Option<KernelId> {
+                $( if name == stringify!($name) { return Some(KernelId::$id); } )*
+                None
+            }
+
+            /// The element types the kernel is instantiated for.
+            pub const fn dtypes(self) -> &'static [$crate::DType] {
+                match self {
+                    $(KernelId::$id => &[$(<$crate::elem!($dt) as $crate::Scalar>::DTYPE),*]),*
+                }
+            }
+
+            /// The buffers in launch order.
+            pub const fn buffers(self) -> &'static [BufferDesc] {
+                match self {
+                    $(KernelId::$id => &[$(BufferDesc {
+                        name: stringify!($b),
+                        access: <$crate::$acc<u8> as $crate::View>::ACCESS,
+                        elem: $crate::elem_kind!($e),
+                    }),*]),*
+                }
+            }
+
+            /// The params fields.
+            pub const fn params(self) -> &'static [$crate::ParamField] {
+                match self {
+                    $(KernelId::$id => <<$crate::kernels::$name::$id as $crate::KernelDef>::Params
+                        as $crate::Params>::FIELDS),*
+                }
+            }
+
+            /// Wave sizes the body is correct for.
+            pub const fn waves(self) -> $crate::Waves {
+                match self {
+                    $(KernelId::$id => <$crate::kernels::$name::$id as $crate::KernelDef>::WAVES),*
+                }
+            }
+        }
+    };
+}
+
+for_each_kernel!(define_kernel_ids);

@@ -1,0 +1,30 @@
+//! `cargo xtask <command>`: project automation that is plain Rust, not shell.
+//!
+//! - `kernels [--check]`: builds every device artifact the engine embeds (or checks that the
+//!   committed ones are fresh).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("kernels") => {
+            let check = args.iter().any(|a| a == "--check");
+            let steps: &[(&str, fn(bool) -> Result<(), String>)] = &[];
+            for (name, step) in steps {
+                if let Err(e) = step(check) {
+                    eprintln!("xtask kernels: {name}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            if steps.is_empty() {
+                println!("xtask kernels: no device crates in this tree yet; nothing to build");
+            }
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("usage: cargo xtask kernels [--check]");
+            ExitCode::FAILURE
+        }
+    }
+}
