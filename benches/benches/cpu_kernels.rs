@@ -1,0 +1,30 @@
+//! Criterion benches of the kernels on the cpu backend, reported as bytes/s.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kiln::{ops, DType, Device, Tensor};
+
+fn fused_add_rms_norm(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("fused_add_rms_norm/cpu");
+    for dtype in [DType::F32, DType::Bf16] {
+        for (rows, dim) in [(1usize, 4096usize), (32, 4096), (512, 8192)] {
+            let n = rows * dim;
+            let x = Tensor::from_f32(&dev, dtype, &[rows, dim], &vec![0.5; n]).unwrap();
+            let mut residual = Tensor::from_f32(&dev, dtype, &[rows, dim], &vec![0.25; n]).unwrap();
+            let w = Tensor::from_f32(&dev, dtype, &[dim], &vec![1.0; dim]).unwrap();
+            let mut out = Tensor::zeros(&dev, dtype, &[rows, dim]).unwrap();
+            // Bytes the kernel must move: x, residual and weight read; residual and out written.
+            let bytes = (4 * n + dim) * dtype.size();
+            g.throughput(Throughput::Bytes(bytes as u64));
+            g.bench_function(format!("{}/{rows}x{dim}", dtype.name()), |b| {
+                b.iter(|| {
+                    ops::fused_add_rms_norm(&dev, &x, &mut residual, &w, 1e-6, &mut out).unwrap()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, fused_add_rms_norm);
+criterion_main!(benches);

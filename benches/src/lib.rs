@@ -1,0 +1,1 @@
+//! Benchmark drivers shared by the criterion benches and `kiln bench`.

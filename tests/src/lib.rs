@@ -1,0 +1,39 @@
+//! Helpers shared by kiln's test files.
+
+use kiln::{Backend, Device};
+
+/// Backends `KILN_REQUIRE_BACKENDS` (comma-separated) demands; an absent one fails the run.
+pub fn required_backends() -> Vec<Backend> {
+    std::env::var("KILN_REQUIRE_BACKENDS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            Backend::parse(s.trim())
+                .unwrap_or_else(|| panic!("KILN_REQUIRE_BACKENDS names unknown backend `{s}`"))
+        })
+        .collect()
+}
+
+/// The devices to test: every backend that opens here (the sim at waves 4, 8, 32, 64). Absent
+/// backends are reported as skipped by name, and fail the run when `KILN_REQUIRE_BACKENDS`
+/// names them.
+pub fn test_devices() -> Vec<Device> {
+    let (devs, skipped) = kiln::parity::devices_for(&Backend::ALL);
+    let required = required_backends();
+    for (b, why) in &skipped {
+        assert!(
+            !required.contains(b),
+            "required backend {b} is absent: {why}"
+        );
+        eprintln!("skipped backend {b}: {why}");
+    }
+    devs
+}
+
+/// The seed for a test: `KILN_SEED` or fresh, printed so a failure can be replayed.
+pub fn seed(test: &str) -> u64 {
+    let s = kiln::parity::base_seed();
+    eprintln!("{test}: seed {s} (replay with KILN_SEED={s})");
+    s
+}
