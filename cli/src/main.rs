@@ -1,10 +1,16 @@
 //! `kiln`: the command-line face of the engine.
 
+mod parity;
+mod ports;
+mod run;
+
 use clap::{Parser, Subcommand};
+use kiln::Backend;
 
 #[derive(Parser)]
 #[command(
     name = "kiln",
+    version,
     about = "Fused LLM-inference kernels, written once in Rust, on every backend."
 )]
 struct Cli {
@@ -16,6 +22,26 @@ struct Cli {
 enum Cmd {
     /// Backends on this machine, and why any is absent.
     Devices,
+    /// Every kernel × dtype × backend: present or absent (with the reason), reachable here or not.
+    Ports {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs the parity matrix: every kernel × dtype × backend against the reference chain.
+    Parity(parity::Args),
+    /// Runs one kernel on tensors from a safetensors file and writes every output buffer.
+    Run(run::Args),
+}
+
+/// Parses `cpu,sim,cuda`.
+pub(crate) fn parse_backends(s: &str) -> anyhow::Result<Vec<Backend>> {
+    s.split(',')
+        .map(|b| {
+            Backend::parse(b.trim()).ok_or_else(|| {
+                anyhow::anyhow!("unknown backend `{b}` (cpu, sim, cuda, rocm, wgpu)")
+            })
+        })
+        .collect()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -23,9 +49,13 @@ fn main() -> anyhow::Result<()> {
         Cmd::Devices => {
             for d in kiln::devices() {
                 let state = if d.available { "available" } else { "absent" };
-                println!("{:<5} {state:<9} {}", d.backend.name(), d.detail);
+                let wave = d.wave.map(|w| format!("wave {w}")).unwrap_or_default();
+                println!("{:<5} {state:<9} {wave:<8} {}", d.backend.name(), d.detail);
             }
+            Ok(())
         }
+        Cmd::Ports { json } => ports::print(json),
+        Cmd::Parity(a) => parity::main(a),
+        Cmd::Run(a) => run::main(a),
     }
-    Ok(())
 }

@@ -10,7 +10,10 @@ use kiln_math::{
 
 /// A host launch: raw buffers, bound params and geometry.
 pub(crate) struct HostLaunch<'a> {
-    pub kernel: KernelId,
+    /// The kernel's name, for errors.
+    pub kernel: &'static str,
+    /// Buffer names in launch order, for the sim's race reports.
+    pub buffer_names: &'a [&'static str],
     pub params: &'a [u32],
     pub bufs: &'a [HostBuf],
     pub grid: [u32; 3],
@@ -31,6 +34,9 @@ pub(crate) struct HostBuf {
 // SAFETY: device pointers handed to one launch, shared by its blocks as on a GPU.
 unsafe impl Send for HostBuf {}
 unsafe impl Sync for HostBuf {}
+
+/// Binds shape params into the words and validates; returns the launch geometry.
+pub(crate) type BindFn = fn(&mut [u32], &[&[usize]]) -> Result<Launch, ShapeError>;
 
 pub(crate) type HostEntry = fn(&HostLaunch) -> Result<(), DeviceError>;
 
@@ -86,7 +92,7 @@ impl<E: kiln_math::Scalar> HostSlice for kiln_math::Rw<E> {
 pub(crate) struct KernelEntry {
     pub id: KernelId,
     /// Binds shape params into the words and validates; returns the launch geometry.
-    pub bind: fn(&mut [u32], &[&[usize]]) -> Result<Launch, ShapeError>,
+    pub bind: BindFn,
     pub shared_bytes: fn(&[u32], u32, u32) -> usize,
     pub default_params: fn() -> Vec<u32>,
     pub set_param: fn(&mut [u32], &str, &str) -> Result<(), ParamError>,
@@ -141,7 +147,7 @@ macro_rules! sim_waves {
     ($l:expr, $body:ident, $p:expr, [$($w:literal),*]) => {
         match $l.wave {
             $( $w => crate::sim::run::<$w, _>($l, |b, s| $body(b, s, $p)), )*
-            w => Err(DeviceError::Launch { kernel: $l.kernel.name(), detail: format!("the sim has no wave {w}") }),
+            w => Err(DeviceError::Launch { kernel: $l.kernel, detail: format!("the sim has no wave {w}") }),
         }
     };
 }

@@ -233,8 +233,10 @@ pub fn launch(
                     len: a.tensor().numel(),
                 })
                 .collect();
+            let names: Vec<&'static str> = kernel.buffers().iter().map(|d| d.name).collect();
             let l = HostLaunch {
-                kernel,
+                kernel: kernel.name(),
+                buffer_names: &names,
                 params: &words,
                 bufs: &bufs,
                 grid: geometry.grid,

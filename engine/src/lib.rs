@@ -9,6 +9,7 @@
 
 mod backend;
 mod cpu;
+pub mod debug;
 mod device;
 mod error;
 pub mod gpu;

@@ -14,7 +14,7 @@
 use crate::cpu::{block_index, panic_message};
 use crate::kernels::{HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
-use kiln_math::{scratch_words, Block, KernelId, Probe, Rw, Scalar, View};
+use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, View};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
@@ -178,7 +178,7 @@ impl Rendezvous {
 
 /// One block's emulated hardware.
 struct BlockState {
-    kernel: KernelId,
+    kernel: &'static str,
     idx: [u32; 3],
     wave: u32,
     timeout: Duration,
@@ -216,7 +216,7 @@ impl BlockState {
         match f {
             RvFail::Aborted => resume_unwind(Box::new(Abort)),
             RvFail::Diverged(detail) => self.fail(DeviceError::Divergence {
-                kernel: self.kernel.name(),
+                kernel: self.kernel,
                 block: self.idx,
                 detail,
             }),
@@ -225,7 +225,7 @@ impl BlockState {
 
     fn race(&self, detail: String) -> ! {
         self.fail(DeviceError::Race {
-            kernel: self.kernel.name(),
+            kernel: self.kernel,
             block: self.idx,
             detail,
         })
@@ -245,7 +245,9 @@ impl<const W: u32> SimLane<'_, W> {
         let end = len
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|n| n.checked_add(start));
-        if end.is_none_or(|e| e > self.st.shared_len) || start % std::mem::align_of::<T>() != 0 {
+        if end.is_none_or(|e| e > self.st.shared_len)
+            || !start.is_multiple_of(std::mem::align_of::<T>())
+        {
             panic!(
                 "kiln: shared memory request of {len} elements at byte {start} exceeds the launch's {} bytes",
                 self.st.shared_len
@@ -311,7 +313,7 @@ impl<const W: u32> Block for SimLane<'_, W> {
         let source_lane = lane ^ mask;
         if source_lane >= W {
             self.st.fail(DeviceError::LaneOutOfWave {
-                kernel: self.st.kernel.name(),
+                kernel: self.st.kernel,
                 block: self.st.idx,
                 lane,
                 source_lane,
@@ -342,19 +344,18 @@ struct Writer {
 }
 
 /// The race detector over the launch's global buffers (shared memory is tracked per block).
-struct SimProbe {
-    kernel: KernelId,
+struct SimProbe<'a> {
+    buffer_names: &'a [&'static str],
     writes: Mutex<HashMap<(u32, usize), Writer>>,
 }
 
-impl SimProbe {
+impl SimProbe<'_> {
     fn describe(&self, buf: u32, byte: usize) -> String {
         if buf == SHARED_TAG {
             return format!("shared memory byte {byte}");
         }
-        let d = &self.kernel.buffers()[buf as usize];
-        // The element size is only known per instantiation; bytes are exact, elements are a hint.
-        format!("buffer `{}` byte {byte}", d.name)
+        let name = self.buffer_names.get(buf as usize).copied().unwrap_or("?");
+        format!("buffer `{name}` byte {byte}")
     }
 
     fn conflict(w: Writer, ctx: &LaneCtx) -> bool {
@@ -416,7 +417,7 @@ impl SimProbe {
     }
 }
 
-impl Probe for SimProbe {
+impl Probe for SimProbe<'_> {
     fn read(&self, buf: u32, byte: usize) {
         self.access(buf, byte, false)
     }
@@ -448,18 +449,23 @@ where
     F: Fn(&SimLane<W>, &SimViews) + Sync,
 {
     let cfg = l.sim.expect("sim launch without a sim config");
-    let kernel = l.kernel.name();
-    if l.block == 0 || l.block % W != 0 {
+    let kernel = l.kernel;
+    if l.block == 0 || !l.block.is_multiple_of(W) {
         return Err(DeviceError::Launch {
             kernel,
             detail: format!("block {} is not a multiple of wave {W}", l.block),
         });
     }
     let probe = SimProbe {
-        kernel: l.kernel,
+        buffer_names: l.buffer_names,
         writes: Mutex::new(HashMap::new()),
     };
-    let probe_ptr: NonNull<dyn Probe> = NonNull::from(&probe as &dyn Probe);
+    // SAFETY (lifetime erasure): the probe outlives every lane, all joined before `run` returns.
+    let probe_ptr: NonNull<dyn Probe> = unsafe {
+        std::mem::transmute::<NonNull<dyn Probe + '_>, NonNull<dyn Probe>>(NonNull::from(
+            &probe as &dyn Probe,
+        ))
+    };
     let views = SimViews {
         bufs: l.bufs,
         probe: probe_ptr,
@@ -468,7 +474,7 @@ where
     for lin in 0..blocks {
         let mut shm = vec![0u64; l.shared.div_ceil(8).max(1)];
         let st = BlockState {
-            kernel: l.kernel,
+            kernel,
             idx: block_index(lin, l.grid),
             wave: W,
             timeout: cfg.timeout,

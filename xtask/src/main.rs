@@ -5,12 +5,15 @@
 
 use std::process::ExitCode;
 
+/// A build step of `kernels`: builds (or with `true`, checks) one family of artifacts.
+type Step = fn(bool) -> Result<(), String>;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("kernels") => {
             let check = args.iter().any(|a| a == "--check");
-            let steps: &[(&str, fn(bool) -> Result<(), String>)] = &[];
+            let steps: &[(&str, Step)] = &[];
             for (name, step) in steps {
                 if let Err(e) = step(check) {
                     eprintln!("xtask kernels: {name}: {e}");

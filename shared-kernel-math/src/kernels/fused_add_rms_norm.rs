@@ -94,13 +94,18 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     let base = b.block_x() as usize * dim;
     let step = b.size() as usize;
 
-    let mut sq = 0.0f32;
+    // Compensated per-thread sum: with few threads per row (the serial cpu block sums a whole
+    // row) a plain f32 sum drifts by ~sqrt(dim) ulps; memory-bound GPUs pay nothing for it.
+    let (mut sq, mut carry) = (0.0f32, 0.0f32);
     let mut i = b.thread() as usize;
     while i < dim {
         let s = T::from_f32(x.get(base + i).to_f32() + residual.get(base + i).to_f32());
         residual.set(base + i, s);
         let f = s.to_f32();
-        sq += f * f;
+        let y = f * f - carry;
+        let t = sq + y;
+        carry = (t - sq) - y;
+        sq = t;
         i += step;
     }
     let inv = 1.0 / libm::sqrtf(b.sum(sq) / p.dim as f32 + p.eps);
