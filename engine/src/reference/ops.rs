@@ -28,7 +28,7 @@ pub fn norm_gain<T: Element>(weight: &[T], bias: f32) -> Vec<f64> {
 /// RMSNorm over rows of `gain.len()`: `rnd_T(gain · rnd_T(x / sqrt(mean(x²) + eps)))`.
 pub fn rms_norm<T: Element>(x: &[T], gain: &[f64], eps: f32, out: &mut [T]) {
     let dim = gain.len();
-    assert!(dim > 0 && x.len() % dim == 0 && out.len() == x.len());
+    assert!(dim > 0 && x.len().is_multiple_of(dim) && out.len() == x.len());
     for (row, orow) in x.chunks(dim).zip(out.chunks_mut(dim)) {
         let ms = row.iter().map(|v| (v.to_f32() as f64).powi(2)).sum::<f64>() / dim as f64;
         let inv = 1.0 / (ms + eps as f64).sqrt();
@@ -37,4 +37,25 @@ pub fn rms_norm<T: Element>(x: &[T], gain: &[f64], eps: f32, out: &mut [T]) {
             *o = T::from_f32((g * scaled) as f32);
         }
     }
+}
+
+/// One unfused elementwise op: `out[i] = rnd_T(f(a[i]))`, `f` evaluated in f64.
+pub fn map<T: Element>(a: &[T], f: impl Fn(f64) -> f64) -> Vec<T> {
+    a.iter()
+        .map(|&x| T::from_f32(f(x.to_f32() as f64) as f32))
+        .collect()
+}
+
+/// One unfused binary elementwise op: `out[i] = rnd_T(f(a[i], b[i]))`, `f` evaluated in f64.
+pub fn zip<T: Element>(a: &[T], b: &[T], f: impl Fn(f64, f64) -> f64) -> Vec<T> {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| T::from_f32(f(x.to_f32() as f64, y.to_f32() as f64) as f32))
+        .collect()
+}
+
+/// A scalar materialised in the array dtype, as the graph does with a Python float.
+pub fn scalar<T: Element>(v: f32) -> f64 {
+    T::from_f32(v).to_f32() as f64
 }
