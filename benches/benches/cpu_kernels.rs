@@ -26,5 +26,24 @@ fn fused_add_rms_norm(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, fused_add_rms_norm);
+fn fused_xielu(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("fused_xielu/cpu");
+    for dtype in [DType::F32, DType::Bf16] {
+        // A decode row and a prefill chunk of Apertus-8B's MLP width.
+        for n in [21504usize, 64 * 21504] {
+            let data: Vec<f32> = (0..n).map(|i| (i % 97) as f32 / 24.0 - 2.0).collect();
+            let x = Tensor::from_f32(&dev, dtype, &[n], &data).unwrap();
+            let mut out = Tensor::zeros(&dev, dtype, &[n]).unwrap();
+            // Bytes the kernel must move: x read, out written.
+            g.throughput(Throughput::Bytes((2 * n * dtype.size()) as u64));
+            g.bench_function(format!("{}/{n}", dtype.name()), |b| {
+                b.iter(|| ops::fused_xielu(&dev, &x, 0.79, 1.29, 0.5, -1e-6, &mut out).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, fused_add_rms_norm, fused_xielu);
 criterion_main!(benches);

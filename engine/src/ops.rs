@@ -5,6 +5,7 @@
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
+use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::{KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
@@ -66,4 +67,38 @@ fn launch_add_rms_norm(
         &mut args,
         Mode::Auto,
     )
+}
+
+/// The effective xIELU scales from a checkpoint's raw `alpha_p`, `alpha_n` and `beta`:
+/// `(softplus(alpha_p_raw), beta + softplus(alpha_n_raw))`, in f32 with the stable softplus
+/// `max(z, 0) + log1p(exp(-|z|))`.
+pub fn xielu_alphas(alpha_p_raw: f32, alpha_n_raw: f32, beta: f32) -> (f32, f32) {
+    let softplus = |z: f32| z.max(0.0) + libm::log1pf(libm::expf(-z.abs()));
+    (softplus(alpha_p_raw), beta + softplus(alpha_n_raw))
+}
+
+/// xIELU activation (spec §10), elementwise, byte-identical to the unfused graph on the host.
+///
+/// Shapes: `x` any shape, `out` the shape of `x`; one dtype (f32, f16 or bf16). `alpha_p`,
+/// `alpha_n` are the effective scales ([`xielu_alphas`]); `eps` clamps the negative branch
+/// (checkpoint default −1e-6). Per element `out = α_p·x² + β·x` if `x > 0`, else
+/// `α_n·(expm1(min(x, ε)) − x) + β·x`, each intermediate rounded to the dtype.
+pub fn fused_xielu(
+    dev: &Device,
+    x: &Tensor,
+    alpha_p: f32,
+    alpha_n: f32,
+    beta: f32,
+    eps: f32,
+    out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = XieluParams {
+        alpha_p,
+        alpha_n,
+        beta,
+        eps,
+        ..Default::default()
+    };
+    let mut args = [Arg::In(x), Arg::Out(out)];
+    launch(dev, KernelId::FusedXielu, p.words(), &mut args, Mode::Auto)
 }

@@ -14,6 +14,8 @@ macro_rules! for_each_kernel {
         $m! {
             fused_add_rms_norm: FusedAddRmsNorm [f32, f16, bf16]
                 (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
+            fused_xielu: FusedXielu [f32, f16, bf16]
+                (x: Src<T>, out: Dst<T>);
         }
     };
 }

@@ -6,4 +6,5 @@
 //! stores a tensor.
 
 pub mod fused_add_rms_norm;
+pub mod fused_xielu;
 pub mod ops;

@@ -38,3 +38,24 @@ pub fn rms_norm<T: Element>(x: &[T], gain: &[f64], eps: f32, out: &mut [T]) {
         }
     }
 }
+
+/// One unfused elementwise op: `out[i] = rnd_T(f(a[i]))`, `f` evaluated in f64.
+pub fn map<T: Element>(a: &[T], f: impl Fn(f64) -> f64) -> Vec<T> {
+    a.iter()
+        .map(|&x| T::from_f32(f(x.to_f32() as f64) as f32))
+        .collect()
+}
+
+/// One unfused binary elementwise op: `out[i] = rnd_T(f(a[i], b[i]))`, `f` evaluated in f64.
+pub fn zip<T: Element>(a: &[T], b: &[T], f: impl Fn(f64, f64) -> f64) -> Vec<T> {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| T::from_f32(f(x.to_f32() as f64, y.to_f32() as f64) as f32))
+        .collect()
+}
+
+/// A scalar materialised in the array dtype, as the graph does with a Python float.
+pub fn scalar<T: Element>(v: f32) -> f64 {
+    T::from_f32(v).to_f32() as f64
+}

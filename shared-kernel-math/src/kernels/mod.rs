@@ -1,3 +1,4 @@
 //! One module per kernel: its params, its `KernelDef` and its body.
 
 pub mod fused_add_rms_norm;
+pub mod fused_xielu;

@@ -1,0 +1,84 @@
+//! xIELU as the unfused elementwise graph (spec §10): each op stores a `T` tensor.
+
+use super::ops::{map, scalar, zip};
+use crate::parity::{Case, Check, Fill};
+use crate::Backend;
+use kiln_math::kernels::fused_xielu::XieluParams;
+use kiln_math::{DType, Element};
+
+pub fn fused_xielu<T: Element>(p: &XieluParams, x: &[T], out: &mut [T]) {
+    let (alpha_p, alpha_n) = (scalar::<T>(p.alpha_p), scalar::<T>(p.alpha_n));
+    let (beta, eps) = (scalar::<T>(p.beta), scalar::<T>(p.eps));
+    let square = map(x, |v| v * v);
+    let positive = map(&square, |v| alpha_p * v);
+    let clamped = map(x, |v| if v.is_nan() { v } else { v.min(eps) });
+    // The graph's expm1 runs in f32; libm's is the one every port calls.
+    let em1 = map(&clamped, |v| libm::expm1f(v as f32) as f64);
+    let shifted = zip(&em1, x, |a, b| a - b);
+    let negative = map(&shifted, |v| v * alpha_n);
+    let selected: Vec<T> = x
+        .iter()
+        .zip(positive.iter().zip(&negative))
+        .map(|(v, (&pos, &neg))| if v.to_f32() > 0.0 { pos } else { neg })
+        .collect();
+    let linear = map(x, |v| v * beta);
+    out.copy_from_slice(&zip(&selected, &linear, |a, b| a + b));
+}
+
+/// Byte-identical on the host backends (same rounding points, same expm1); the §15 budgets of
+/// the dtype elsewhere.
+fn check(dtype: DType) -> Check {
+    let (nrms, nmax) = match dtype {
+        DType::F32 => (1e-6, 1e-5),
+        DType::F16 => (2e-3, 1.2e-2),
+        _ => (1.6e-2, 7e-2),
+    };
+    Check::ExactOn {
+        exact_on: &[Backend::Cpu, Backend::Sim],
+        nrms,
+        nmax,
+    }
+}
+
+pub fn cases(dtype: DType) -> Vec<Case> {
+    let case =
+        |label: &str, shape: Vec<usize>, fill: Fill, params: Vec<(&'static str, String)>| Case {
+            label: label.into(),
+            shapes: vec![shape.clone(), shape],
+            params,
+            fill: vec![fill, Fill::Output],
+            checks: vec![Check::None, check(dtype)],
+        };
+    let apertus = || {
+        vec![
+            ("alpha_p", "0.7936".into()),
+            ("alpha_n", "1.2931".into()),
+            ("beta", "0.5".into()),
+            ("eps", "-1e-6".into()),
+        ]
+    };
+    vec![
+        case("16410", vec![16410], Fill::normal(0.0, 2.0), apertus()),
+        case("3x5x77", vec![3, 5, 77], Fill::normal(-0.5, 4.0), apertus()),
+        case(
+            "near zero 1000",
+            vec![1000],
+            Fill::Uniform {
+                lo: -1e-5,
+                hi: 1e-5,
+            },
+            apertus(),
+        ),
+        case(
+            "wide range 4096, eps -0.5",
+            vec![4096],
+            Fill::normal(0.0, 30.0),
+            vec![
+                ("alpha_p", "2.5".into()),
+                ("alpha_n", "0.31".into()),
+                ("beta", "-0.25".into()),
+                ("eps", "-0.5".into()),
+            ],
+        ),
+    ]
+}

@@ -1,0 +1,108 @@
+//! xIELU activation (spec §10), elementwise.
+//!
+//! `y = α_p·x² + β·x` for `x > 0`, `y = α_n·(expm1(min(x, ε)) − x) + β·x` otherwise, with every
+//! intermediate rounded to `T` where the unfused elementwise graph stores a tensor:
+//! `x²`, `α_p·x²`, `min(x, ε)`, `expm1(·)`, `· − x`, `· α_n`, `x·β` and the final add. The
+//! scalars arrive as f32 and are rounded to `T` once. f32 arithmetic followed by one rounding
+//! to `T` is the correctly rounded `T` operation (f32 has more than twice the bits of f16/bf16),
+//! so the bits match a graph that computes in `T`.
+
+use crate::kernel::shape;
+use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+
+crate::params! {
+    /// Params of `fused_xielu`. `alpha_p` and `alpha_n` are the effective (post-softplus) values.
+    pub struct XieluParams {
+        /// Elements of `x`.
+        pub n: u32,
+        /// Effective positive-branch scale, `softplus(alpha_p_raw)`.
+        pub alpha_p: f32 = 0.8,
+        /// Effective negative-branch scale, `beta + softplus(alpha_n_raw)`.
+        pub alpha_n: f32 = 0.8,
+        /// Linear term.
+        pub beta: f32 = 0.5,
+        /// Clamp of the negative branch's `expm1` argument (checkpoint default −1e-6).
+        pub eps: f32 = -1e-6,
+    }
+}
+
+/// Threads per block on GPUs; one element per thread, the grid covers `n`.
+const THREADS: u32 = 256;
+
+/// Descriptor of `fused_xielu`.
+pub struct FusedXielu;
+
+impl KernelDef for FusedXielu {
+    type Params = XieluParams;
+    const NAME: &'static str = "fused_xielu";
+
+    /// Buffers: `x` (any shape), `out` (the shape of `x`).
+    fn bind(p: &mut XieluParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
+        let [x, out] = shapes else {
+            return Err(ShapeError::BufferCount {
+                got: shapes.len(),
+                want: 2,
+            });
+        };
+        if out != x {
+            return Err(ShapeError::Invalid("out must have the shape of x"));
+        }
+        let n = shape::numel(x);
+        shape::nonzero("elements of x", n)?;
+        for (what, v) in [
+            ("alpha_p", p.alpha_p),
+            ("alpha_n", p.alpha_n),
+            ("beta", p.beta),
+            ("eps", p.eps),
+        ] {
+            if !v.is_finite() {
+                return Err(ShapeError::Range {
+                    what,
+                    got: v as f64,
+                    lo: f32::MIN as f64,
+                    hi: f32::MAX as f64,
+                });
+            }
+        }
+        p.n = shape::to_u32("elements of x", n)?;
+        Ok(())
+    }
+
+    fn launch(p: &XieluParams) -> Launch {
+        Launch {
+            grid: [p.n.div_ceil(THREADS), 1, 1],
+            block: THREADS,
+        }
+    }
+}
+
+/// One xIELU element with the graph's rounding points.
+#[inline(always)]
+pub fn xielu_element<T: Element>(x: T, alpha_p: T, alpha_n: T, beta: T, eps: T) -> T {
+    let r = |v: f32| T::from_f32(v).to_f32();
+    let xf = x.to_f32();
+    let positive = r(alpha_p.to_f32() * r(xf * xf));
+    // `min` that propagates NaN, as the graph's minimum does.
+    let clamped = if xf.is_nan() || xf < eps.to_f32() {
+        xf
+    } else {
+        eps.to_f32()
+    };
+    let em1 = r(libm::expm1f(r(clamped)));
+    let negative = r(r(em1 - xf) * alpha_n.to_f32());
+    let branch = if xf > 0.0 { positive } else { negative };
+    T::from_f32(branch + r(xf * beta.to_f32()))
+}
+
+/// The body: thread `i` of the whole grid handles element `i`.
+pub fn fused_xielu<T: Element, B: Block>(b: &B, p: &XieluParams, x: Src<T>, out: Dst<T>) {
+    let (alpha_p, alpha_n) = (T::from_f32(p.alpha_p), T::from_f32(p.alpha_n));
+    let (beta, eps) = (T::from_f32(p.beta), T::from_f32(p.eps));
+    // Grid-stride, so a serial block (size 1) and any GPU block cover the same elements.
+    let step = b.size() as usize * b.grid_x() as usize;
+    let mut i = b.block_x() as usize * b.size() as usize + b.thread() as usize;
+    while i < p.n as usize {
+        out.set(i, xielu_element(x.get(i), alpha_p, alpha_n, beta, eps));
+        i += step;
+    }
+}
