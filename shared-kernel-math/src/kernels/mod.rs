@@ -1,3 +1,7 @@
 //! One module per kernel: its params, its `KernelDef` and its body.
 
+pub mod decode_attention;
 pub mod fused_add_rms_norm;
+pub mod paged_attention_decode;
+pub mod paged_attention_decode_v2_partial;
+pub mod paged_attention_merge_states;
