@@ -16,7 +16,7 @@ pub const GUARD_BYTE: u8 = 0x5A;
 pub const POISON_BYTE: u8 = 0xFF;
 
 /// How a buffer's input values are drawn.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Fill {
     Normal {
         mean: f64,
@@ -26,6 +26,8 @@ pub enum Fill {
         lo: f64,
         hi: f64,
     },
+    /// Exactly these values, in order (page tables, index lists, special values).
+    Values(Vec<f64>),
     /// Write-only output: poisoned, not filled.
     Output,
 }
@@ -54,6 +56,9 @@ pub enum Check {
         nrms: f64,
         nmax: f64,
     },
+    /// `max_rel` (spec §0.2) strictly below `bound`; elements equal to the reference (infinities
+    /// included) count as no deviation, any other non-finite value fails.
+    MaxRel { bound: f64 },
 }
 
 impl Check {
@@ -121,6 +126,29 @@ pub fn normalized_deviation(got: &[f64], want: &[f64]) -> (f64, f64) {
     ((sq / n).sqrt() / scale, max / scale)
 }
 
+/// `max_rel` of spec §0.2: `max|got − want| / max(1e-6, max|want|)` over finite references;
+/// an element equal to its reference (infinities included) deviates by 0, any other pair with a
+/// non-finite member makes the result NaN.
+pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
+    let scale = want
+        .iter()
+        .filter(|w| w.is_finite())
+        .fold(0.0f64, |m, w| m.max(w.abs()))
+        .max(1e-6);
+    let mut worst = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        if g == w {
+            continue;
+        }
+        let d = (g - w).abs();
+        if !d.is_finite() {
+            return f64::NAN;
+        }
+        worst = worst.max(d);
+    }
+    worst / scale
+}
+
 /// The parity cases of a kernel at a dtype.
 pub fn cases(kernel: KernelId, dtype: DType) -> Vec<Case> {
     (entry(kernel).cases)(dtype)
@@ -138,15 +166,23 @@ pub fn base_seed() -> u64 {
         })
 }
 
-fn draw(dtype: DType, n: usize, fill: Fill, rng: &mut Rng) -> Vec<u8> {
-    let mut sample = || match fill {
+fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
+    if let Fill::Values(v) = fill {
+        assert_eq!(
+            v.len(),
+            n,
+            "a Fill::Values list must hold one value per element"
+        );
+    }
+    let mut sample = |i: usize| match *fill {
         Fill::Normal { mean, std } => mean + std * rng.normal(),
         Fill::Uniform { lo, hi } => lo + (hi - lo) * rng.uniform(),
+        Fill::Values(ref v) => v[i],
         Fill::Output => 0.0,
     };
     let mut out = Vec::with_capacity(n * dtype.size());
-    for _ in 0..n {
-        let v = sample();
+    for i in 0..n {
+        let v = sample(i);
         match dtype {
             DType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
             DType::F16 => {
@@ -256,7 +292,7 @@ fn check_case(
     // Inputs, the reference's copies, and the device tensors (written buffers guarded).
     let mut reference = Vec::new();
     let mut tensors = Vec::new();
-    for ((d, shape), &fill) in desc.iter().zip(&case.shapes).zip(&case.fill) {
+    for ((d, shape), fill) in desc.iter().zip(&case.shapes).zip(&case.fill) {
         let bt = d.elem.resolve(dtype);
         let n: usize = shape.iter().product();
         let input = if d.access == Access::Write {
@@ -392,6 +428,19 @@ fn check_case(
                         "`{}`: nrms {r:.3e} (< {nrms:e}), nmax {m:.3e} (< {nmax:e})",
                         d.name
                     ));
+                }
+            }
+            Check::MaxRel { bound } => {
+                let got: Vec<f64> = (0..n).map(|i| element(bt, body, i).0).collect();
+                let exp: Vec<f64> = (0..n).map(|i| element(bt, want, i).0).collect();
+                let rel = max_rel(&got, &exp);
+                if rel.is_nan() || rel > o.nmax || o.tol_nmax == 0.0 {
+                    o.nmax = rel;
+                    o.tol_nmax = bound;
+                }
+                if !(rel < bound) {
+                    o.failures
+                        .push(format!("`{}`: max_rel {rel:.3e} (< {bound:e})", d.name));
                 }
             }
         }

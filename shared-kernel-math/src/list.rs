@@ -16,6 +16,19 @@ macro_rules! for_each_kernel {
                 (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
             fused_xielu: FusedXielu [f32, f16, bf16]
                 (x: Src<T>, out: Dst<T>);
+            paged_attention_decode: PagedAttentionDecode [f32, f16, bf16]
+                (q: Src<f32>, k_pool: Src<T>, v_pool: Src<T>, rows: Src<i32>,
+                 row_offsets: Src<i32>, logical_starts: Src<i32>, visible_lens: Src<i32>,
+                 out: Dst<f32>);
+            paged_attention_decode_v2_partial: PagedAttentionDecodeV2Partial [f32, f16, bf16]
+                (q: Src<f32>, k_pool: Src<T>, v_pool: Src<T>, indices: Src<i32>,
+                 indptr: Src<i32>, last_page_len: Src<i32>, first_page_offset: Src<i32>,
+                 request_indices: Src<i32>, kv_tile_indices: Src<i32>, out_v: Dst<f32>,
+                 out_lse: Dst<f32>);
+            // The merge reads and writes f32 states only; T is f32.
+            paged_attention_merge_states: PagedAttentionMergeStates [f32]
+                (v_in: Src<T>, lse_in: Src<T>, o_indptr: Src<i32>, v_out: Dst<T>,
+                 lse_out: Dst<T>);
         }
     };
 }

@@ -8,3 +8,7 @@
 pub mod fused_add_rms_norm;
 pub mod fused_xielu;
 pub mod ops;
+pub mod paged_attention_decode;
+pub mod paged_attention_decode_v2_partial;
+pub mod paged_attention_merge_states;
+pub mod paged_cases;

@@ -59,3 +59,70 @@ pub fn zip<T: Element>(a: &[T], b: &[T], f: impl Fn(f64, f64) -> f64) -> Vec<T> 
 pub fn scalar<T: Element>(v: f32) -> f64 {
     T::from_f32(v).to_f32() as f64
 }
+
+/// The pool geometry of layout A `[num_blocks, block_size, heads_kv, head_dim]` (spec §9.1).
+#[derive(Clone, Copy, Debug)]
+pub struct KvPoolShape {
+    pub num_blocks: usize,
+    pub block_size: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+}
+
+/// Gathers `len` visible tokens of one sequence, starting `start` entries into the first page
+/// of `pages` (its pool rows in order), as `[len, heads_kv, head_dim]` f64. `None` when a page
+/// index is missing or a row lies outside the pool.
+pub fn gather_visible<T: Element>(
+    pool: &[T],
+    shape: KvPoolShape,
+    pages: &[i32],
+    start: usize,
+    len: usize,
+) -> Option<Vec<f64>> {
+    let token = shape.heads_kv * shape.head_dim;
+    let mut out = Vec::with_capacity(len * token);
+    for t in 0..len {
+        let pos = start + t;
+        let row = usize::try_from(*pages.get(pos / shape.block_size)?).ok()?;
+        if row >= shape.num_blocks {
+            return None;
+        }
+        let at = (row * shape.block_size + pos % shape.block_size) * token;
+        out.extend(pool.get(at..at + token)?.iter().map(|v| v.to_f32() as f64));
+    }
+    Some(out)
+}
+
+/// Single-query attention in f64 over gathered `[len, heads_kv, head_dim]` keys and values for
+/// query head `head` (KV head `head / (heads_q / heads_kv)`): returns the output row and the
+/// natural-log sum of exponentials of the scaled scores (`-inf` with zeros when `len = 0`).
+pub fn attend(
+    q: &[f32],
+    keys: &[f64],
+    values: &[f64],
+    heads_kv: usize,
+    kv_head: usize,
+    scale: f64,
+) -> (Vec<f64>, f64) {
+    let d = q.len();
+    let len = keys.len() / (heads_kv * d);
+    let at = |t: usize| (t * heads_kv + kv_head) * d;
+    let scores: Vec<f64> = (0..len)
+        .map(|t| {
+            let k = &keys[at(t)..at(t) + d];
+            scale * q.iter().zip(k).map(|(&a, &b)| a as f64 * b).sum::<f64>()
+        })
+        .collect();
+    let mut out = vec![0.0; d];
+    let Some(max) = scores.iter().copied().reduce(f64::max) else {
+        return (out, f64::NEG_INFINITY);
+    };
+    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    for (t, w) in weights.iter().enumerate() {
+        for (o, v) in out.iter_mut().zip(&values[at(t)..at(t) + d]) {
+            *o += w / total * v;
+        }
+    }
+    (out, max + total.ln())
+}

@@ -1,4 +1,8 @@
 //! One module per kernel: its params, its `KernelDef` and its body.
 
+pub mod decode_attention;
 pub mod fused_add_rms_norm;
 pub mod fused_xielu;
+pub mod paged_attention_decode;
+pub mod paged_attention_decode_v2_partial;
+pub mod paged_attention_merge_states;

@@ -1,0 +1,155 @@
+//! Paged decode v2 partials, unfused (spec §9.3): per chunk, gather the chunk's visible K/V and
+//! run f64 attention; the LSE is reported in log2 units.
+
+use super::ops::{attend, gather_visible, KvPoolShape};
+use super::paged_cases::{self, PagedCase};
+use crate::parity::{Case, Check, Fill};
+use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
+use kiln_math::{DType, Element};
+
+/// Request `r`'s table as (pages, first offset, visible length), or `None` if malformed.
+fn request<'a>(
+    indices: &'a [i32],
+    indptr: &[i32],
+    last_page_len: &[i32],
+    first_page_offset: &[i32],
+    page_size: usize,
+    r: usize,
+) -> Option<(&'a [i32], usize, usize)> {
+    let first = usize::try_from(*indptr.get(r)?).ok()?;
+    let last = usize::try_from(*indptr.get(r + 1)?).ok()?;
+    let pages = indices.get(first..last)?;
+    let fpo = usize::try_from(*first_page_offset.get(r)?).ok()?;
+    let lpl = usize::try_from(*last_page_len.get(r)?).ok()?;
+    let visible = if pages.is_empty() {
+        0
+    } else {
+        ((pages.len() - 1) * page_size + lpl).checked_sub(fpo)?
+    };
+    Some((pages, fpo, visible))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn paged_attention_decode_v2_partial<T: Element>(
+    p: &PagedDecodeV2Params,
+    q: &[f32],
+    k_pool: &[T],
+    v_pool: &[T],
+    indices: &[i32],
+    indptr: &[i32],
+    last_page_len: &[i32],
+    first_page_offset: &[i32],
+    request_indices: &[i32],
+    kv_tile_indices: &[i32],
+    out_v: &mut [f32],
+    out_lse: &mut [f32],
+) {
+    let (hq, hkv, d, ps) = (
+        p.heads_q as usize,
+        p.heads_kv as usize,
+        p.head_dim as usize,
+        p.page_size as usize,
+    );
+    let ppc = p.pages_per_chunk as usize;
+    let shape = KvPoolShape {
+        num_blocks: k_pool.len() / (ps * hkv * d).max(1),
+        block_size: ps,
+        heads_kv: hkv,
+        head_dim: d,
+    };
+    for c in 0..p.chunks as usize {
+        let chunk_v = &mut out_v[c * hq * d..(c + 1) * hq * d];
+        let chunk_lse = &mut out_lse[c * hq..(c + 1) * hq];
+        let gathered = (|| {
+            let r = usize::try_from(request_indices[c]).ok()?;
+            let tile = usize::try_from(kv_tile_indices[c]).ok()?;
+            let (pages, fpo, visible) =
+                request(indices, indptr, last_page_len, first_page_offset, ps, r)?;
+            // The chunk's pages [tile·ppc, min((tile+1)·ppc, pages)) as visible-token indices.
+            let page_end = ((tile + 1) * ppc).min(pages.len());
+            let begin = (tile * ppc * ps).saturating_sub(fpo).min(visible);
+            let end = if page_end == pages.len() {
+                visible
+            } else {
+                (page_end * ps).saturating_sub(fpo).min(visible)
+            };
+            let len = end.saturating_sub(begin);
+            Some((
+                r,
+                gather_visible(k_pool, shape, pages, fpo + begin, len)?,
+                gather_visible(v_pool, shape, pages, fpo + begin, len)?,
+            ))
+        })();
+        let Some((r, keys, values)) = gathered.filter(|g| g.0 < p.batch as usize) else {
+            chunk_v.fill(f32::NAN);
+            chunk_lse.fill(f32::NAN);
+            continue;
+        };
+        for h in 0..hq {
+            let q_row = &q[(r * hq + h) * d..(r * hq + h + 1) * d];
+            let (o, lse) = attend(q_row, &keys, &values, hkv, h / (hq / hkv), p.scale as f64);
+            for (dst, v) in chunk_v[h * d..(h + 1) * d].iter_mut().zip(o) {
+                *dst = v as f32;
+            }
+            chunk_lse[h] = (lse * std::f64::consts::LOG2_E) as f32;
+        }
+    }
+}
+
+pub fn cases(dtype: DType) -> Vec<Case> {
+    paged_cases::sim_cases()
+        .into_iter()
+        .map(|c| v2_case(&c, dtype))
+        .collect()
+}
+
+/// The v2 partial launch of a paged case at its pages-per-chunk.
+pub fn v2_case(c: &PagedCase, dtype: DType) -> Case {
+    let b = c.requests.len();
+    let t = c.csr();
+    let chunks = c.chunks();
+    let f = |v: &[i32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    Case {
+        label: format!("{} ppc{}", c.label, c.pages_per_chunk),
+        shapes: vec![
+            vec![b, c.heads_q, 1, c.head_dim],
+            c.pool_shape(),
+            c.pool_shape(),
+            vec![t.indices.len()],
+            vec![b + 1],
+            vec![b],
+            vec![b],
+            vec![chunks.len()],
+            vec![chunks.len()],
+            vec![chunks.len(), c.heads_q, c.head_dim],
+            vec![chunks.len(), c.heads_q],
+        ],
+        params: vec![("pages_per_chunk", c.pages_per_chunk.to_string())],
+        fill: vec![
+            Fill::normal(0.0, 1.0),
+            Fill::normal(0.0, 1.0),
+            Fill::normal(0.0, 1.0),
+            Fill::Values(f(&t.indices)),
+            Fill::Values(f(&t.indptr)),
+            Fill::Values(f(&t.last_page_len)),
+            Fill::Values(f(&t.first_page_offset)),
+            Fill::Values(chunks.iter().map(|&(r, _)| r as f64).collect()),
+            Fill::Values(chunks.iter().map(|&(_, k)| k as f64).collect()),
+            Fill::Output,
+            Fill::Output,
+        ],
+        checks: vec![
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            Check::None,
+            paged_cases::tolerance(dtype),
+            paged_cases::tolerance(dtype),
+        ],
+    }
+}
