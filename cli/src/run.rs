@@ -1,7 +1,7 @@
 //! `kiln run`: one kernel on tensors from a safetensors file; every output buffer written back.
 
 use anyhow::{anyhow, bail, Context};
-use kiln::launch::{default_params, launch, set_param, Arg, Mode, Path};
+use kiln::launch::{args_in_list_order, default_params, launch, set_param, Mode, Path};
 use kiln::math::Access;
 use kiln::{DType, Device, KernelId, Tensor};
 use safetensors::tensor::{Dtype as StDtype, TensorView};
@@ -120,19 +120,13 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     } else {
         Mode::Auto
     };
-    let mut args: Vec<Arg> = kernel
-        .buffers()
-        .iter()
-        .zip(tensors.iter_mut())
-        .map(|(d, t)| {
-            if d.access == Access::Read {
-                Arg::In(t)
-            } else {
-                Arg::Out(t)
-            }
-        })
-        .collect();
-    let ran = launch(&dev, kernel, &params, &mut args, mode)?;
+    let ran = launch(
+        &dev,
+        kernel,
+        &params,
+        &mut args_in_list_order(kernel, &mut tensors),
+        mode,
+    )?;
     match &ran.path {
         Path::Port { backend, wave } => eprintln!(
             "ran {} {} on the {backend} port (wave {wave})",

@@ -22,6 +22,22 @@ impl Arg<'_> {
     }
 }
 
+/// Arguments for `tensors` given in list order: read-only buffers as inputs, the rest as outputs.
+pub fn args_in_list_order(kernel: KernelId, tensors: &mut [Tensor]) -> Vec<Arg<'_>> {
+    kernel
+        .buffers()
+        .iter()
+        .zip(tensors.iter_mut())
+        .map(|(d, t)| {
+            if d.access == Access::Read {
+                Arg::In(t)
+            } else {
+                Arg::Out(t)
+            }
+        })
+        .collect()
+}
+
 /// Which paths a launch may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

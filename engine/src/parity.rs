@@ -2,7 +2,7 @@
 //! metrics of spec §0.2, fresh seeded inputs, poisoned outputs and guard sentinels.
 
 use crate::kernels::{entry, HostData};
-use crate::launch::{default_params, launch, set_param, Arg, Mode};
+use crate::launch::{args_in_list_order, default_params, launch, set_param, Mode};
 use crate::rng::{derive_seed, Rng};
 use crate::{Backend, Device, PortError, SimConfig, Tensor};
 use kiln_math::{Access, DType, Element, KernelId};
@@ -335,18 +335,13 @@ fn check_case(
         .expect("listed dtype");
     (inst.reference)(&bound, &mut reference);
 
-    let mut args: Vec<Arg> = desc
-        .iter()
-        .zip(tensors.iter_mut())
-        .map(|(d, t)| {
-            if d.access == Access::Read {
-                Arg::In(t)
-            } else {
-                Arg::Out(t)
-            }
-        })
-        .collect();
-    launch(dev, kernel, &params, &mut args, Mode::PortOnly)?;
+    launch(
+        dev,
+        kernel,
+        &params,
+        &mut args_in_list_order(kernel, &mut tensors),
+        Mode::PortOnly,
+    )?;
 
     for (((d, t), want), &check) in desc.iter().zip(&tensors).zip(&reference).zip(&case.checks) {
         let check = check.on(dev.backend());
