@@ -45,5 +45,39 @@ fn fused_xielu(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, fused_add_rms_norm, fused_xielu);
+fn fused_add3_layer_norm(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("fused_add3_layer_norm/cpu");
+    for dtype in [DType::F32, DType::Bf16] {
+        // Cohere2's hidden width (4096) and the kernel's limit, decode and a prefill chunk.
+        for (rows, dim) in [(1usize, 4096usize), (64, 4096), (8, 6656)] {
+            let n = rows * dim;
+            let fill = |v: f32| Tensor::from_f32(&dev, dtype, &[rows, dim], &vec![v; n]).unwrap();
+            let (attn, mlp, residual) = (fill(0.5), fill(-0.25), fill(1.0));
+            let w = Tensor::from_f32(&dev, dtype, &[dim], &vec![1.0; dim]).unwrap();
+            let bias = Tensor::from_f32(&dev, dtype, &[dim], &vec![0.1; dim]).unwrap();
+            let mut x_out = Tensor::zeros(&dev, dtype, &[rows, dim]).unwrap();
+            let mut h_out = Tensor::zeros(&dev, dtype, &[rows, dim]).unwrap();
+            // Bytes the kernel must move: three rows, weight and bias read; two rows written.
+            let bytes = (5 * n + 2 * dim) * dtype.size();
+            g.throughput(Throughput::Bytes(bytes as u64));
+            g.bench_function(format!("{}/{rows}x{dim}", dtype.name()), |b| {
+                b.iter(|| {
+                    ops::fused_add3_layer_norm(
+                        &dev, &attn, &mlp, &residual, &w, &bias, 1e-5, &mut x_out, &mut h_out,
+                    )
+                    .unwrap()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    fused_add_rms_norm,
+    fused_xielu,
+    fused_add3_layer_norm
+);
 criterion_main!(benches);

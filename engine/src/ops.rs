@@ -4,6 +4,7 @@
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
+use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::{KernelId, Params};
@@ -101,4 +102,44 @@ pub fn fused_xielu(
     };
     let mut args = [Arg::In(x), Arg::Out(out)];
     launch(dev, KernelId::FusedXielu, p.words(), &mut args, Mode::Auto)
+}
+
+/// Cohere2's parallel-residual join + LayerNorm (spec §11), both outputs.
+///
+/// Shapes: `attn`, `mlp`, `residual`, `x_out`, `h_out` `[.., D]` (same shape, `D ≤ 6656`),
+/// `weight [D]`, `bias [D]` or `[1]` (one value broadcast: pass zeros for a norm without bias);
+/// one dtype (f32, f16 or bf16). Per row `x_out = rnd(rnd(attn + mlp) + residual)` and
+/// `h_out = rnd(weight · (x_out − mean) / sqrt(var + eps) + bias)`, statistics in f32.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus eps
+pub fn fused_add3_layer_norm(
+    dev: &Device,
+    attn: &Tensor,
+    mlp: &Tensor,
+    residual: &Tensor,
+    weight: &Tensor,
+    bias: &Tensor,
+    eps: f32,
+    x_out: &mut Tensor,
+    h_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = Add3LayerNormParams {
+        eps,
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(attn),
+        Arg::In(mlp),
+        Arg::In(residual),
+        Arg::In(weight),
+        Arg::In(bias),
+        Arg::Out(x_out),
+        Arg::Out(h_out),
+    ];
+    launch(
+        dev,
+        KernelId::FusedAdd3LayerNorm,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
 }

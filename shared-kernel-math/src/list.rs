@@ -16,6 +16,9 @@ macro_rules! for_each_kernel {
                 (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
             fused_xielu: FusedXielu [f32, f16, bf16]
                 (x: Src<T>, out: Dst<T>);
+            fused_add3_layer_norm: FusedAdd3LayerNorm [f32, f16, bf16]
+                (attn: Src<T>, mlp: Src<T>, residual: Src<T>, weight: Src<T>, bias: Src<T>,
+                 x_out: Dst<T>, h_out: Dst<T>);
         }
     };
 }

@@ -5,6 +5,7 @@
 //! Intermediate values are computed in f64 and rounded to `T` exactly where the unfused chain
 //! stores a tensor.
 
+pub mod fused_add3_layer_norm;
 pub mod fused_add_rms_norm;
 pub mod fused_xielu;
 pub mod ops;

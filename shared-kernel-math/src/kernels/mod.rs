@@ -1,4 +1,5 @@
 //! One module per kernel: its params, its `KernelDef` and its body.
 
+pub mod fused_add3_layer_norm;
 pub mod fused_add_rms_norm;
 pub mod fused_xielu;
