@@ -74,10 +74,53 @@ fn fused_add3_layer_norm(c: &mut Criterion) {
     g.finish();
 }
 
+fn fused_rope_qk_append(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("fused_rope_qk_append/cpu");
+    let rope = ops::Rope {
+        dims: 0,
+        base: 500000.0,
+        scale: 1.0,
+        traditional: false,
+    };
+    for dtype in [DType::F32, DType::Bf16] {
+        // Llama-3-8B heads (32 Q, 8 KV, D 128): one decode token, a 128-token prefill window.
+        for (batch, seq) in [(1usize, 1usize), (1, 128)] {
+            let (hq, hkv, d) = (32usize, 8usize, 128usize);
+            let width = (hq + 2 * hkv) * d;
+            let n = batch * seq * width;
+            let data: Vec<f32> = (0..n).map(|i| (i % 13) as f32 / 6.0 - 1.0).collect();
+            let qkv = Tensor::from_f32(&dev, dtype, &[batch, seq, width], &data).unwrap();
+            let mut q = Tensor::zeros(&dev, dtype, &[batch, hq, seq, d]).unwrap();
+            let mut k = Tensor::zeros(&dev, dtype, &[batch, hkv, seq, d]).unwrap();
+            let mut v = Tensor::zeros(&dev, dtype, &[batch, hkv, seq, d]).unwrap();
+            // Bytes the kernel must move: the projection read once, Q, K and V written once.
+            g.throughput(Throughput::Bytes((2 * n * dtype.size()) as u64));
+            g.bench_function(format!("{}/b{batch}xl{seq}", dtype.name()), |b| {
+                b.iter(|| {
+                    ops::fused_rope_qk_append(
+                        &dev,
+                        &qkv,
+                        rope,
+                        4096,
+                        ops::KvLayout::DenseSlab,
+                        &mut q,
+                        &mut k,
+                        &mut v,
+                    )
+                    .unwrap()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     fused_add_rms_norm,
     fused_xielu,
-    fused_add3_layer_norm
+    fused_add3_layer_norm,
+    fused_rope_qk_append
 );
 criterion_main!(benches);

@@ -6,6 +6,7 @@ use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
+use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::{KernelId, Params};
 
@@ -138,6 +139,79 @@ pub fn fused_add3_layer_norm(
     launch(
         dev,
         KernelId::FusedAdd3LayerNorm,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// RoPE settings of [`fused_rope_qk_append`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    /// Leading dims of each head that rotate (even); 0 rotates the whole head.
+    pub dims: u32,
+    /// Frequency base (10000 for Llama 2, 500000 for Llama 3).
+    pub base: f32,
+    /// Multiplies positions (1 for none).
+    pub scale: f32,
+    /// Interleaved pairs `(2i, 2i+1)`; otherwise half-split pairs `(i, i + dims/2)`.
+    pub traditional: bool,
+}
+
+/// Where [`fused_rope_qk_append`] writes K and V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvLayout {
+    /// `[B, Hkv, L, D]`: the dense KV slab.
+    DenseSlab,
+    /// `[B, L, Hkv, D]`: rows of a paged pool.
+    PagedRows,
+}
+
+/// q/k RoPE + K/V append layout in one dispatch (spec §4).
+///
+/// Shapes: `qkv [B, L, (Hq + 2·Hkv)·D]` (Q heads, then K heads, then V heads; `D` even),
+/// `q_out [B, Hq, L, D]`, `k_out`/`v_out` `[B, Hkv, L, D]` ([`KvLayout::DenseSlab`]) or
+/// `[B, L, Hkv, D]` ([`KvLayout::PagedRows`]); one dtype (f32, f16 or bf16). Token `t` of the
+/// window sits at position `position_base + t`. Q and K are rotated, V is copied; nothing is
+/// written into a cache: the caller appends `k_out`/`v_out`.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus the RoPE settings
+pub fn fused_rope_qk_append(
+    dev: &Device,
+    qkv: &Tensor,
+    rope: Rope,
+    position_base: i32,
+    layout: KvLayout,
+    q_out: &mut Tensor,
+    k_out: &mut Tensor,
+    v_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    if !(rope.base.is_finite() && rope.base > 0.0) {
+        return Err(PortError::InvalidShape {
+            kernel: KernelId::FusedRopeQkAppend.name(),
+            msg: format!("rope base is {}, must be positive", rope.base),
+        });
+    }
+    let p = RopeAppendParams {
+        rope_dims: rope.dims,
+        log2_base: (rope.base as f64).log2() as f32,
+        scale: rope.scale,
+        position_base,
+        traditional: rope.traditional as u32,
+        layout: match layout {
+            KvLayout::DenseSlab => 0,
+            KvLayout::PagedRows => 1,
+        },
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(qkv),
+        Arg::Out(q_out),
+        Arg::Out(k_out),
+        Arg::Out(v_out),
+    ];
+    launch(
+        dev,
+        KernelId::FusedRopeQkAppend,
         p.words(),
         &mut args,
         Mode::Auto,

@@ -19,6 +19,8 @@ macro_rules! for_each_kernel {
             fused_add3_layer_norm: FusedAdd3LayerNorm [f32, f16, bf16]
                 (attn: Src<T>, mlp: Src<T>, residual: Src<T>, weight: Src<T>, bias: Src<T>,
                  x_out: Dst<T>, h_out: Dst<T>);
+            fused_rope_qk_append: FusedRopeQkAppend [f32, f16, bf16]
+                (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
         }
     };
 }

@@ -24,10 +24,12 @@ pub fn fused_add3_layer_norm<T: Element>(
 }
 
 /// `h_out`: byte-identical on the cpu port (a serial block sums in index order, as the
-/// reference does); elsewhere the reduction order differs and the §3 norm budgets apply.
+/// reference does); elsewhere the reduction order differs and the §3 norm budgets apply, except
+/// f32: the reference's own index-order f32 sum of up to 6656 values is off by up to
+/// ~sqrt(D)·2^-24 ≈ 5e-6 of the row scale, so the f32 budget is 5e-6 / 5e-5.
 fn h_check(dtype: DType) -> Check {
     let (nrms, nmax) = match dtype {
-        DType::F32 => (1e-6, 1e-5),
+        DType::F32 => (5e-6, 5e-5),
         DType::F16 => (2e-3, 1.2e-2),
         _ => (1.6e-2, 7e-2),
     };

@@ -2,4 +2,5 @@
 
 pub mod fused_add3_layer_norm;
 pub mod fused_add_rms_norm;
+pub mod fused_rope_qk_append;
 pub mod fused_xielu;
