@@ -116,11 +116,32 @@ fn fused_rope_qk_append(c: &mut Criterion) {
     g.finish();
 }
 
+fn gumbel_max_sample(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("gumbel_max_sample/cpu");
+    for dtype in [DType::F32, DType::Bf16] {
+        // Qwen2's 152064-token vocabulary, one decode row and a batch of 8.
+        for rows in [1usize, 8] {
+            let vocab = 152_064usize;
+            let data: Vec<f32> = (0..rows * vocab).map(|i| (i % 251) as f32 / 25.0).collect();
+            let logits = Tensor::from_f32(&dev, dtype, &[rows, vocab], &data).unwrap();
+            let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+            // Bytes the kernel must move: the logits read once.
+            g.throughput(Throughput::Bytes((rows * vocab * dtype.size()) as u64));
+            g.bench_function(format!("{}/{rows}x{vocab}", dtype.name()), |b| {
+                b.iter(|| ops::gumbel_max_sample(&dev, &logits, [1, 2], 0.8, &mut index).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     fused_add_rms_norm,
     fused_xielu,
     fused_add3_layer_norm,
-    fused_rope_qk_append
+    fused_rope_qk_append,
+    gumbel_max_sample
 );
 criterion_main!(benches);

@@ -8,6 +8,7 @@ use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
+use kiln_math::kernels::gumbel_max_sample::GumbelParams;
 use kiln_math::{KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
@@ -212,6 +213,34 @@ pub fn fused_rope_qk_append(
     launch(
         dev,
         KernelId::FusedRopeQkAppend,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// One token per row from `softmax(logits / temperature)` by Gumbel-max (spec §5).
+///
+/// Shapes: `logits [B, V]` (f32, f16 or bf16; −inf entries allowed), `index [B]` u32. `key` is
+/// the Philox key: draw a fresh one per call (the same key and logits give the same tokens on
+/// every backend). `temperature > 0`. A row that is all −inf yields index 0.
+pub fn gumbel_max_sample(
+    dev: &Device,
+    logits: &Tensor,
+    key: [u32; 2],
+    temperature: f32,
+    index: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = GumbelParams {
+        key0: key[0],
+        key1: key[1],
+        temperature,
+        ..Default::default()
+    };
+    let mut args = [Arg::In(logits), Arg::Out(index)];
+    launch(
+        dev,
+        KernelId::GumbelMaxSample,
         p.words(),
         &mut args,
         Mode::Auto,

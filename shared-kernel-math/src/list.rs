@@ -21,6 +21,8 @@ macro_rules! for_each_kernel {
                  x_out: Dst<T>, h_out: Dst<T>);
             fused_rope_qk_append: FusedRopeQkAppend [f32, f16, bf16]
                 (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
+            gumbel_max_sample: GumbelMaxSample [f32, f16, bf16]
+                (logits: Src<T>, index: Dst<u32>);
         }
     };
 }

@@ -4,3 +4,4 @@ pub mod fused_add3_layer_norm;
 pub mod fused_add_rms_norm;
 pub mod fused_rope_qk_append;
 pub mod fused_xielu;
+pub mod gumbel_max_sample;

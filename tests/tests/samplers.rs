@@ -1,0 +1,322 @@
+//! Samplers: Philox known answers, distributions by chi-square (p = 1e-6), exact tokens on
+//! decided rows with a fixed key, identical tokens on every backend, edge rows.
+//!
+//! The big distribution tests run on the cpu backend (rows are independent draws: the Philox
+//! counter includes the row); the sim covers the structural checks at small shapes.
+
+use kiln::reference::gumbel_max_sample as gumbel_ref;
+use kiln::rng::Rng;
+use kiln::{ops, DType, Device, Tensor};
+use kiln_math::random::{mulhilo32, philox4x32_10, uniform_open};
+
+/// Upper 1e-6 quantile of the standard normal.
+const Z_1E6: f64 = 4.753_424;
+
+/// Chi-square goodness of fit of `counts` against `probs` (exact, summing to 1), bins with
+/// expected count below 5 pooled; zero-probability bins must be empty. Returns
+/// (statistic, degrees of freedom, critical value at p = 1e-6 by Wilson–Hilferty).
+fn chi_square(counts: &[u64], probs: &[f64]) -> (f64, usize, f64) {
+    let n: u64 = counts.iter().sum();
+    let mut stat = 0.0;
+    let mut bins = 0usize;
+    let (mut pooled_obs, mut pooled_exp) = (0.0, 0.0);
+    for (i, (&c, &p)) in counts.iter().zip(probs).enumerate() {
+        if p == 0.0 {
+            assert_eq!(c, 0, "token {i} has probability 0 and was drawn {c} times");
+            continue;
+        }
+        let e = p * n as f64;
+        if e < 5.0 {
+            pooled_obs += c as f64;
+            pooled_exp += e;
+        } else {
+            stat += (c as f64 - e).powi(2) / e;
+            bins += 1;
+        }
+    }
+    if pooled_exp > 0.0 {
+        stat += (pooled_obs - pooled_exp).powi(2) / pooled_exp.max(1e-300);
+        bins += 1;
+    }
+    let df = bins.saturating_sub(1).max(1);
+    let k = df as f64;
+    let a = 2.0 / (9.0 * k);
+    let crit = k * (1.0 - a + Z_1E6 * a.sqrt()).powi(3);
+    (stat, df, crit)
+}
+
+fn softmax(logits: &[f64], temperature: f64) -> Vec<f64> {
+    let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = logits
+        .iter()
+        .map(|&l| {
+            if l == f64::NEG_INFINITY {
+                0.0
+            } else {
+                ((l - m) / temperature).exp()
+            }
+        })
+        .collect();
+    let s: f64 = e.iter().sum();
+    e.iter().map(|v| v / s).collect()
+}
+
+/// Logits as stored in `dtype`, read back as f64.
+fn stored(dtype: DType, logits: &[f32]) -> Vec<f64> {
+    let t = Tensor::from_f32(&Device::cpu(), dtype, &[logits.len()], logits).unwrap();
+    t.to_f32_vec().unwrap().iter().map(|&v| v as f64).collect()
+}
+
+fn to_u32(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<u32>().unwrap()
+}
+
+#[test]
+fn philox_matches_the_known_answers() {
+    let kat: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
+        (
+            [0; 4],
+            [0; 2],
+            [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8],
+        ),
+        (
+            [!0; 4],
+            [!0; 2],
+            [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd],
+        ),
+        // Spec §5's worked example: key (1, 2), row 0, elements 0..3.
+        (
+            [0; 4],
+            [1, 2],
+            [0x0598de3a, 0x98d2802e, 0x270f8f9e, 0xeab709d3],
+        ),
+    ];
+    for (ctr, key, want) in kat {
+        assert_eq!(
+            philox4x32_10(ctr, key),
+            want,
+            "kiln-math philox, ctr {ctr:x?} key {key:x?}"
+        );
+        assert_eq!(gumbel_ref::philox(ctr, key), want, "reference philox");
+    }
+    // The example's uniforms and Gumbel noise.
+    let words = philox4x32_10([0; 4], [1, 2]);
+    let u_want = [0.02186, 0.59696, 0.15258, 0.91686];
+    let g_want = [-1.3410, 0.6618, -0.6313, 2.4441];
+    for k in 0..4 {
+        let u = uniform_open(words[k]);
+        assert!((u as f64 - u_want[k]).abs() < 1e-5, "u[{k}] = {u}");
+        let g = kiln_math::random::gumbel_noise(words[k]);
+        assert!((g as f64 - g_want[k]).abs() < 1e-4, "g[{k}] = {g}");
+    }
+}
+
+#[test]
+fn mulhilo_matches_64_bit_products() {
+    let seed = kiln_tests::seed("mulhilo");
+    let mut rng = Rng::new(seed);
+    let edge = [
+        0u32,
+        1,
+        0xffff,
+        0x10000,
+        0xffff_ffff,
+        0x8000_0000,
+        0xD251_1F53,
+    ];
+    let mut pairs: Vec<(u32, u32)> = edge
+        .iter()
+        .flat_map(|&a| edge.iter().map(move |&b| (a, b)))
+        .collect();
+    pairs.extend((0..100_000).map(|_| (rng.next_u64() as u32, (rng.next_u64() >> 32) as u32)));
+    for (a, b) in pairs {
+        let p = a as u64 * b as u64;
+        assert_eq!(
+            mulhilo32(a, b),
+            ((p >> 32) as u32, p as u32),
+            "{a:#x} * {b:#x}"
+        );
+    }
+}
+
+/// Draws `draws` tokens from one logits row (repeated over rows, fresh key per launch) on the
+/// cpu and returns the counts per token.
+fn gumbel_counts(
+    logits: &[f32],
+    dtype: DType,
+    temperature: f32,
+    draws: usize,
+    seed: u64,
+) -> Vec<u64> {
+    let dev = Device::cpu();
+    let vocab = logits.len();
+    let rows = 20_000usize;
+    let data: Vec<f32> = (0..rows).flat_map(|_| logits.iter().copied()).collect();
+    let t = Tensor::from_f32(&dev, dtype, &[rows, vocab], &data).unwrap();
+    let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+    let mut counts = vec![0u64; vocab];
+    let mut rng = Rng::new(seed);
+    for _ in 0..draws.div_ceil(rows) {
+        let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+        let ran = ops::gumbel_max_sample(&dev, &t, key, temperature, &mut index).unwrap();
+        assert!(!ran.is_fallback());
+        for i in to_u32(&index) {
+            counts[i as usize] += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn gumbel_draws_follow_the_softmax() {
+    let seed = kiln_tests::seed("gumbel chi-square");
+    let mut rng = Rng::new(seed);
+    // Peaked + bimodal with masked tokens at T 0.5; a random flat-ish row at T 1.5 in bf16.
+    let mut bimodal: Vec<f32> = (0..64)
+        .map(|i| -((i as f32 - 12.0).powi(2)).min((i as f32 - 50.0).powi(2)) / 40.0)
+        .collect();
+    for i in [3, 17, 40, 63] {
+        bimodal[i] = f32::NEG_INFINITY;
+    }
+    let flat: Vec<f32> = (0..100).map(|_| rng.normal() as f32 * 0.5).collect();
+    let peaked: Vec<f32> = (0..32)
+        .map(|i| if i == 7 { 4.0 } else { rng.normal() as f32 })
+        .collect();
+    for (name, logits, dtype, t) in [
+        ("bimodal masked", bimodal, DType::F32, 0.5f32),
+        ("flat", flat, DType::Bf16, 1.5),
+        ("peaked", peaked, DType::F16, 0.5),
+    ] {
+        let counts = gumbel_counts(&logits, dtype, t, 1_000_000, rng.next_u64());
+        let probs = softmax(&stored(dtype, &logits), t as f64);
+        let (stat, df, crit) = chi_square(&counts, &probs);
+        eprintln!("gumbel {name}: chi2 {stat:.1} df {df} critical {crit:.1}");
+        assert!(
+            stat < crit,
+            "gumbel {name}: chi-square {stat:.1} >= {crit:.1} (df {df})"
+        );
+    }
+}
+
+#[test]
+fn gumbel_a_separated_row_never_draws_the_loser() {
+    let dev = Device::cpu();
+    let rows = 10_000;
+    let data: Vec<f32> = (0..rows).flat_map(|_| [0.0f32, 100.0, 0.0]).collect();
+    let t = Tensor::from_f32(&dev, DType::F32, &[rows, 3], &data).unwrap();
+    let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+    ops::gumbel_max_sample(&dev, &t, [9, 9], 1.0, &mut index).unwrap();
+    assert!(to_u32(&index).iter().all(|&i| i == 1));
+}
+
+/// The host recomputation: f64 `argmax(logit / T + g)` and the winner's lead over the runner-up.
+fn host_gumbel(logits: &[f64], t: f64, key: [u32; 2], row: u32) -> (u32, f64) {
+    let mut c: Vec<(f64, u32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            let u = gumbel_ref::uniform(key, row, i as u32) as f64;
+            (l / t - (-u.ln()).ln(), i as u32)
+        })
+        .collect();
+    c.sort_by(|a, b| b.0.total_cmp(&a.0));
+    (c[0].1, c[0].0 - c[1].0)
+}
+
+#[test]
+fn gumbel_decided_rows_match_the_host_with_a_fixed_key() {
+    let seed = kiln_tests::seed("gumbel fixed key");
+    let mut rng = Rng::new(seed);
+    let dev = Device::cpu();
+    let (rows, vocab) = (48usize, 5003usize);
+    for (dtype, t) in [
+        (DType::F32, 1.0f32),
+        (DType::F32, 0.7),
+        (DType::Bf16, 1.3),
+        (DType::F16, 0.9),
+    ] {
+        let logits: Vec<f32> = (0..rows * vocab)
+            .map(|_| rng.normal() as f32 * 2.0)
+            .collect();
+        let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+        let lt = Tensor::from_f32(&dev, dtype, &[rows, vocab], &logits).unwrap();
+        let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+        ops::gumbel_max_sample(&dev, &lt, key, t, &mut index).unwrap();
+        let got = to_u32(&index);
+        let host = stored(dtype, &logits);
+        let mut decided = 0;
+        for r in 0..rows {
+            let (want, lead) = host_gumbel(&host[r * vocab..][..vocab], t as f64, key, r as u32);
+            if lead >= 1e-4 {
+                decided += 1;
+                assert_eq!(got[r], want, "{} T {t} row {r}", dtype.name());
+            }
+        }
+        assert!(
+            decided >= rows * 9 / 10,
+            "only {decided} of {rows} rows decided"
+        );
+    }
+}
+
+#[test]
+fn gumbel_tokens_are_identical_on_every_backend() {
+    let seed = kiln_tests::seed("gumbel backends");
+    let mut rng = Rng::new(seed);
+    let (rows, vocab) = (6usize, 5003usize);
+    let mut logits: Vec<f32> = (0..rows * vocab)
+        .map(|_| rng.normal() as f32 * 2.0)
+        .collect();
+    // Row 3 all −inf (→ 0); row 4 one finite logit at the end; row 5 a two-way exact tie
+    // far above the noise (→ the lower index).
+    logits[3 * vocab..4 * vocab].fill(f32::NEG_INFINITY);
+    logits[4 * vocab..5 * vocab].fill(f32::NEG_INFINITY);
+    logits[5 * vocab - 1] = 0.0;
+    logits[5 * vocab + 100] = 1e30;
+    logits[5 * vocab + 2000] = 1e30;
+    let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+    for dtype in [DType::F32, DType::Bf16] {
+        let mut want: Option<Vec<u32>> = None;
+        for dev in kiln_tests::test_devices() {
+            let lt = Tensor::from_f32(&dev, dtype, &[rows, vocab], &logits).unwrap();
+            let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+            let ran = ops::gumbel_max_sample(&dev, &lt, key, 0.8, &mut index).unwrap();
+            assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
+            let got = to_u32(&index);
+            assert_eq!(got[3], 0, "{}: all −inf row", dev.name());
+            assert_eq!(
+                got[4],
+                vocab as u32 - 1,
+                "{}: single finite logit",
+                dev.name()
+            );
+            assert_eq!(
+                got[5],
+                100,
+                "{}: exact tie goes to the lower index",
+                dev.name()
+            );
+            match &want {
+                None => want = Some(got),
+                Some(w) => assert_eq!(&got, w, "{} differs from {}", dev.name(), "cpu"),
+            }
+        }
+    }
+}
+
+#[test]
+fn gumbel_refuses_bad_input() {
+    let dev = Device::cpu();
+    let lt = Tensor::from_f32(&dev, DType::F32, &[2, 8], &[0.0; 16]).unwrap();
+    let mut index = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
+    for t in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+        let e = ops::gumbel_max_sample(&dev, &lt, [1, 2], t, &mut index).unwrap_err();
+        assert!(
+            matches!(e, kiln::PortError::InvalidShape { .. }),
+            "T {t}: {e}"
+        );
+    }
+    let mut short = Tensor::zeros(&dev, DType::U32, &[3]).unwrap();
+    let e = ops::gumbel_max_sample(&dev, &lt, [1, 2], 1.0, &mut short).unwrap_err();
+    assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
+}
