@@ -136,12 +136,69 @@ fn gumbel_max_sample(c: &mut Criterion) {
     g.finish();
 }
 
+fn rejection_sample(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("rejection_sample/cpu");
+    // Llama 3's 128256-token vocabulary; a softmax-shaped row (geometric decay, shuffled).
+    let vocab = 128_256usize;
+    for rows in [1usize, 8] {
+        let row: Vec<f32> = (0..vocab)
+            .map(|i| 0.999f32.powi(((i * 7919) % vocab) as i32))
+            .collect();
+        let sum: f32 = row.iter().sum();
+        let data: Vec<f32> = (0..rows)
+            .flat_map(|_| row.iter().map(|v| v / sum))
+            .collect();
+        let probs = Tensor::from_f32(&dev, DType::F32, &[rows, vocab], &data).unwrap();
+        let mut ids = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+        let mut accepted = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+        let mut rounds = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+        for (name, f) in [
+            (
+                "top-p 0.9",
+                ops::SamplingFilters {
+                    top_p: 0.9,
+                    ..Default::default()
+                },
+            ),
+            (
+                "top-k 40 + top-p 0.95",
+                ops::SamplingFilters {
+                    top_k: 40,
+                    top_p: 0.95,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            // Bytes the kernel must read at least once: probs and probs_draw.
+            g.throughput(Throughput::Bytes((2 * rows * vocab * 4) as u64));
+            g.bench_function(format!("f32/{rows}x{vocab}/{name}"), |b| {
+                b.iter(|| {
+                    ops::rejection_sample(
+                        &dev,
+                        &probs,
+                        &probs,
+                        f,
+                        [1, 2],
+                        &mut ids,
+                        &mut accepted,
+                        &mut rounds,
+                    )
+                    .unwrap()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     fused_add_rms_norm,
     fused_xielu,
     fused_add3_layer_norm,
     fused_rope_qk_append,
-    gumbel_max_sample
+    gumbel_max_sample,
+    rejection_sample
 );
 criterion_main!(benches);

@@ -9,6 +9,7 @@ use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::kernels::gumbel_max_sample::GumbelParams;
+use kiln_math::kernels::rejection_sample::RejectionParams;
 use kiln_math::{KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
@@ -241,6 +242,69 @@ pub fn gumbel_max_sample(
     launch(
         dev,
         KernelId::GumbelMaxSample,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// Truncation filters of [`rejection_sample`], evaluated jointly on the untempered row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplingFilters {
+    /// Keep the k most probable tokens, ties kept; 0 (or the vocabulary size) is off.
+    pub top_k: u32,
+    /// Keep the descending prefix whose exclusive mass is ≤ `top_p`; in (0, 1], 1 is off.
+    pub top_p: f32,
+    /// Keep tokens with `p ≥ min_p · p_max`; in [0, 1), 0 is off.
+    pub min_p: f32,
+}
+
+impl Default for SamplingFilters {
+    fn default() -> Self {
+        SamplingFilters {
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+        }
+    }
+}
+
+/// Sorting-free top-k / top-p / min-p sampling (spec §6): one token per row, distributed as
+/// `probs_draw` truncated to the support the filters keep on `probs`, renormalised.
+///
+/// Shapes: `probs [B, V]` (softmax of the untempered logits), `probs_draw [B, V]` (softmax of
+/// logits / T; the same tensor when T = 1), f32; outputs u32 `ids [B]`, `accepted [B]` (1 when
+/// the row converged within 32 rounds; 0 rows carry their argmax) and `rounds [B]`. `key` is the
+/// Philox key, fresh per call. A row without positive mass yields its argmax (index 0 if none).
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus filters and key
+pub fn rejection_sample(
+    dev: &Device,
+    probs: &Tensor,
+    probs_draw: &Tensor,
+    filters: SamplingFilters,
+    key: [u32; 2],
+    ids: &mut Tensor,
+    accepted: &mut Tensor,
+    rounds: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = RejectionParams {
+        key0: key[0],
+        key1: key[1],
+        top_k: filters.top_k,
+        top_p: filters.top_p,
+        min_p: filters.min_p,
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(probs),
+        Arg::In(probs_draw),
+        Arg::Out(ids),
+        Arg::Out(accepted),
+        Arg::Out(rounds),
+    ];
+    launch(
+        dev,
+        KernelId::RejectionSample,
         p.words(),
         &mut args,
         Mode::Auto,

@@ -23,6 +23,9 @@ macro_rules! for_each_kernel {
                 (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
             gumbel_max_sample: GumbelMaxSample [f32, f16, bf16]
                 (logits: Src<T>, index: Dst<u32>);
+            rejection_sample: RejectionSample [f32]
+                (probs: Src<T>, probs_draw: Src<T>, ids: Dst<u32>, accepted: Dst<u32>,
+                 rounds: Dst<u32>);
         }
     };
 }

@@ -320,3 +320,331 @@ fn gumbel_refuses_bad_input() {
     let e = ops::gumbel_max_sample(&dev, &lt, [1, 2], 1.0, &mut short).unwrap_err();
     assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
 }
+
+/// The support the filters keep on `probs` (spec §6.1), jointly on the untempered row.
+fn kept(probs: &[f32], f: ops::SamplingFilters) -> Vec<bool> {
+    let v = probs.len();
+    let total: f64 = probs.iter().map(|&p| p as f64).sum();
+    let p_max = probs.iter().cloned().fold(0.0f32, f32::max);
+    let mut sorted: Vec<f32> = probs.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    (0..v)
+        .map(|i| {
+            let p = probs[i];
+            let mut keep = p > 0.0;
+            if f.top_k >= 1 && (f.top_k as usize) < v {
+                keep &= p >= sorted[f.top_k as usize - 1];
+            }
+            if f.top_p > 0.0 && f.top_p < 1.0 {
+                let above: f64 = probs.iter().filter(|&&q| q > p).map(|&q| q as f64).sum();
+                keep &= above <= f.top_p as f64 * total;
+            }
+            if f.min_p > 0.0 && f.min_p < 1.0 {
+                keep &= p >= f.min_p * p_max;
+            }
+            keep
+        })
+        .collect()
+}
+
+/// The exact law of the sampled token: `draw` truncated to the kept support, renormalised.
+fn truncated_law(probs: &[f32], draw: &[f32], f: ops::SamplingFilters) -> Vec<f64> {
+    let keep = kept(probs, f);
+    let w: Vec<f64> = draw
+        .iter()
+        .zip(&keep)
+        .map(|(&d, &k)| if k { d as f64 } else { 0.0 })
+        .collect();
+    let s: f64 = w.iter().sum();
+    w.iter().map(|x| x / s).collect()
+}
+
+fn normalise(v: &[f64]) -> Vec<f32> {
+    let s: f64 = v.iter().sum();
+    v.iter().map(|x| (x / s) as f32).collect()
+}
+
+/// `(probs, probs_draw)` from logits at temperature `t`.
+fn probs_pair(logits: &[f64], t: f64) -> (Vec<f32>, Vec<f32>) {
+    let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let p = normalise(&logits.iter().map(|l| (l - m).exp()).collect::<Vec<_>>());
+    let d = normalise(
+        &logits
+            .iter()
+            .map(|l| ((l - m) / t).exp())
+            .collect::<Vec<_>>(),
+    );
+    (p, d)
+}
+
+struct Sampled {
+    ids: Vec<u32>,
+    accepted: Vec<u32>,
+    rounds: Vec<u32>,
+}
+
+fn run_rejection(
+    dev: &Device,
+    probs: &[f32],
+    draw: &[f32],
+    rows: usize,
+    f: ops::SamplingFilters,
+    key: [u32; 2],
+) -> Sampled {
+    let vocab = probs.len() / rows;
+    let pt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], probs).unwrap();
+    let dt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], draw).unwrap();
+    let mut ids = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
+    let mut accepted = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
+    let mut rounds = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
+    let ran =
+        ops::rejection_sample(dev, &pt, &dt, f, key, &mut ids, &mut accepted, &mut rounds).unwrap();
+    assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
+    Sampled {
+        ids: to_u32(&ids),
+        accepted: to_u32(&accepted),
+        rounds: to_u32(&rounds),
+    }
+}
+
+#[test]
+fn rejection_draws_follow_the_truncated_law() {
+    let seed = kiln_tests::seed("rejection chi-square");
+    let mut rng = Rng::new(seed);
+    let dev = Device::cpu();
+    let vocab = 100;
+    let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 1.5).collect();
+    let configs = [
+        (
+            "top-p 0.9, T 1",
+            1.0,
+            ops::SamplingFilters {
+                top_p: 0.9,
+                ..Default::default()
+            },
+        ),
+        (
+            "top-k 20 + top-p 0.95, T 0.7",
+            0.7,
+            ops::SamplingFilters {
+                top_k: 20,
+                top_p: 0.95,
+                ..Default::default()
+            },
+        ),
+        (
+            "min-p 0.05 + top-p 0.9, T 1.5",
+            1.5,
+            ops::SamplingFilters {
+                top_p: 0.9,
+                min_p: 0.05,
+                ..Default::default()
+            },
+        ),
+        (
+            "top-k 7, T 1.2",
+            1.2,
+            ops::SamplingFilters {
+                top_k: 7,
+                ..Default::default()
+            },
+        ),
+    ];
+    let rows = 20_000;
+    for (name, t, f) in configs {
+        let (p, d) = probs_pair(&logits, t);
+        let law = truncated_law(&p, &d, f);
+        let probs: Vec<f32> = (0..rows).flat_map(|_| p.iter().copied()).collect();
+        let draw: Vec<f32> = (0..rows).flat_map(|_| d.iter().copied()).collect();
+        let mut counts = vec![0u64; vocab];
+        let mut max_rounds = 0;
+        for _ in 0..1_000_000 / rows {
+            let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
+            assert!(
+                s.accepted.iter().all(|&a| a == 1),
+                "{name}: a row did not converge"
+            );
+            max_rounds = max_rounds.max(*s.rounds.iter().max().unwrap());
+            for i in s.ids {
+                counts[i as usize] += 1;
+            }
+        }
+        let (stat, df, crit) = chi_square(&counts, &law);
+        eprintln!(
+            "rejection {name}: chi2 {stat:.1} df {df} critical {crit:.1}, max rounds {max_rounds}"
+        );
+        assert!(
+            stat < crit,
+            "rejection {name}: chi-square {stat:.1} >= {crit:.1} (df {df})"
+        );
+    }
+}
+
+/// Host answer for a min-p-only row: round 0 always accepts, so the token is the inverse CDF of
+/// `draw` over `{p ≥ min_p · p_max}` in index order at `u0 · mass`. Also returns whether the
+/// target lies at least 1e-5 of the mass away from every cumulative boundary.
+fn host_min_p(probs: &[f32], draw: &[f32], min_p: f32, key: [u32; 2], row: u32) -> (u32, bool) {
+    let p_max = probs.iter().cloned().fold(0.0f32, f32::max);
+    let floor = min_p * p_max;
+    let kept: Vec<usize> = (0..probs.len()).filter(|&i| probs[i] >= floor).collect();
+    let mass: f64 = kept.iter().map(|&i| draw[i] as f64).sum();
+    let u = uniform_open(gumbel_ref::philox([0, 0, row, 0], key)[0]) as f64;
+    let target = u * mass;
+    let (mut cum, mut margin) = (0.0f64, f64::INFINITY);
+    let mut pick = None;
+    for &i in &kept {
+        margin = margin.min((cum - target).abs());
+        cum += draw[i] as f64;
+        if pick.is_none() && cum > target {
+            pick = Some(i as u32);
+        }
+    }
+    margin = margin.min((cum - target).abs());
+    (pick.expect("u < 1"), margin >= 1e-5 * mass)
+}
+
+#[test]
+fn rejection_min_p_decided_rows_match_the_host_on_every_backend() {
+    let seed = kiln_tests::seed("rejection fixed key");
+    let mut rng = Rng::new(seed);
+    let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+    let min_p = 0.02;
+    let f = ops::SamplingFilters {
+        min_p,
+        ..Default::default()
+    };
+    // 48 x 5003 on the cpu; a smaller matrix on every backend.
+    for (rows, vocab, all) in [(48usize, 5003usize, false), (6, 777, true)] {
+        let mut probs = Vec::new();
+        let mut draw = Vec::new();
+        for _ in 0..rows {
+            let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 2.0).collect();
+            let (p, d) = probs_pair(&logits, 0.8);
+            probs.extend(p);
+            draw.extend(d);
+        }
+        // The last row has no mass: index 0, accepted, no rounds.
+        probs[(rows - 1) * vocab..].fill(0.0);
+        let devs = if all {
+            kiln_tests::test_devices()
+        } else {
+            vec![Device::cpu()]
+        };
+        for dev in devs {
+            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
+            let mut decided = 0;
+            for r in 0..rows - 1 {
+                let (want, clear) = host_min_p(
+                    &probs[r * vocab..][..vocab],
+                    &draw[r * vocab..][..vocab],
+                    min_p,
+                    key,
+                    r as u32,
+                );
+                assert_eq!(
+                    (s.accepted[r], s.rounds[r]),
+                    (1, 1),
+                    "{} row {r}",
+                    dev.name()
+                );
+                if clear {
+                    decided += 1;
+                    assert_eq!(s.ids[r], want, "{} row {r}", dev.name());
+                }
+            }
+            assert!(
+                decided >= (rows - 1) * 9 / 10,
+                "only {decided} rows decided"
+            );
+            let last = rows - 1;
+            assert_eq!(
+                (s.ids[last], s.accepted[last], s.rounds[last]),
+                (0, 1, 0),
+                "{}",
+                dev.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn rejection_tokens_stay_in_the_support_on_every_backend() {
+    let seed = kiln_tests::seed("rejection support");
+    let mut rng = Rng::new(seed);
+    let (rows, vocab) = (4usize, 300usize);
+    let f = ops::SamplingFilters {
+        top_k: 10,
+        top_p: 0.8,
+        min_p: 0.01,
+    };
+    let mut probs = Vec::new();
+    let mut draw = Vec::new();
+    for _ in 0..rows {
+        let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 2.0).collect();
+        let (p, d) = probs_pair(&logits, 1.3);
+        probs.extend(p);
+        draw.extend(d);
+    }
+    for dev in kiln_tests::test_devices() {
+        for _ in 0..3 {
+            let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
+            for r in 0..rows {
+                let keep = kept(&probs[r * vocab..][..vocab], f);
+                assert_eq!(s.accepted[r], 1, "{} row {r}", dev.name());
+                assert!(s.rounds[r] >= 1 && s.rounds[r] <= 32);
+                assert!(
+                    keep[s.ids[r] as usize],
+                    "{} row {r}: token {} outside the support",
+                    dev.name(),
+                    s.ids[r]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rejection_refuses_bad_filters() {
+    let dev = Device::cpu();
+    let probs = vec![0.25f32; 8];
+    let bad = [
+        ops::SamplingFilters {
+            top_k: 5,
+            ..Default::default()
+        },
+        ops::SamplingFilters {
+            top_p: 0.0,
+            ..Default::default()
+        },
+        ops::SamplingFilters {
+            top_p: 1.5,
+            ..Default::default()
+        },
+        ops::SamplingFilters {
+            top_p: f32::NAN,
+            ..Default::default()
+        },
+        ops::SamplingFilters {
+            min_p: 1.0,
+            ..Default::default()
+        },
+        ops::SamplingFilters {
+            min_p: -0.1,
+            ..Default::default()
+        },
+    ];
+    let pt = Tensor::from_f32(&dev, DType::F32, &[2, 4], &probs).unwrap();
+    let mut ids = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
+    let mut acc = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
+    let mut rounds = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
+    for f in bad {
+        let e = ops::rejection_sample(&dev, &pt, &pt, f, [1, 2], &mut ids, &mut acc, &mut rounds)
+            .unwrap_err();
+        assert!(
+            matches!(e, kiln::PortError::InvalidShape { .. }),
+            "{f:?}: {e}"
+        );
+    }
+}

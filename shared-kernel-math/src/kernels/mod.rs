@@ -5,3 +5,4 @@ pub mod fused_add_rms_norm;
 pub mod fused_rope_qk_append;
 pub mod fused_xielu;
 pub mod gumbel_max_sample;
+pub mod rejection_sample;
