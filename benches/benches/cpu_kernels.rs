@@ -192,6 +192,48 @@ fn rejection_sample(c: &mut Criterion) {
     g.finish();
 }
 
+fn speculative_accept(c: &mut Criterion) {
+    let dev = Device::cpu();
+    let mut g = c.benchmark_group("speculative_accept/cpu");
+    // Four drafts over a 128256-token vocabulary; q = p, so every draft is accepted and the
+    // bonus token is drawn (the longest walk).
+    let (n, vocab) = (4usize, 128_256usize);
+    for rows in [1usize, 8] {
+        let row: Vec<f32> = (0..vocab)
+            .map(|i| 0.999f32.powi(((i * 7919) % vocab) as i32))
+            .collect();
+        let sum: f32 = row.iter().sum();
+        let law: Vec<f32> = row.iter().map(|v| v / sum).collect();
+        let target: Vec<f32> = (0..rows * (n + 1))
+            .flat_map(|_| law.iter().copied())
+            .collect();
+        let draft: Vec<f32> = (0..rows * n).flat_map(|_| law.iter().copied()).collect();
+        let target = Tensor::from_f32(&dev, DType::F32, &[rows, n + 1, vocab], &target).unwrap();
+        let draft = Tensor::from_f32(&dev, DType::F32, &[rows, n, vocab], &draft).unwrap();
+        let drafts = Tensor::from_slice(&dev, &[rows, n], &vec![0u32; rows * n]).unwrap();
+        let mut tokens = Tensor::zeros(&dev, DType::U32, &[rows, n + 1]).unwrap();
+        let mut emitted = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+        // Bytes the bonus draw must read at least: one target row per batch row.
+        g.throughput(Throughput::Bytes((rows * vocab * 4) as u64));
+        g.bench_function(format!("f32/{rows}x{n}x{vocab}"), |b| {
+            b.iter(|| {
+                ops::speculative_accept(
+                    &dev,
+                    &target,
+                    &draft,
+                    &drafts,
+                    ops::AcceptRule::Stochastic,
+                    [1, 2],
+                    &mut tokens,
+                    &mut emitted,
+                )
+                .unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     fused_add_rms_norm,
@@ -199,6 +241,7 @@ criterion_group!(
     fused_add3_layer_norm,
     fused_rope_qk_append,
     gumbel_max_sample,
-    rejection_sample
+    rejection_sample,
+    speculative_accept
 );
 criterion_main!(benches);

@@ -10,6 +10,9 @@ use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::kernels::gumbel_max_sample::GumbelParams;
 use kiln_math::kernels::rejection_sample::RejectionParams;
+use kiln_math::kernels::speculative_accept::{
+    SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
+};
 use kiln_math::{KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
@@ -305,6 +308,64 @@ pub fn rejection_sample(
     launch(
         dev,
         KernelId::RejectionSample,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// How [`speculative_accept`] decides whether the target keeps a draft token (spec §6.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptRule {
+    /// Modified rejection sampling: accept `t` iff `u · q(t) ≤ p(t)`; on rejection emit from
+    /// `normalize(max(p − q, 0))`. Needs the exact `q` each draft was drawn from.
+    Stochastic,
+    /// Draw `x ~ p`, emit it, keep going iff it equals the draft.
+    SamplerMatch,
+    /// `x = argmax p` (greedy target), emit it, keep going iff it equals the draft.
+    Greedy,
+}
+
+/// Speculative-decoding acceptance (spec §6.6): per row, walks the drafts in order, emits the
+/// accepted ones and one more token (the correction at the first rejection, or a bonus token
+/// from the last position when every draft is accepted). Emitted tokens follow the target law.
+///
+/// Shapes: `target_probs [B, N+1, V]` (the target's distribution at each verify position,
+/// f32), `draft_probs [B, N, V]` (f32; read by [`AcceptRule::Stochastic`] only),
+/// `draft_tokens [B, N]` u32 (an id ≥ V is rejected); outputs `tokens [B, N+1]` u32 (the
+/// emitted tokens, then `u32::MAX`) and `emitted [B]` u32 (accepted drafts + 1). `key` is the
+/// Philox key, fresh per call.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus rule and key
+pub fn speculative_accept(
+    dev: &Device,
+    target_probs: &Tensor,
+    draft_probs: &Tensor,
+    draft_tokens: &Tensor,
+    rule: AcceptRule,
+    key: [u32; 2],
+    tokens: &mut Tensor,
+    emitted: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = SpeculativeParams {
+        key0: key[0],
+        key1: key[1],
+        rule: match rule {
+            AcceptRule::Stochastic => RULE_STOCHASTIC,
+            AcceptRule::SamplerMatch => RULE_SAMPLER_MATCH,
+            AcceptRule::Greedy => RULE_GREEDY,
+        },
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(target_probs),
+        Arg::In(draft_probs),
+        Arg::In(draft_tokens),
+        Arg::Out(tokens),
+        Arg::Out(emitted),
+    ];
+    launch(
+        dev,
+        KernelId::SpeculativeAccept,
         p.words(),
         &mut args,
         Mode::Auto,

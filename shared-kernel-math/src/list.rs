@@ -26,6 +26,9 @@ macro_rules! for_each_kernel {
             rejection_sample: RejectionSample [f32]
                 (probs: Src<T>, probs_draw: Src<T>, ids: Dst<u32>, accepted: Dst<u32>,
                  rounds: Dst<u32>);
+            speculative_accept: SpeculativeAccept [f32]
+                (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,
+                 tokens: Dst<u32>, emitted: Dst<u32>);
         }
     };
 }

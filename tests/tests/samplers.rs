@@ -648,3 +648,247 @@ fn rejection_refuses_bad_filters() {
         );
     }
 }
+
+/// Host draw from a distribution by inverse CDF on an f64 uniform.
+fn host_draw(probs: &[f32], rng: &mut Rng) -> u32 {
+    let total: f64 = probs.iter().map(|&p| p as f64).sum();
+    let target = rng.uniform() * total;
+    let mut cum = 0.0;
+    for (i, &p) in probs.iter().enumerate() {
+        cum += p as f64;
+        if cum > target {
+            return i as u32;
+        }
+    }
+    (probs.len() - 1) as u32
+}
+
+struct Verify {
+    target: Tensor,
+    draft: Tensor,
+    draft_tokens: Tensor,
+}
+
+/// `rows` copies of one verify step: target laws `p[j]`, draft laws `q[j]`, and per row fresh
+/// draft tokens drawn on the host from `q[j]`.
+fn verify_batch(
+    dev: &Device,
+    p: &[Vec<f32>],
+    q: &[Vec<f32>],
+    rows: usize,
+    rng: &mut Rng,
+) -> Verify {
+    let (n, v) = (q.len(), p[0].len());
+    let target: Vec<f32> = (0..rows)
+        .flat_map(|_| p.iter().flatten().copied())
+        .collect();
+    let draft: Vec<f32> = (0..rows)
+        .flat_map(|_| q.iter().flatten().copied())
+        .collect();
+    let tokens: Vec<u32> = (0..rows * n).map(|k| host_draw(&q[k % n], rng)).collect();
+    Verify {
+        target: Tensor::from_f32(dev, DType::F32, &[rows, n + 1, v], &target).unwrap(),
+        draft: Tensor::from_f32(dev, DType::F32, &[rows, n, v], &draft).unwrap(),
+        draft_tokens: Tensor::from_slice(dev, &[rows, n], &tokens).unwrap(),
+    }
+}
+
+fn run_verify(
+    dev: &Device,
+    b: &Verify,
+    rule: ops::AcceptRule,
+    key: [u32; 2],
+) -> (Vec<u32>, Vec<u32>) {
+    let (rows, n1) = (b.target.shape()[0], b.target.shape()[1]);
+    let mut tokens = Tensor::zeros(dev, DType::U32, &[rows, n1]).unwrap();
+    let mut emitted = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
+    let ran = ops::speculative_accept(
+        dev,
+        &b.target,
+        &b.draft,
+        &b.draft_tokens,
+        rule,
+        key,
+        &mut tokens,
+        &mut emitted,
+    )
+    .unwrap();
+    assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
+    (to_u32(&tokens), to_u32(&emitted))
+}
+
+fn random_law(v: usize, spread: f64, rng: &mut Rng) -> Vec<f32> {
+    normalise(
+        &(0..v)
+            .map(|_| (rng.normal() * spread).exp())
+            .collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn speculative_emitted_tokens_follow_the_target_law() {
+    let seed = kiln_tests::seed("speculative law");
+    let mut rng = Rng::new(seed);
+    let dev = Device::cpu();
+    let (n, v, rows) = (2usize, 30usize, 20_000usize);
+    let p: Vec<Vec<f32>> = (0..=n).map(|_| random_law(v, 1.2, &mut rng)).collect();
+    let q: Vec<Vec<f32>> = (0..n).map(|_| random_law(v, 1.2, &mut rng)).collect();
+    let exp_accept: f64 = p[0]
+        .iter()
+        .zip(&q[0])
+        .map(|(&a, &b)| (a as f64).min(b as f64))
+        .sum();
+    for rule in [ops::AcceptRule::Stochastic, ops::AcceptRule::SamplerMatch] {
+        let (mut first, mut second) = (vec![0u64; v], vec![0u64; v]);
+        let mut accepted_first = 0u64;
+        let mut total = 0u64;
+        for _ in 0..1_000_000 / rows {
+            let batch = verify_batch(&dev, &p, &q, rows, &mut rng);
+            let drafts = to_u32(&batch.draft_tokens);
+            let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+            let (tokens, emitted) = run_verify(&dev, &batch, rule, key);
+            for r in 0..rows {
+                let e = emitted[r] as usize;
+                assert!((1..=n + 1).contains(&e));
+                let row = &tokens[r * (n + 1)..][..n + 1];
+                // Accepted drafts are the drafts; the tail is padding.
+                assert_eq!(&row[..e - 1], &drafts[r * n..][..e - 1]);
+                assert!(row[e..].iter().all(|&t| t == u32::MAX));
+                first[row[0] as usize] += 1;
+                if e >= 2 {
+                    accepted_first += 1;
+                    second[row[1] as usize] += 1;
+                }
+                total += 1;
+            }
+        }
+        let to_f64 = |x: &[f32]| x.iter().map(|&a| a as f64).collect::<Vec<_>>();
+        for (what, counts, law) in [
+            ("first", &first, to_f64(&p[0])),
+            ("second", &second, to_f64(&p[1])),
+        ] {
+            let (stat, df, crit) = chi_square(counts, &law);
+            eprintln!(
+                "speculative {rule:?} {what} token: chi2 {stat:.1} df {df} critical {crit:.1}"
+            );
+            assert!(
+                stat < crit,
+                "{rule:?} {what} token: chi-square {stat:.1} >= {crit:.1}"
+            );
+        }
+        // Stochastic accepts with Σ min(p, q); sampler-match with Σ p·q.
+        let want = match rule {
+            ops::AcceptRule::Stochastic => exp_accept,
+            _ => p[0]
+                .iter()
+                .zip(&q[0])
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum(),
+        };
+        let sd = (want * (1.0 - want) / total as f64).sqrt();
+        let got = accepted_first as f64 / total as f64;
+        eprintln!("speculative {rule:?}: first-draft acceptance {got:.5}, law {want:.5}");
+        assert!(
+            (got - want).abs() < 5.0 * sd,
+            "{rule:?}: acceptance {got} vs {want} (sd {sd:.2e})"
+        );
+    }
+}
+
+#[test]
+fn speculative_accept_decisions_are_identical_on_every_backend() {
+    let seed = kiln_tests::seed("speculative backends");
+    let mut rng = Rng::new(seed);
+    let (n, v, rows) = (3usize, 200usize, 6usize);
+    // Draft laws close to the target so that chains run long.
+    let p: Vec<Vec<f32>> = (0..=n).map(|_| random_law(v, 2.0, &mut rng)).collect();
+    let q: Vec<Vec<f32>> = p[..n]
+        .iter()
+        .map(|pj| {
+            normalise(
+                &pj.iter()
+                    .map(|&x| x as f64 * (1.0 + 0.3 * rng.uniform()))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+    let tokens_seed = rng.next_u64();
+    for rule in [ops::AcceptRule::Stochastic, ops::AcceptRule::Greedy] {
+        let mut want: Option<(Vec<u32>, Vec<u32>)> = None;
+        for dev in kiln_tests::test_devices() {
+            let batch = verify_batch(&dev, &p, &q, rows, &mut Rng::new(tokens_seed));
+            let (tokens, emitted) = run_verify(&dev, &batch, rule, key);
+            if rule == ops::AcceptRule::Greedy {
+                let argmax0 = (0..v)
+                    .max_by(|&a, &b| p[0][a].total_cmp(&p[0][b]).then(b.cmp(&a)))
+                    .unwrap();
+                assert!(
+                    tokens.chunks(n + 1).all(|r| r[0] == argmax0 as u32),
+                    "{}",
+                    dev.name()
+                );
+            }
+            match &want {
+                None => want = Some((tokens, emitted)),
+                Some((wt, we)) => {
+                    // Accept decisions read single elements: identical everywhere. The one
+                    // drawn token may move only at a rounding boundary, so compare the drafts.
+                    assert_eq!(&emitted, we, "{}: emitted", dev.name());
+                    for r in 0..rows {
+                        let e = emitted[r] as usize;
+                        let exact = if rule == ops::AcceptRule::Greedy {
+                            e
+                        } else {
+                            e - 1
+                        };
+                        assert_eq!(
+                            &tokens[r * (n + 1)..][..exact],
+                            &wt[r * (n + 1)..][..exact],
+                            "{} row {r}",
+                            dev.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn speculative_rejects_out_of_vocabulary_drafts_and_bad_shapes() {
+    let dev = Device::cpu();
+    let (n, v) = (2usize, 8usize);
+    let target =
+        Tensor::from_f32(&dev, DType::F32, &[1, n + 1, v], &vec![0.125; (n + 1) * v]).unwrap();
+    let draft = Tensor::from_f32(&dev, DType::F32, &[1, n, v], &vec![0.125; n * v]).unwrap();
+    let bad_tokens = Tensor::from_slice(&dev, &[1, n], &[v as u32, 3]).unwrap();
+    let mut tokens = Tensor::zeros(&dev, DType::U32, &[1, n + 1]).unwrap();
+    let mut emitted = Tensor::zeros(&dev, DType::U32, &[1]).unwrap();
+    ops::speculative_accept(
+        &dev,
+        &target,
+        &draft,
+        &bad_tokens,
+        ops::AcceptRule::Stochastic,
+        [1, 2],
+        &mut tokens,
+        &mut emitted,
+    )
+    .unwrap();
+    assert_eq!(to_u32(&emitted), [1]);
+    assert!((to_u32(&tokens)[0] as usize) < v);
+    let mut short = Tensor::zeros(&dev, DType::U32, &[1, n]).unwrap();
+    let e = ops::speculative_accept(
+        &dev,
+        &target,
+        &draft,
+        &bad_tokens,
+        ops::AcceptRule::Greedy,
+        [1, 2],
+        &mut short,
+        &mut emitted,
+    )
+    .unwrap_err();
+    assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
+}

@@ -12,3 +12,4 @@ pub mod fused_xielu;
 pub mod gumbel_max_sample;
 pub mod ops;
 pub mod rejection_sample;
+pub mod speculative_accept;

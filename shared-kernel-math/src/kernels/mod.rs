@@ -6,3 +6,4 @@ pub mod fused_rope_qk_append;
 pub mod fused_xielu;
 pub mod gumbel_max_sample;
 pub mod rejection_sample;
+pub mod speculative_accept;
