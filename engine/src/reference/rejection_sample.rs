@@ -112,9 +112,9 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
     // The sim runs every round's collectives lane by lane: keep rows and cases few.
     let shapes = [
         (8, 200, 0, "0.9", "0", (1, 2)),
-        (8, 1000, 20, "0.95", "0", (77, 5)),
+        (8, 400, 40, "0.95", "0", (77, 5)),
         (8, 64, 0, "1", "0.2", (3, 9)),
-        (8, 3000, 5, "0.5", "0.01", (0xfeed, 1)),
+        (8, 1200, 60, "0.5", "0.01", (0xfeed, 1)),
     ];
     shapes
         .iter()
