@@ -4,8 +4,15 @@
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
+use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
+use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
+use kiln_math::kernels::gumbel_max_sample::GumbelParams;
+use kiln_math::kernels::rejection_sample::RejectionParams;
+use kiln_math::kernels::speculative_accept::{
+    SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
+};
 use kiln_math::{KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
@@ -101,4 +108,266 @@ pub fn fused_xielu(
     };
     let mut args = [Arg::In(x), Arg::Out(out)];
     launch(dev, KernelId::FusedXielu, p.words(), &mut args, Mode::Auto)
+}
+
+/// Cohere2's parallel-residual join + LayerNorm (spec §11), both outputs.
+///
+/// Shapes: `attn`, `mlp`, `residual`, `x_out`, `h_out` `[.., D]` (same shape, `D ≤ 6656`),
+/// `weight [D]`, `bias [D]` or `[1]` (one value broadcast: pass zeros for a norm without bias);
+/// one dtype (f32, f16 or bf16). Per row `x_out = rnd(rnd(attn + mlp) + residual)` and
+/// `h_out = rnd(weight · (x_out − mean) / sqrt(var + eps) + bias)`, statistics in f32.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus eps
+pub fn fused_add3_layer_norm(
+    dev: &Device,
+    attn: &Tensor,
+    mlp: &Tensor,
+    residual: &Tensor,
+    weight: &Tensor,
+    bias: &Tensor,
+    eps: f32,
+    x_out: &mut Tensor,
+    h_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = Add3LayerNormParams {
+        eps,
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(attn),
+        Arg::In(mlp),
+        Arg::In(residual),
+        Arg::In(weight),
+        Arg::In(bias),
+        Arg::Out(x_out),
+        Arg::Out(h_out),
+    ];
+    launch(
+        dev,
+        KernelId::FusedAdd3LayerNorm,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// RoPE settings of [`fused_rope_qk_append`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    /// Leading dims of each head that rotate (even); 0 rotates the whole head.
+    pub dims: u32,
+    /// Frequency base (10000 for Llama 2, 500000 for Llama 3).
+    pub base: f32,
+    /// Multiplies positions (1 for none).
+    pub scale: f32,
+    /// Interleaved pairs `(2i, 2i+1)`; otherwise half-split pairs `(i, i + dims/2)`.
+    pub traditional: bool,
+}
+
+/// Where [`fused_rope_qk_append`] writes K and V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvLayout {
+    /// `[B, Hkv, L, D]`: the dense KV slab.
+    DenseSlab,
+    /// `[B, L, Hkv, D]`: rows of a paged pool.
+    PagedRows,
+}
+
+/// q/k RoPE + K/V append layout in one dispatch (spec §4).
+///
+/// Shapes: `qkv [B, L, (Hq + 2·Hkv)·D]` (Q heads, then K heads, then V heads; `D` even),
+/// `q_out [B, Hq, L, D]`, `k_out`/`v_out` `[B, Hkv, L, D]` ([`KvLayout::DenseSlab`]) or
+/// `[B, L, Hkv, D]` ([`KvLayout::PagedRows`]); one dtype (f32, f16 or bf16). Token `t` of the
+/// window sits at position `position_base + t`. Q and K are rotated, V is copied; nothing is
+/// written into a cache: the caller appends `k_out`/`v_out`.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus the RoPE settings
+pub fn fused_rope_qk_append(
+    dev: &Device,
+    qkv: &Tensor,
+    rope: Rope,
+    position_base: i32,
+    layout: KvLayout,
+    q_out: &mut Tensor,
+    k_out: &mut Tensor,
+    v_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    if !(rope.base.is_finite() && rope.base > 0.0) {
+        return Err(PortError::InvalidShape {
+            kernel: KernelId::FusedRopeQkAppend.name(),
+            msg: format!("rope base is {}, must be positive", rope.base),
+        });
+    }
+    let p = RopeAppendParams {
+        rope_dims: rope.dims,
+        log2_base: (rope.base as f64).log2() as f32,
+        scale: rope.scale,
+        position_base,
+        traditional: rope.traditional as u32,
+        layout: match layout {
+            KvLayout::DenseSlab => 0,
+            KvLayout::PagedRows => 1,
+        },
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(qkv),
+        Arg::Out(q_out),
+        Arg::Out(k_out),
+        Arg::Out(v_out),
+    ];
+    launch(
+        dev,
+        KernelId::FusedRopeQkAppend,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// One token per row from `softmax(logits / temperature)` by Gumbel-max (spec §5).
+///
+/// Shapes: `logits [B, V]` (f32, f16 or bf16; −inf entries allowed), `index [B]` u32. `key` is
+/// the Philox key: draw a fresh one per call (the same key and logits give the same tokens on
+/// every backend). `temperature > 0`. A row that is all −inf yields index 0.
+pub fn gumbel_max_sample(
+    dev: &Device,
+    logits: &Tensor,
+    key: [u32; 2],
+    temperature: f32,
+    index: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = GumbelParams {
+        key0: key[0],
+        key1: key[1],
+        temperature,
+        ..Default::default()
+    };
+    let mut args = [Arg::In(logits), Arg::Out(index)];
+    launch(
+        dev,
+        KernelId::GumbelMaxSample,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// Truncation filters of [`rejection_sample`], evaluated jointly on the untempered row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplingFilters {
+    /// Keep the k most probable tokens, ties kept; 0 (or the vocabulary size) is off.
+    pub top_k: u32,
+    /// Keep the descending prefix whose exclusive mass is ≤ `top_p`; in (0, 1], 1 is off.
+    pub top_p: f32,
+    /// Keep tokens with `p ≥ min_p · p_max`; in [0, 1), 0 is off.
+    pub min_p: f32,
+}
+
+impl Default for SamplingFilters {
+    fn default() -> Self {
+        SamplingFilters {
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+        }
+    }
+}
+
+/// Sorting-free top-k / top-p / min-p sampling (spec §6): one token per row, distributed as
+/// `probs_draw` truncated to the support the filters keep on `probs`, renormalised.
+///
+/// Shapes: `probs [B, V]` (softmax of the untempered logits), `probs_draw [B, V]` (softmax of
+/// logits / T; the same tensor when T = 1), f32; outputs u32 `ids [B]`, `accepted [B]` (1 when
+/// the row converged within 32 rounds; 0 rows carry their argmax) and `rounds [B]`. `key` is the
+/// Philox key, fresh per call. A row without positive mass yields its argmax (index 0 if none).
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus filters and key
+pub fn rejection_sample(
+    dev: &Device,
+    probs: &Tensor,
+    probs_draw: &Tensor,
+    filters: SamplingFilters,
+    key: [u32; 2],
+    ids: &mut Tensor,
+    accepted: &mut Tensor,
+    rounds: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = RejectionParams {
+        key0: key[0],
+        key1: key[1],
+        top_k: filters.top_k,
+        top_p: filters.top_p,
+        min_p: filters.min_p,
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(probs),
+        Arg::In(probs_draw),
+        Arg::Out(ids),
+        Arg::Out(accepted),
+        Arg::Out(rounds),
+    ];
+    launch(
+        dev,
+        KernelId::RejectionSample,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
+}
+
+/// How [`speculative_accept`] decides whether the target keeps a draft token (spec §6.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptRule {
+    /// Modified rejection sampling: accept `t` iff `u · q(t) ≤ p(t)`; on rejection emit from
+    /// `normalize(max(p − q, 0))`. Needs the exact `q` each draft was drawn from.
+    Stochastic,
+    /// Draw `x ~ p`, emit it, keep going iff it equals the draft.
+    SamplerMatch,
+    /// `x = argmax p` (greedy target), emit it, keep going iff it equals the draft.
+    Greedy,
+}
+
+/// Speculative-decoding acceptance (spec §6.6): per row, walks the drafts in order, emits the
+/// accepted ones and one more token (the correction at the first rejection, or a bonus token
+/// from the last position when every draft is accepted). Emitted tokens follow the target law.
+///
+/// Shapes: `target_probs [B, N+1, V]` (the target's distribution at each verify position,
+/// f32), `draft_probs [B, N, V]` (f32; read by [`AcceptRule::Stochastic`] only),
+/// `draft_tokens [B, N]` u32 (an id ≥ V is rejected); outputs `tokens [B, N+1]` u32 (the
+/// emitted tokens, then `u32::MAX`) and `emitted [B]` u32 (accepted drafts + 1). `key` is the
+/// Philox key, fresh per call.
+#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus rule and key
+pub fn speculative_accept(
+    dev: &Device,
+    target_probs: &Tensor,
+    draft_probs: &Tensor,
+    draft_tokens: &Tensor,
+    rule: AcceptRule,
+    key: [u32; 2],
+    tokens: &mut Tensor,
+    emitted: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = SpeculativeParams {
+        key0: key[0],
+        key1: key[1],
+        rule: match rule {
+            AcceptRule::Stochastic => RULE_STOCHASTIC,
+            AcceptRule::SamplerMatch => RULE_SAMPLER_MATCH,
+            AcceptRule::Greedy => RULE_GREEDY,
+        },
+        ..Default::default()
+    };
+    let mut args = [
+        Arg::In(target_probs),
+        Arg::In(draft_probs),
+        Arg::In(draft_tokens),
+        Arg::Out(tokens),
+        Arg::Out(emitted),
+    ];
+    launch(
+        dev,
+        KernelId::SpeculativeAccept,
+        p.words(),
+        &mut args,
+        Mode::Auto,
+    )
 }

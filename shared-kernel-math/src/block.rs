@@ -165,6 +165,42 @@ pub trait Block: Sized {
         }
         (tv, ti)
     }
+
+    /// Prefix sum over the block in thread order: thread `t` gets `(Σ_{s<t} v_s, Σ_s v_s)`.
+    /// Lanes combine by xor butterfly (each level adds the sibling group's sum; `a + b` and
+    /// `b + a` are the same bits, so both halves agree), waves in index order; every thread
+    /// gets the same total bits.
+    #[track_caller]
+    fn scan_sum(&self, v: f32) -> (f32, f32) {
+        let lane = self.lane();
+        let (mut below, mut group) = (0.0f32, v);
+        let mut m = 1;
+        while m < Self::WAVE {
+            let sibling = f32::from_bits(self.shuffle_xor(group.to_bits(), m));
+            if lane & m != 0 {
+                below += sibling;
+            }
+            group += sibling;
+            m *= 2;
+        }
+        let n = self.waves();
+        if n <= 1 {
+            return (below, group);
+        }
+        let s = publish(self, [group.to_bits()]);
+        let w = self.wave_id() as usize;
+        let (mut before, mut total) = (0.0f32, 0.0f32);
+        let mut k = 0;
+        while k < n as usize {
+            let t = f32::from_bits(s.get(k));
+            if k < w {
+                before += t;
+            }
+            total += t;
+            k += 1;
+        }
+        (before + below, total)
+    }
 }
 
 /// Lane 0 of each wave publishes `words` into its slot of the scratch (`N` words per wave);

@@ -10,6 +10,7 @@ mod element;
 mod kernel;
 pub mod kernels;
 mod list;
+pub mod random;
 mod view;
 
 pub use block::{argmax_beats, max_total, scratch_words, shared_bytes_total, Block};

@@ -29,6 +29,19 @@ macro_rules! for_each_kernel {
             paged_attention_merge_states: PagedAttentionMergeStates [f32]
                 (v_in: Src<T>, lse_in: Src<T>, o_indptr: Src<i32>, v_out: Dst<T>,
                  lse_out: Dst<T>);
+            fused_add3_layer_norm: FusedAdd3LayerNorm [f32, f16, bf16]
+                (attn: Src<T>, mlp: Src<T>, residual: Src<T>, weight: Src<T>, bias: Src<T>,
+                 x_out: Dst<T>, h_out: Dst<T>);
+            fused_rope_qk_append: FusedRopeQkAppend [f32, f16, bf16]
+                (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
+            gumbel_max_sample: GumbelMaxSample [f32, f16, bf16]
+                (logits: Src<T>, index: Dst<u32>);
+            rejection_sample: RejectionSample [f32]
+                (probs: Src<T>, probs_draw: Src<T>, ids: Dst<u32>, accepted: Dst<u32>,
+                 rounds: Dst<u32>);
+            speculative_accept: SpeculativeAccept [f32]
+                (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,
+                 tokens: Dst<u32>, emitted: Dst<u32>);
         }
     };
 }

@@ -126,3 +126,29 @@ pub fn attend(
     }
     (out, max + total.ln())
 }
+
+/// LayerNorm over rows of `weight.len()`, in f32 as the unfused graph computes it: `mean` and
+/// the centred sum of squares summed in index order, `inv = 1 / sqrt(var + eps)`, then
+/// `rnd_T(w · ((x − mean) · inv) + bias)`; `bias` has one value per column or one in all.
+pub fn layer_norm_f32<T: Element>(x: &[T], weight: &[T], bias: &[T], eps: f32, out: &mut [T]) {
+    let dim = weight.len();
+    assert!(dim > 0 && x.len().is_multiple_of(dim) && out.len() == x.len());
+    assert!(bias.len() == dim || bias.len() == 1);
+    for (row, orow) in x.chunks(dim).zip(out.chunks_mut(dim)) {
+        let mut sum = 0.0f32;
+        for v in row {
+            sum += v.to_f32();
+        }
+        let mean = sum / dim as f32;
+        let mut sq = 0.0f32;
+        for v in row {
+            let c = v.to_f32() - mean;
+            sq += c * c;
+        }
+        let inv = 1.0 / (sq / dim as f32 + eps).sqrt();
+        for (j, (o, v)) in orow.iter_mut().zip(row).enumerate() {
+            let b = bias[if bias.len() == 1 { 0 } else { j }].to_f32();
+            *o = T::from_f32(weight[j].to_f32() * ((v.to_f32() - mean) * inv) + b);
+        }
+    }
+}

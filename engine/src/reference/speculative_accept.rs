@@ -1,0 +1,163 @@
+//! Speculative-decoding acceptance (spec §6.6), sequentially per row, with the kernel's Philox
+//! counters and natural-order f32 inverse CDFs (so a serial block's bits match it exactly).
+
+use super::gumbel_max_sample::philox;
+use crate::parity::{Case, Check, Fill};
+use crate::Backend;
+use kiln_math::kernels::speculative_accept::{
+    SpeculativeParams, NO_TOKEN, RULE_GREEDY, RULE_SAMPLER_MATCH,
+};
+use kiln_math::{DType, Element};
+
+fn open_uniform(w: u32) -> f32 {
+    ((w >> 9) as f32 + 0.5) / 8_388_608.0
+}
+
+/// The first index whose running weight exceeds `u · Σ w`, and `Σ w` (f32, index order).
+pub fn inverse_cdf(weights: &[f32], u: f32) -> (u32, f32) {
+    let mass = weights.iter().fold(0.0f32, |s, &w| s + w);
+    let target = u * mass;
+    let mut running = 0.0f32;
+    let mut last = None;
+    for (i, &w) in weights.iter().enumerate() {
+        if w > 0.0 {
+            last = Some(i as u32);
+            running += w;
+            if running > target {
+                return (i as u32, mass);
+            }
+        }
+    }
+    (last.unwrap_or(0), mass)
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let (mut best, mut arg) = (f32::NEG_INFINITY, 0u32);
+    for (i, &x) in v.iter().enumerate() {
+        if x > best {
+            (best, arg) = (x, i as u32);
+        }
+    }
+    arg
+}
+
+/// The emitted tokens of one row.
+pub fn accept_row(
+    p: &SpeculativeParams,
+    row: u32,
+    target: &[Vec<f32>],
+    draft: &[Vec<f32>],
+    drafts: &[u32],
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (j, pj) in target.iter().enumerate() {
+        let w = philox([j as u32, 0, row, 0], [p.key0, p.key1]);
+        let (u_accept, u_draw) = (open_uniform(w[0]), open_uniform(w[1]));
+        let proposal = drafts.get(j).copied();
+        let token = if p.rule == RULE_GREEDY {
+            argmax(pj)
+        } else if p.rule == RULE_SAMPLER_MATCH || proposal.is_none() {
+            inverse_cdf(pj, u_draw).0
+        } else {
+            let t = proposal.unwrap();
+            let qj = &draft[j];
+            let ok = (t as usize) < pj.len() && u_accept * qj[t as usize] <= pj[t as usize];
+            if ok {
+                out.push(t);
+                continue;
+            }
+            let residual: Vec<f32> = pj.iter().zip(qj).map(|(a, b)| (a - b).max(0.0)).collect();
+            let (r, mass) = inverse_cdf(&residual, u_draw);
+            let token = if mass > 0.0 {
+                r
+            } else {
+                inverse_cdf(pj, u_draw).0
+            };
+            out.push(token);
+            return out;
+        };
+        out.push(token);
+        if proposal != Some(token) {
+            return out;
+        }
+    }
+    out
+}
+
+pub fn speculative_accept<T: Element>(
+    p: &SpeculativeParams,
+    target_probs: &[T],
+    draft_probs: &[T],
+    draft_tokens: &[u32],
+    tokens: &mut [u32],
+    emitted: &mut [u32],
+) {
+    let (n, v) = (p.drafts as usize, p.vocab as usize);
+    let rows = |data: &[T], count: usize, r: usize| -> Vec<Vec<f32>> {
+        (0..count)
+            .map(|j| {
+                data[(r * count + j) * v..][..v]
+                    .iter()
+                    .map(|x| x.to_f32())
+                    .collect()
+            })
+            .collect()
+    };
+    for r in 0..p.batch as usize {
+        let target = rows(target_probs, n + 1, r);
+        let draft = rows(draft_probs, n, r);
+        let out = accept_row(p, r as u32, &target, &draft, &draft_tokens[r * n..][..n]);
+        emitted[r] = out.len() as u32;
+        for j in 0..=n {
+            tokens[r * (n + 1) + j] = out.get(j).copied().unwrap_or(NO_TOKEN);
+        }
+    }
+}
+
+/// Exact on the cpu; elsewhere most rows must agree (see `rejection_sample`).
+fn check() -> Check {
+    Check::Agree {
+        exact_on: &[Backend::Cpu],
+        min_frac: 0.75,
+    }
+}
+
+pub fn cases(_dtype: DType) -> Vec<Case> {
+    // (batch, drafts, vocab, rule). Random q rows make most drafts fail: tokens 0..vocab are
+    // drawn as draft ids, and the accept test reads q and p at them.
+    let shapes = [
+        (8, 3, 50, 0),
+        (8, 2, 300, 1),
+        (8, 4, 20, 2),
+        (8, 1, 1000, 0),
+    ];
+    shapes
+        .iter()
+        .map(|&(b, n, v, rule)| Case {
+            label: format!("b{b} n{n} v{v} rule{rule}"),
+            shapes: vec![
+                vec![b, n + 1, v],
+                vec![b, n, v],
+                vec![b, n],
+                vec![b, n + 1],
+                vec![b],
+            ],
+            params: vec![
+                ("rule", rule.to_string()),
+                ("key0", "31337".into()),
+                ("key1", (v * 7).to_string()),
+            ],
+            fill: vec![
+                Fill::Uniform { lo: 0.0, hi: 1.0 },
+                Fill::Uniform { lo: 0.0, hi: 1.0 },
+                Fill::Uniform {
+                    lo: 0.0,
+                    hi: v as f64,
+                },
+                Fill::Output,
+                Fill::Output,
+            ],
+            checks: vec![Check::None, Check::None, Check::None, check(), check()],
+        })
+        .collect()
+}

@@ -1,0 +1,270 @@
+//! Sorting-free top-k / top-p / min-p sampling by dual-pivot rejection (spec §6.1–6.2).
+//!
+//! The kept support is `{i : p_i ≥ τ}` for one threshold τ that top-k (k-th largest, ties kept),
+//! top-p (descending prefix whose exclusive mass is ≤ `top_p · total`) and min-p
+//! (`p_i ≥ min_p · p_max`) set jointly on the untempered `probs`; the token is distributed as
+//! `probs_draw` truncated to that support. Each round proposes a token from `probs_draw` over
+//! `{p > low}` by inverse CDF, accepts it when it passes every filter, else raises `low` to a
+//! pivot that is known to fail (the accept test is monotone in p) and halves the bit-space
+//! bracket `[low, high]`.
+//!
+//! The CDF runs in natural index order (thread `t` owns the contiguous slice
+//! `[t·chunk, (t+1)·chunk)`), so the token for a key does not depend on the block size beyond
+//! the rounding of the sums. Round `r` draws its uniform from word 0 of
+//! `philox((r, 0, row, 0), key)`.
+
+use crate::kernel::shape;
+use crate::random::{philox4x32_10, uniform_open};
+use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+
+/// Longest vocabulary: counts are summed as f32, exact below 2^24.
+pub const MAX_VOCAB: usize = 1 << 24;
+
+crate::params! {
+    /// Params of `rejection_sample`. Filters apply to every row.
+    pub struct RejectionParams {
+        pub rows: u32,
+        pub vocab: u32,
+        /// Philox key, low word (draw a fresh key per call).
+        pub key0: u32 = 0,
+        /// Philox key, high word.
+        pub key1: u32 = 0,
+        /// Keep the k most probable tokens (ties kept); 0 or `vocab` turns it off.
+        pub top_k: u32 = 0,
+        /// Keep the smallest prefix of mass `top_p`, in (0, 1]; 1 turns it off.
+        pub top_p: f32 = 1.0,
+        /// Keep tokens with `p ≥ min_p · p_max`, in [0, 1); 0 turns it off.
+        pub min_p: f32 = 0.0,
+        /// Rounds before giving up with the row's argmax (`accepted = 0`); 32 always suffice.
+        pub max_rounds: u32 = 32,
+    }
+}
+
+/// Descriptor of `rejection_sample`.
+pub struct RejectionSample;
+
+impl KernelDef for RejectionSample {
+    type Params = RejectionParams;
+    const NAME: &'static str = "rejection_sample";
+
+    /// Buffers: `probs [B, V]` (softmax of the untempered logits: the filters read it),
+    /// `probs_draw [B, V]` (softmax of logits / T: the draw is weighted by it), then u32
+    /// outputs `ids [B]`, `accepted [B]`, `rounds [B]`.
+    fn bind(p: &mut RejectionParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
+        let [probs, probs_draw, ids, accepted, rounds] = shapes else {
+            return Err(ShapeError::BufferCount {
+                got: shapes.len(),
+                want: 5,
+            });
+        };
+        let &[rows, vocab] = *probs else {
+            return Err(ShapeError::Invalid("probs must be [rows, vocab]"));
+        };
+        shape::nonzero("rows", rows)?;
+        shape::nonzero("vocab", vocab)?;
+        if probs_draw != probs {
+            return Err(ShapeError::Invalid(
+                "probs_draw must have the shape of probs",
+            ));
+        }
+        for s in [ids, accepted, rounds] {
+            if *s != [rows] {
+                return Err(ShapeError::Invalid(
+                    "ids, accepted and rounds must be [rows]",
+                ));
+            }
+        }
+        if vocab > MAX_VOCAB {
+            return Err(ShapeError::Range {
+                what: "vocab",
+                got: vocab as f64,
+                lo: 1.0,
+                hi: MAX_VOCAB as f64,
+            });
+        }
+        if p.top_k as usize > vocab {
+            return Err(ShapeError::Range {
+                what: "top_k",
+                got: p.top_k as f64,
+                lo: 0.0,
+                hi: vocab as f64,
+            });
+        }
+        if !(p.top_p > 0.0 && p.top_p <= 1.0) {
+            return Err(ShapeError::Range {
+                what: "top_p",
+                got: p.top_p as f64,
+                lo: f32::MIN_POSITIVE as f64,
+                hi: 1.0,
+            });
+        }
+        if !(p.min_p >= 0.0 && p.min_p < 1.0) {
+            return Err(ShapeError::Range {
+                what: "min_p",
+                got: p.min_p as f64,
+                lo: 0.0,
+                hi: 1.0 - f32::EPSILON as f64,
+            });
+        }
+        if !(1..=64).contains(&p.max_rounds) {
+            return Err(ShapeError::Range {
+                what: "max_rounds",
+                got: p.max_rounds as f64,
+                lo: 1.0,
+                hi: 64.0,
+            });
+        }
+        p.rows = shape::to_u32("rows", rows)?;
+        p.vocab = shape::to_u32("vocab", vocab)?;
+        shape::to_u32("probs elements", rows * vocab)?;
+        Ok(())
+    }
+
+    fn launch(p: &RejectionParams) -> Launch {
+        Launch {
+            grid: [p.rows, 1, 1],
+            block: 256,
+        }
+    }
+}
+
+/// The IEEE-bit-pattern midpoint of two non-negative floats (halves the bracket in bit space).
+#[inline(always)]
+pub fn bit_midpoint(a: f32, b: f32) -> f32 {
+    let (x, y) = (a.to_bits(), b.to_bits());
+    f32::from_bits((x >> 1) + (y >> 1) + (x & y & 1))
+}
+
+/// The body: one block per row.
+pub fn rejection_sample<T: Element, B: Block>(
+    b: &B,
+    p: &RejectionParams,
+    probs: Src<T>,
+    probs_draw: Src<T>,
+    ids: Dst<u32>,
+    accepted: Dst<u32>,
+    rounds: Dst<u32>,
+) {
+    let row = b.block_x();
+    let vocab = p.vocab as usize;
+    let base = row as usize * vocab;
+    let chunk = vocab.div_ceil(b.size() as usize);
+    let first = (b.thread() as usize * chunk).min(vocab);
+    let end = (first + chunk).min(vocab);
+    let prob = |i: usize| probs.get(base + i).to_f32();
+    let draw = |i: usize| probs_draw.get(base + i).to_f32();
+
+    // Sweep 1: the row's max (lowest index on ties) and total filter mass.
+    let (mut best, mut best_i, mut mass) = (f32::NEG_INFINITY, 0u32, 0.0f32);
+    let mut i = first;
+    while i < end {
+        let v = prob(i);
+        mass += v;
+        if v > best {
+            best = v;
+            best_i = i as u32;
+        }
+        i += 1;
+    }
+    let (p_max, arg_max) = b.argmax(best, best_i);
+    let total = b.sum(mass);
+    let write = |id: u32, ok: u32, used: u32| {
+        if b.thread() == 0 {
+            ids.set(row as usize, id);
+            accepted.set(row as usize, ok);
+            rounds.set(row as usize, used);
+        }
+    };
+    // A row without positive mass (all zero, −inf logits or NaN) yields its argmax.
+    if p_max.is_nan() || p_max <= 0.0 {
+        write(arg_max, 1, 0);
+        return;
+    }
+
+    let top_k_on = p.top_k >= 1 && p.top_k < p.vocab;
+    let top_p_on = p.top_p > 0.0 && p.top_p < 1.0;
+    let mut low = 0.0f32;
+    if p.min_p > 0.0 && p.min_p < 1.0 {
+        let floor = p.min_p * p_max;
+        // `p > low` with low one float below the floor keeps exactly `p ≥ min_p · p_max`.
+        if floor.to_bits() > 0 {
+            low = f32::from_bits(floor.to_bits() - 1);
+        }
+    }
+    let mut high = p_max;
+    let target_p = p.top_p * total;
+
+    let mut round = 0u32;
+    while round < p.max_rounds {
+        // Proposal: inverse CDF of probs_draw over {p > low}, natural index order.
+        let mut mine = 0.0f32;
+        let mut i = first;
+        while i < end {
+            if prob(i) > low {
+                mine += draw(i);
+            }
+            i += 1;
+        }
+        let (below, proposal_mass) = b.scan_sum(mine);
+        let u = uniform_open(philox4x32_10([round, 0, row, 0], [p.key0, p.key1])[0]);
+        let target = u * proposal_mass;
+        let (mut claim, mut pick) = (0.0f32, 0u32);
+        if mine > 0.0 && below + mine > target {
+            // This slice holds the target (or a later one does and the lowest claim wins).
+            let mut running = below;
+            let mut i = first;
+            while i < end {
+                if prob(i) > low {
+                    pick = i as u32;
+                    running += draw(i);
+                    if running > target {
+                        break;
+                    }
+                }
+                i += 1;
+            }
+            claim = 1.0;
+        }
+        let (claimed, lowest) = b.argmax(claim, pick);
+        let candidate = if claimed > 0.0 { lowest } else { arg_max };
+
+        let pivot0 = prob(candidate as usize);
+        let pivot1 = bit_midpoint(pivot0, if high > pivot0 { high } else { pivot0 });
+        let (mut above0, mut mass0, mut above1, mut mass1) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        if top_k_on || top_p_on {
+            let mut i = first;
+            while i < end {
+                let v = prob(i);
+                if v > pivot0 {
+                    above0 += 1.0;
+                    mass0 += v;
+                }
+                if v > pivot1 {
+                    above1 += 1.0;
+                    mass1 += v;
+                }
+                i += 1;
+            }
+            above0 = b.sum(above0);
+            mass0 = b.sum(mass0);
+            above1 = b.sum(above1);
+            mass1 = b.sum(mass1);
+        }
+        let fails = |above: f32, mass: f32| {
+            (top_k_on && above >= p.top_k as f32) || (top_p_on && mass > target_p)
+        };
+        if !fails(above0, mass0) {
+            write(candidate, 1, round + 1);
+            return;
+        }
+        // Everything at or below a failing pivot fails too: raise the floor.
+        if fails(above1, mass1) {
+            low = pivot1;
+        } else {
+            low = pivot0;
+            high = pivot1;
+        }
+        round += 1;
+    }
+    write(arg_max, 0, p.max_rounds);
+}

@@ -1,0 +1,256 @@
+//! Speculative-decoding acceptance (spec §6.6): which draft tokens a target model keeps, and
+//! the token it emits after them, for three rules.
+//!
+//! - Stochastic (modified rejection sampling): accept draft `t` at position `j` iff
+//!   `u · q_j(t) ≤ p_j(t)`; on the first rejection emit a token from the residual
+//!   `normalize(max(p_j − q_j, 0))` (from `p_j` if that mass underflows to 0) and stop; when
+//!   every draft is accepted emit a bonus token from `p_N`. The emitted tokens follow the
+//!   target law `p` exactly, whatever `q` is, provided each draft was drawn from its `q`.
+//! - SamplerMatch: draw `x ~ p_j`; emit `x`; continue iff `x` equals the draft.
+//! - Greedy: `x = argmax p_j` (lowest index on ties); emit `x`; continue iff `x` equals the draft.
+//!
+//! Randomness: position `j` of row `r` takes its accept uniform from word 0 and its draw
+//! uniform from word 1 of `philox((j, 0, r, 0), key)`. Draws are inverse CDFs in natural index
+//! order (as in `rejection_sample`). A draft token outside the vocabulary is rejected.
+
+use crate::kernel::shape;
+use crate::random::{philox4x32_10, uniform_open};
+use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+
+/// Longest vocabulary (masses are f32 sums; kept as for the rejection sampler).
+pub const MAX_VOCAB: usize = 1 << 24;
+
+/// `tokens` entries after the emitted ones.
+pub const NO_TOKEN: u32 = u32::MAX;
+
+/// The acceptance rules, as the `rule` param holds them.
+pub const RULE_STOCHASTIC: u32 = 0;
+pub const RULE_SAMPLER_MATCH: u32 = 1;
+pub const RULE_GREEDY: u32 = 2;
+
+crate::params! {
+    /// Params of `speculative_accept`.
+    pub struct SpeculativeParams {
+        pub batch: u32,
+        /// Draft tokens per row (N).
+        pub drafts: u32,
+        pub vocab: u32,
+        /// Philox key, low word (draw a fresh key per call).
+        pub key0: u32 = 0,
+        /// Philox key, high word.
+        pub key1: u32 = 0,
+        /// 0 stochastic (modified rejection), 1 sampler-match, 2 greedy.
+        pub rule: u32 = 0,
+    }
+}
+
+/// Descriptor of `speculative_accept`.
+pub struct SpeculativeAccept;
+
+impl KernelDef for SpeculativeAccept {
+    type Params = SpeculativeParams;
+    const NAME: &'static str = "speculative_accept";
+
+    /// Buffers: `target_probs [B, N+1, V]` (p at each verify position), `draft_probs [B, N, V]`
+    /// (the q each draft was drawn from; read by the stochastic rule only), `draft_tokens [B, N]`
+    /// (u32), outputs `tokens [B, N+1]` (u32, emitted tokens then `NO_TOKEN`) and
+    /// `emitted [B]` (u32, accepted drafts + 1).
+    fn bind(p: &mut SpeculativeParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
+        let [target, draft, draft_tokens, tokens, emitted] = shapes else {
+            return Err(ShapeError::BufferCount {
+                got: shapes.len(),
+                want: 5,
+            });
+        };
+        let &[batch, positions, vocab] = *target else {
+            return Err(ShapeError::Invalid(
+                "target_probs must be [batch, drafts + 1, vocab]",
+            ));
+        };
+        shape::nonzero("batch", batch)?;
+        shape::nonzero("vocab", vocab)?;
+        if positions < 2 {
+            return Err(ShapeError::Invalid(
+                "target_probs needs drafts + 1 >= 2 positions",
+            ));
+        }
+        let drafts = positions - 1;
+        if *draft != [batch, drafts, vocab] {
+            return Err(ShapeError::Invalid(
+                "draft_probs must be [batch, drafts, vocab]",
+            ));
+        }
+        if *draft_tokens != [batch, drafts] {
+            return Err(ShapeError::Invalid("draft_tokens must be [batch, drafts]"));
+        }
+        if *tokens != [batch, positions] {
+            return Err(ShapeError::Invalid("tokens must be [batch, drafts + 1]"));
+        }
+        if *emitted != [batch] {
+            return Err(ShapeError::Invalid("emitted must be [batch]"));
+        }
+        if vocab > MAX_VOCAB {
+            return Err(ShapeError::Range {
+                what: "vocab",
+                got: vocab as f64,
+                lo: 1.0,
+                hi: MAX_VOCAB as f64,
+            });
+        }
+        if p.rule > RULE_GREEDY {
+            return Err(ShapeError::Range {
+                what: "rule",
+                got: p.rule as f64,
+                lo: 0.0,
+                hi: RULE_GREEDY as f64,
+            });
+        }
+        p.batch = shape::to_u32("batch", batch)?;
+        p.drafts = shape::to_u32("drafts", drafts)?;
+        p.vocab = shape::to_u32("vocab", vocab)?;
+        shape::to_u32("target_probs elements", shape::numel(target))?;
+        Ok(())
+    }
+
+    fn launch(p: &SpeculativeParams) -> Launch {
+        Launch {
+            grid: [p.batch, 1, 1],
+            block: 256,
+        }
+    }
+}
+
+/// Inverse-CDF draw over `[0, vocab)` in natural index order: the first index whose running
+/// weight exceeds `u · Σ weight`. Thread `t` owns the slice `[first, end)`. Returns
+/// `(index, total weight)`; the index is meaningless when the total is not positive.
+#[inline(always)]
+fn draw_index<B: Block, W: Fn(usize) -> f32>(
+    b: &B,
+    weight: W,
+    first: usize,
+    end: usize,
+    u: f32,
+) -> (u32, f32) {
+    let mut mine = 0.0f32;
+    let mut i = first;
+    while i < end {
+        mine += weight(i);
+        i += 1;
+    }
+    let (below, mass) = b.scan_sum(mine);
+    let target = u * mass;
+    let (mut claim, mut pick) = (0.0f32, 0u32);
+    if mine > 0.0 && below + mine > target {
+        let mut running = below;
+        let mut i = first;
+        while i < end {
+            let w = weight(i);
+            if w > 0.0 {
+                pick = i as u32;
+                running += w;
+                if running > target {
+                    break;
+                }
+            }
+            i += 1;
+        }
+        claim = 1.0;
+    }
+    // The lowest claiming slice holds the target.
+    let (_, lowest) = b.argmax(claim, pick);
+    (lowest, mass)
+}
+
+/// Argmax over `[0, vocab)`, lowest index on ties.
+#[inline(always)]
+fn argmax_index<B: Block, W: Fn(usize) -> f32>(b: &B, value: W, first: usize, end: usize) -> u32 {
+    let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
+    let mut i = first;
+    while i < end {
+        let v = value(i);
+        if v > best {
+            best = v;
+            best_i = i as u32;
+        }
+        i += 1;
+    }
+    b.argmax(best, best_i).1
+}
+
+/// The body: one block per row; positions are walked in order, every decision is uniform
+/// across the block.
+pub fn speculative_accept<T: Element, B: Block>(
+    b: &B,
+    p: &SpeculativeParams,
+    target_probs: Src<T>,
+    draft_probs: Src<T>,
+    draft_tokens: Src<u32>,
+    tokens: Dst<u32>,
+    emitted: Dst<u32>,
+) {
+    let row = b.block_x() as usize;
+    let (drafts, vocab) = (p.drafts as usize, p.vocab as usize);
+    let chunk = vocab.div_ceil(b.size() as usize);
+    let first = (b.thread() as usize * chunk).min(vocab);
+    let end = (first + chunk).min(vocab);
+    let key = [p.key0, p.key1];
+    let lead = b.thread() == 0;
+
+    let mut j = 0usize;
+    let mut done = false;
+    while !done {
+        let target_base = (row * (drafts + 1) + j) * vocab;
+        let pj = |i: usize| target_probs.get(target_base + i).to_f32();
+        let words = philox4x32_10([j as u32, 0, row as u32, 0], key);
+        let (u_accept, u_draw) = (uniform_open(words[0]), uniform_open(words[1]));
+        let bonus = j == drafts;
+        let draft = if bonus {
+            NO_TOKEN
+        } else {
+            draft_tokens.get(row * drafts + j)
+        };
+        let valid = (draft as usize) < vocab;
+        let out;
+        if p.rule == RULE_GREEDY {
+            out = argmax_index(b, pj, first, end);
+            done = bonus || out != draft;
+        } else if p.rule == RULE_SAMPLER_MATCH || bonus {
+            out = draw_index(b, pj, first, end, u_draw).0;
+            done = bonus || out != draft;
+        } else {
+            let draft_base = (row * drafts + j) * vocab;
+            let qj = |i: usize| draft_probs.get(draft_base + i).to_f32();
+            let accept = valid && u_accept * qj(draft as usize) <= pj(draft as usize);
+            if accept {
+                out = draft;
+            } else {
+                let residual = |i: usize| {
+                    let r = pj(i) - qj(i);
+                    if r > 0.0 {
+                        r
+                    } else {
+                        0.0
+                    }
+                };
+                let (from_residual, mass) = draw_index(b, residual, first, end, u_draw);
+                out = if mass > 0.0 {
+                    from_residual
+                } else {
+                    draw_index(b, pj, first, end, u_draw).0
+                };
+            }
+            done = !accept;
+        }
+        if lead {
+            tokens.set(row * (drafts + 1) + j, out);
+        }
+        j += 1;
+    }
+    if lead {
+        emitted.set(row, j as u32);
+        while j <= drafts {
+            tokens.set(row * (drafts + 1) + j, NO_TOKEN);
+            j += 1;
+        }
+    }
+}

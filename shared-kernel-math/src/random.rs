@@ -1,0 +1,55 @@
+//! Counter-based randomness for the samplers: Philox-4x32-10 (spec §5) in 32-bit arithmetic.
+//!
+//! Every word is a pure function of (counter, key), so a draw does not depend on launch
+//! geometry. Only u32 arithmetic is used: WGSL has no 64-bit integers.
+
+/// Philox-4x32 round multipliers and Weyl key increments (Random123).
+const PHILOX_M0: u32 = 0xD251_1F53;
+const PHILOX_M1: u32 = 0xCD9E_8D57;
+const PHILOX_W0: u32 = 0x9E37_79B9;
+const PHILOX_W1: u32 = 0xBB67_AE85;
+
+/// `(hi, lo)`: the high and low 32-bit words of the 64-bit product `a · b`, from 16-bit limbs.
+#[inline(always)]
+pub fn mulhilo32(a: u32, b: u32) -> (u32, u32) {
+    let (a0, a1) = (a & 0xffff, a >> 16);
+    let (b0, b1) = (b & 0xffff, b >> 16);
+    let low = a0 * b0;
+    let cross0 = a0 * b1;
+    let cross1 = a1 * b0;
+    // The three terms landing on bits 16..48; their sum stays below 3 · 2^16.
+    let middle = (low >> 16) + (cross0 & 0xffff) + (cross1 & 0xffff);
+    let lo = (middle << 16) | (low & 0xffff);
+    let hi = a1 * b1 + (cross0 >> 16) + (cross1 >> 16) + (middle >> 16);
+    (hi, lo)
+}
+
+/// Philox-4x32-10: four random words from a 128-bit counter and a 64-bit key.
+#[inline(always)]
+pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    let mut c = counter;
+    let (mut k0, mut k1) = (key[0], key[1]);
+    let mut round = 0;
+    while round < 10 {
+        let (hi0, lo0) = mulhilo32(PHILOX_M0, c[0]);
+        let (hi1, lo1) = mulhilo32(PHILOX_M1, c[2]);
+        c = [hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0];
+        k0 = k0.wrapping_add(PHILOX_W0);
+        k1 = k1.wrapping_add(PHILOX_W1);
+        round += 1;
+    }
+    c
+}
+
+/// A uniform on the open interval (0, 1) from the top 23 bits of a word: never 0, never 1
+/// (24 bits could round to 1.0 and give infinite Gumbel noise).
+#[inline(always)]
+pub fn uniform_open(word: u32) -> f32 {
+    ((word >> 9) as f32 + 0.5) * (1.0 / 8_388_608.0)
+}
+
+/// Standard Gumbel noise `−ln(−ln u)` from a random word.
+#[inline(always)]
+pub fn gumbel_noise(word: u32) -> f32 {
+    -libm::logf(-libm::logf(uniform_open(word)))
+}
