@@ -614,3 +614,31 @@ fn bad_inputs_are_invalid_shape_before_any_launch() {
     );
     assert!(untouched(&out));
 }
+
+/// The dispatch's arms on the emulator too (wave 8 and 32): v2 with a merge, v1, the fallback.
+#[test]
+fn every_arm_matches_on_the_sim() {
+    let mut rng = Rng::new(kiln_tests::seed("paged sim dispatch"));
+    let bt = batch(
+        &mut rng,
+        4,
+        1,
+        64,
+        16,
+        &[req(37, 5), req(0, 0)],
+        DType::Bf16,
+    );
+    for wave in [8, 32] {
+        let dev = Device::sim(wave).unwrap();
+        for arm in DecodeArm::ALL {
+            check_arm(
+                &dev,
+                &bt,
+                DType::Bf16,
+                arm,
+                Some(1),
+                &format!("sim wave {wave}"),
+            );
+        }
+    }
+}

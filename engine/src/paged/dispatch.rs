@@ -62,7 +62,8 @@ pub struct DecodePolicy {
     /// Blocks the device runs at once; v1 with at least this many blocks already fills it.
     /// `None`: not measured for this backend, so auto never prefers v2.
     pub concurrent_blocks: Option<usize>,
-    /// Below this many visible tokens in the longest request, v2's split does not pay.
+    /// Below this many visible tokens in the longest request, v2's split does not pay
+    /// (`usize::MAX`: it paid at no measured context).
     pub v2_min_tokens: usize,
     /// The planner's aim in partial blocks.
     pub target_blocks: usize,
@@ -88,7 +89,10 @@ impl DecodePolicy {
         let full = concurrent_blocks.unwrap_or(1);
         DecodePolicy {
             concurrent_blocks,
-            v2_min_tokens: env_usize("KILN_PAGED_V2_MIN_TOKENS").unwrap_or(CPU_V2_MIN_TOKENS),
+            v2_min_tokens: env_usize("KILN_PAGED_V2_MIN_TOKENS").unwrap_or(match dev.backend() {
+                Backend::Cpu => CPU_V2_MIN_TOKENS,
+                _ => usize::MAX,
+            }),
             // Two blocks per worker keeps every worker busy while chunk lengths differ.
             target_blocks: env_usize("KILN_PAGED_V2_TARGET_BLOCKS").unwrap_or(2 * full),
             pages_per_chunk: env_usize("KILN_PAGED_V2_PAGES_PER_CHUNK"),
@@ -96,9 +100,12 @@ impl DecodePolicy {
     }
 }
 
-/// The shortest longest-request context at which v2 beat v1 on the cpu backend when v1
-/// under-filled the pool (measured by `paged_crossover`, see docs/results/paged-decode-cpu.md).
-pub const CPU_V2_MIN_TOKENS: usize = 2048;
+/// The shortest longest-request context from which v2 beat v1 on the cpu backend when v1
+/// under-filled the workers (`kiln_benches::paged::crossover`: batch 1, one KV head, contexts
+/// 256 to 32K). On the 2-core host of docs/results/paged-decode-cpu.md v2 won at no measured
+/// context, so auto never picks it on the cpu; rerun the crossover on a larger host and set
+/// `KILN_PAGED_V2_MIN_TOKENS` (or this figure) from what it prints.
+pub const CPU_V2_MIN_TOKENS: usize = usize::MAX;
 
 /// The arm for a batch, why, and the v2 plan when v2 runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -206,6 +213,9 @@ pub fn choose_arm(
                 None => "no measured v1/v2 crossover for this backend".to_string(),
                 Some(full) if v1_blocks >= full => {
                     format!("v1's {v1_blocks} blocks fill the device's {full}")
+                }
+                Some(_) if policy.v2_min_tokens == usize::MAX => {
+                    "v2 beat v1 at no measured context on this backend".to_string()
                 }
                 Some(_) if longest < policy.v2_min_tokens => format!(
                     "longest request {longest} tokens < v2 crossover {}",
