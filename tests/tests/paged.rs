@@ -225,6 +225,18 @@ fn check_arm(
     ppc: Option<usize>,
     label: &str,
 ) {
+    check_dispatch(dev, bt, dtype, Some(arm), ppc, label);
+}
+
+/// As [`check_arm`], with `None` letting the dispatch choose (the choice must carry a reason).
+fn check_dispatch(
+    dev: &Device,
+    bt: &Batch,
+    dtype: DType,
+    arm: Option<DecodeArm>,
+    ppc: Option<usize>,
+    label: &str,
+) {
     let (q, k, v, mut out) = bt.tensors(dev, dtype);
     let run = paged_decode_with(
         dev,
@@ -235,10 +247,12 @@ fn check_arm(
         0.0,
         &mut out,
         &policy(dev, ppc),
-        Some(arm),
+        arm,
     )
-    .unwrap_or_else(|e| panic!("{label} {}: {e}", arm.name()));
-    assert_eq!(run.arm, arm, "{label}");
+    .unwrap_or_else(|e| panic!("{label} {arm:?}: {e}"));
+    assert_eq!(run.arm, arm.unwrap_or(run.arm), "{label}");
+    assert!(!run.reason.is_empty(), "{label}");
+    let arm = run.arm;
     if let (Some(p), Some(want)) = (&run.plan, ppc) {
         assert_eq!(p.pages_per_chunk, want, "{label}");
     }
@@ -287,6 +301,7 @@ fn every_arm_matches_the_f64_reference_on_the_cpu_sweep() {
                     check_arm(&dev, &bt, dtype, DecodeArm::V1, None, &label);
                     check_arm(&dev, &bt, dtype, DecodeArm::V2, Some(1 + count % 3), &label);
                     check_arm(&dev, &bt, dtype, DecodeArm::Fallback, None, &label);
+                    check_dispatch(&dev, &bt, dtype, None, None, &label);
                     count += 1;
                 }
             }
