@@ -300,10 +300,12 @@ pub fn paged_decode_with(
         }
         DecodeArm::Fallback => {
             gather_attend(&geo, q, k_pool, v_pool, table, &spans, scale, out)?;
-            let reason = if forced == Some(DecodeArm::Fallback) {
-                FallbackReason::Forced
-            } else {
-                FallbackReason::Requested
+            let reason = match port_refusal(dev, kernel, geo.pool_dtype) {
+                _ if forced == Some(DecodeArm::Fallback) || forced_fallback(kernel) => {
+                    FallbackReason::Forced
+                }
+                Some(refusal) => FallbackReason::Refused(refusal),
+                None => FallbackReason::Requested,
             };
             vec![Ran {
                 kernel,
