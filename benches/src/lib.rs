@@ -1,1 +1,3 @@
 //! Benchmark drivers shared by the criterion benches and `kiln bench`.
+
+pub mod paged;

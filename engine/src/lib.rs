@@ -16,6 +16,7 @@ pub mod gpu;
 mod kernels;
 pub mod launch;
 pub mod ops;
+pub mod paged;
 pub mod parity;
 pub mod ports;
 pub mod reference;

@@ -155,6 +155,22 @@ impl Tensor {
         self.read_range(self.offset, self.byte_len())
     }
 
+    /// The bytes of elements `first .. first + count`.
+    pub(crate) fn element_bytes(&self, first: usize, count: usize) -> Result<Vec<u8>, PortError> {
+        let s = self.dtype.size();
+        if first
+            .checked_add(count)
+            .is_none_or(|end| end > self.numel())
+        {
+            return Err(other(format!(
+                "elements {first}..{} of a tensor of {}",
+                first.saturating_add(count),
+                self.numel()
+            )));
+        }
+        self.read_range(self.offset + first * s, count * s)
+    }
+
     /// The whole allocation's bytes, guards included.
     pub fn to_bytes_with_guards(&self) -> Result<Vec<u8>, PortError> {
         self.read_range(0, self.total)

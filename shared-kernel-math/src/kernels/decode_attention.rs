@@ -20,7 +20,7 @@ pub const fn group_heads(q_per_kv: u32) -> u32 {
     } else {
         MAX_GROUP_HEADS as u32
     };
-    while g > 1 && q_per_kv % g != 0 {
+    while g > 1 && !q_per_kv.is_multiple_of(g) {
         g -= 1;
     }
     if g == 0 {

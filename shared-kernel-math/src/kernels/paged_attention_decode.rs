@@ -70,7 +70,7 @@ pub(crate) fn pool_shape(
 /// Checks the head counts and returns `(group_heads, q_groups)`.
 pub(crate) fn head_groups(heads_q: usize, heads_kv: usize) -> Result<(u32, u32), ShapeError> {
     shape::nonzero("Hq", heads_q)?;
-    if heads_q % heads_kv != 0 {
+    if !heads_q.is_multiple_of(heads_kv) {
         return Err(ShapeError::Invalid("Hq must be a multiple of Hkv"));
     }
     let per_kv = shape::to_u32("Hq / Hkv", heads_q / heads_kv)?;

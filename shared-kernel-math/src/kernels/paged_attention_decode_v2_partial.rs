@@ -78,8 +78,11 @@ impl KernelDef for PagedAttentionDecodeV2Partial {
             shape::numel(kv_tile_indices),
             chunks,
         )?;
-        if *out_v != [chunks, heads_q, head_dim] {
-            return Err(ShapeError::Invalid("out_v must be [chunks, Hq, D]"));
+        // A merge-free plan writes the answer straight into a `[B, Hq, 1, D]` output.
+        if *out_v != [chunks, heads_q, head_dim] && *out_v != [chunks, heads_q, 1, head_dim] {
+            return Err(ShapeError::Invalid(
+                "out_v must be [chunks, Hq, D] or [chunks, Hq, 1, D]",
+            ));
         }
         if *out_lse != [chunks, heads_q] {
             return Err(ShapeError::Invalid("out_lse must be [chunks, Hq]"));

@@ -54,9 +54,10 @@ impl KernelDef for PagedAttentionMergeStates {
         };
         let rows = rows_plus_one.saturating_sub(1);
         shape::nonzero("output rows (o_indptr length − 1)", rows)?;
-        if *v_out != [rows, heads, head_dim] {
+        // Decode writes the merged rows straight into a `[B, Hq, 1, D]` output.
+        if *v_out != [rows, heads, head_dim] && *v_out != [rows, heads, 1, head_dim] {
             return Err(ShapeError::Invalid(
-                "v_out must be [M, H, D] with o_indptr [M+1]",
+                "v_out must be [M, H, D] or [M, H, 1, D] with o_indptr [M+1]",
             ));
         }
         if *lse_out != [rows, heads] {

@@ -1,0 +1,17 @@
+//! Paged decode attention on the host (spec §9): the page tables and their validation, the v2
+//! plan, and the decode dispatch that picks v1, v2 or the gather fallback for a batch.
+//!
+//! Page tables stay on the host (the plan needs them there); the typed ops and the dispatch
+//! check every index against the pool before anything is uploaded or launched, so a malformed
+//! table is `PortError::InvalidShape`, never an out-of-bounds read on a device.
+
+pub mod dispatch;
+pub mod plan;
+pub(crate) mod table;
+
+pub use dispatch::{
+    choose_arm, paged_decode, paged_decode_with, DecodeArm, DecodeChoice, DecodePolicy, DecodeRun,
+    ARM_ENV,
+};
+pub use plan::{plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
+pub use table::{BlockTable, KvGeometry, PageTable, RequestSpan, TableError};

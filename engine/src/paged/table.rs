@@ -1,0 +1,328 @@
+//! Page tables in the two layouts the kernels read, and their validation against a pool.
+
+use crate::{PortError, Tensor};
+use kiln_math::{DType, KernelId};
+use std::ops::Range;
+
+/// A CSR page table (spec §9.3): request `r` owns pool rows `indices[indptr[r]..indptr[r+1]]`,
+/// skips `first_page_offset[r]` entries of its first page and uses `last_page_len[r]` entries
+/// of its last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageTable {
+    pub indices: Vec<i32>,
+    pub indptr: Vec<i32>,
+    pub last_page_len: Vec<i32>,
+    pub first_page_offset: Vec<i32>,
+}
+
+/// A v1 block table (spec §9.2): sequence `s` owns `rows[row_offsets[s]..row_offsets[s+1]]`;
+/// its visible tokens are the absolute positions `logical_starts[s] .. + visible_lens[s]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockTable {
+    pub rows: Vec<i32>,
+    pub row_offsets: Vec<i32>,
+    pub logical_starts: Vec<i32>,
+    pub visible_lens: Vec<i32>,
+}
+
+/// One validated request: its page range in the table, where its window starts inside the
+/// first page, and how many tokens it sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestSpan {
+    pub pages: Range<usize>,
+    pub first_offset: usize,
+    pub visible: usize,
+}
+
+/// Why a page table was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("{what} has {got} entries, must have {want}")]
+    Length {
+        what: &'static str,
+        got: usize,
+        want: usize,
+    },
+    #[error("{what} is not monotone: entry {at} is {value} after {previous}")]
+    NotMonotone {
+        what: &'static str,
+        at: usize,
+        value: i32,
+        previous: i32,
+    },
+    #[error("{what} starts at {first}, must start at 0")]
+    NonZeroStart { what: &'static str, first: i32 },
+    #[error("{what} ends at {last}, past the {len} table entries")]
+    PastTable {
+        what: &'static str,
+        last: i32,
+        len: usize,
+    },
+    #[error("table entry {at} names pool row {row}, the pool has {num_blocks} rows")]
+    RowOutsidePool {
+        at: usize,
+        row: i32,
+        num_blocks: usize,
+    },
+    #[error("request {request}: {what} is {got}, must be in [{lo}, {hi}]")]
+    OutOfRange {
+        request: usize,
+        what: &'static str,
+        got: i64,
+        lo: i64,
+        hi: i64,
+    },
+    #[error("request {request} sees {visible} tokens from position {start}, past its {pages} pages of {page_size}")]
+    BeyondTable {
+        request: usize,
+        start: usize,
+        visible: usize,
+        pages: usize,
+        page_size: usize,
+    },
+}
+
+impl TableError {
+    pub(crate) fn port(self, kernel: KernelId) -> PortError {
+        PortError::invalid(kernel, self.to_string())
+    }
+}
+
+/// The pool and query geometry a decode runs on, read from the tensors' shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvGeometry {
+    pub batch: usize,
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    pub num_blocks: usize,
+    pub page_size: usize,
+    pub pool_dtype: DType,
+}
+
+impl KvGeometry {
+    /// Reads and checks `q [B, Hq, (1,) D]` f32 and the pools `[NB, PS, Hkv, D]`.
+    pub fn of(
+        kernel: KernelId,
+        q: &Tensor,
+        k_pool: &Tensor,
+        v_pool: &Tensor,
+    ) -> Result<KvGeometry, PortError> {
+        let bad = |m: &str| PortError::invalid(kernel, m);
+        let (batch, heads_q, head_dim) = match *q.shape() {
+            [b, h, d] | [b, h, 1, d] => (b, h, d),
+            _ => return Err(bad("q must be [B, Hq, D] or [B, Hq, 1, D]")),
+        };
+        if q.dtype() != DType::F32 {
+            return Err(bad("q must be f32"));
+        }
+        let [num_blocks, page_size, heads_kv, d] = *k_pool.shape() else {
+            return Err(bad("k_pool must be [num_blocks, block_size, Hkv, D]"));
+        };
+        if v_pool.shape() != k_pool.shape() || v_pool.dtype() != k_pool.dtype() {
+            return Err(bad("v_pool must have the shape and dtype of k_pool"));
+        }
+        if d != head_dim {
+            return Err(bad("the pools' head dim differs from q's"));
+        }
+        if [batch, heads_q, head_dim, num_blocks, page_size, heads_kv].contains(&0) {
+            return Err(bad("every axis of q and the pools must be non-zero"));
+        }
+        if !heads_q.is_multiple_of(heads_kv) {
+            return Err(PortError::invalid(
+                kernel,
+                format!("Hq = {heads_q} is not a multiple of Hkv = {heads_kv}"),
+            ));
+        }
+        Ok(KvGeometry {
+            batch,
+            heads_q,
+            heads_kv,
+            head_dim,
+            num_blocks,
+            page_size,
+            pool_dtype: k_pool.dtype(),
+        })
+    }
+}
+
+fn as_index(v: i32) -> usize {
+    v.max(0) as usize
+}
+
+/// Checks a prefix-sum array of `len + 1` entries from 0, non-decreasing, ending within
+/// `entries`.
+pub(crate) fn check_indptr(
+    what: &'static str,
+    indptr: &[i32],
+    len: usize,
+    entries: usize,
+) -> Result<(), TableError> {
+    if indptr.len() != len + 1 {
+        return Err(TableError::Length {
+            what,
+            got: indptr.len(),
+            want: len + 1,
+        });
+    }
+    if indptr[0] != 0 {
+        return Err(TableError::NonZeroStart {
+            what,
+            first: indptr[0],
+        });
+    }
+    for (at, w) in indptr.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(TableError::NotMonotone {
+                what,
+                at: at + 1,
+                value: w[1],
+                previous: w[0],
+            });
+        }
+    }
+    let last = indptr[len];
+    if as_index(last) > entries {
+        return Err(TableError::PastTable {
+            what,
+            last,
+            len: entries,
+        });
+    }
+    Ok(())
+}
+
+fn check_rows(rows: &[i32], used: usize, num_blocks: usize) -> Result<(), TableError> {
+    for (at, &row) in rows[..used].iter().enumerate() {
+        if row < 0 || row as usize >= num_blocks {
+            return Err(TableError::RowOutsidePool {
+                at,
+                row,
+                num_blocks,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_len(what: &'static str, v: &[i32], want: usize) -> Result<(), TableError> {
+    if v.len() == want {
+        Ok(())
+    } else {
+        Err(TableError::Length {
+            what,
+            got: v.len(),
+            want,
+        })
+    }
+}
+
+impl PageTable {
+    /// Requests in the table.
+    pub fn batch(&self) -> usize {
+        self.indptr.len().saturating_sub(1)
+    }
+
+    /// Checks the table against `batch` requests and the pool; returns every request's span.
+    pub fn validate(
+        &self,
+        batch: usize,
+        num_blocks: usize,
+        page_size: usize,
+    ) -> Result<Vec<RequestSpan>, TableError> {
+        check_indptr("indptr", &self.indptr, batch, self.indices.len())?;
+        check_len("last_page_len", &self.last_page_len, batch)?;
+        check_len("first_page_offset", &self.first_page_offset, batch)?;
+        check_rows(&self.indices, as_index(self.indptr[batch]), num_blocks)?;
+        let ps = page_size as i64;
+        (0..batch)
+            .map(|r| {
+                let pages = as_index(self.indptr[r])..as_index(self.indptr[r + 1]);
+                let (fpo, lpl) = (
+                    self.first_page_offset[r] as i64,
+                    self.last_page_len[r] as i64,
+                );
+                if pages.is_empty() {
+                    return Ok(RequestSpan {
+                        pages,
+                        first_offset: 0,
+                        visible: 0,
+                    });
+                }
+                let range = |what, got: i64, lo: i64, hi: i64| {
+                    if (lo..=hi).contains(&got) {
+                        Ok(())
+                    } else {
+                        Err(TableError::OutOfRange {
+                            request: r,
+                            what,
+                            got,
+                            lo,
+                            hi,
+                        })
+                    }
+                };
+                range("last_page_len", lpl, 1, ps)?;
+                let used = (pages.len() as i64 - 1) * ps + lpl;
+                range("first_page_offset", fpo, 0, (ps - 1).min(used))?;
+                Ok(RequestSpan {
+                    first_offset: fpo as usize,
+                    visible: (used - fpo) as usize,
+                    pages,
+                })
+            })
+            .collect()
+    }
+
+    /// The same batch as a v1 block table.
+    pub fn to_block_table(&self, spans: &[RequestSpan]) -> BlockTable {
+        BlockTable {
+            rows: self.indices.clone(),
+            row_offsets: self.indptr.clone(),
+            logical_starts: spans.iter().map(|s| s.first_offset as i32).collect(),
+            visible_lens: spans.iter().map(|s| s.visible as i32).collect(),
+        }
+    }
+}
+
+impl BlockTable {
+    /// Checks the table against `batch` sequences and the pool: offsets monotone, rows inside
+    /// the pool, starts and lengths non-negative, every visible position inside the sequence's
+    /// rows.
+    pub fn validate(
+        &self,
+        batch: usize,
+        num_blocks: usize,
+        block_size: usize,
+    ) -> Result<(), TableError> {
+        check_indptr("row_offsets", &self.row_offsets, batch, self.rows.len())?;
+        check_len("logical_starts", &self.logical_starts, batch)?;
+        check_len("visible_lens", &self.visible_lens, batch)?;
+        check_rows(&self.rows, as_index(self.row_offsets[batch]), num_blocks)?;
+        for s in 0..batch {
+            let pages = (self.row_offsets[s + 1] - self.row_offsets[s]) as usize;
+            let (start, len) = (self.logical_starts[s], self.visible_lens[s]);
+            for (what, v) in [("logical_starts", start), ("visible_lens", len)] {
+                if v < 0 {
+                    return Err(TableError::OutOfRange {
+                        request: s,
+                        what,
+                        got: v as i64,
+                        lo: 0,
+                        hi: i32::MAX as i64,
+                    });
+                }
+            }
+            if len > 0 && start as usize + len as usize > pages * block_size {
+                return Err(TableError::BeyondTable {
+                    request: s,
+                    start: start as usize,
+                    visible: len as usize,
+                    pages,
+                    page_size: block_size,
+                });
+            }
+        }
+        Ok(())
+    }
+}
