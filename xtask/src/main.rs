@@ -3,6 +3,8 @@
 //! - `kernels [--check]`: builds every device artifact the engine embeds (or checks that the
 //!   committed ones are fresh).
 
+mod hip;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -10,7 +12,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("kernels") => {
             let check = args.iter().any(|a| a == "--check");
-            let steps: &[(&str, fn(bool) -> Result<(), String>)] = &[];
+            let steps: &[(&str, fn(bool) -> Result<(), String>)] = &[("hip", hip::kernels)];
             for (name, step) in steps {
                 if let Err(e) = step(check) {
                     eprintln!("xtask kernels: {name}: {e}");
