@@ -27,9 +27,9 @@ pub const ATTRIBUTE_MAX_THREADS_PER_BLOCK: c_int = 56;
 pub const MEMCPY_HOST_TO_DEVICE: c_int = 1;
 pub const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 /// `extra` keys of `hipModuleLaunchKernel`: the kernarg bytes are passed as one buffer.
-pub const LAUNCH_PARAM_BUFFER_POINTER: *mut c_void = 1 as *mut c_void;
-pub const LAUNCH_PARAM_BUFFER_SIZE: *mut c_void = 2 as *mut c_void;
-pub const LAUNCH_PARAM_END: *mut c_void = 3 as *mut c_void;
+pub const LAUNCH_PARAM_BUFFER_POINTER: *mut c_void = std::ptr::without_provenance_mut(1);
+pub const LAUNCH_PARAM_BUFFER_SIZE: *mut c_void = std::ptr::without_provenance_mut(2);
+pub const LAUNCH_PARAM_END: *mut c_void = std::ptr::without_provenance_mut(3);
 /// `hipDeviceProp_tR0600` is 1472 bytes with `gcnArchName` (256 chars) at byte 1160.
 pub const PROPS_R0600_BYTES: usize = 4096;
 pub const PROPS_R0600_GCN_ARCH_NAME: usize = 1160;
@@ -104,7 +104,7 @@ pub const SONAMES: [&str; 4] = [
 pub fn runtime_candidates() -> Vec<String> {
     let mut dirs: Vec<PathBuf> = ["HIP_PATH", "ROCM_PATH"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .filter(|v| !v.is_empty())
         .map(|v| PathBuf::from(v).join("lib"))
         .collect();

@@ -24,7 +24,19 @@ pub struct Artifact {
     pub wave: u32,
     /// The amdhsa code object version (see xtask/src/hip.rs for why V5).
     pub code_object_version: u32,
+    /// The ELF bytes, 8-byte aligned.
     pub bytes: &'static [u8],
+}
+
+/// Code object bytes at ELF alignment, so they can be parsed in place.
+#[repr(C, align(8))]
+struct Aligned<B>(B);
+
+macro_rules! code_object {
+    ($path:literal) => {{
+        static BYTES: Aligned<[u8; include_bytes!($path).len()]> = Aligned(*include_bytes!($path));
+        &BYTES.0
+    }};
 }
 
 /// Every embedded code object.
@@ -33,13 +45,13 @@ pub static ARTIFACTS: &[Artifact] = &[
         arch: "gfx1151",
         wave: 32,
         code_object_version: 5,
-        bytes: include_bytes!("../../kernels/hip/gfx1151/kiln.hsaco"),
+        bytes: code_object!("../../kernels/hip/gfx1151/kiln.hsaco"),
     },
     Artifact {
         arch: "gfx942",
         wave: 64,
         code_object_version: 5,
-        bytes: include_bytes!("../../kernels/hip/gfx942/kiln.hsaco"),
+        bytes: code_object!("../../kernels/hip/gfx942/kiln.hsaco"),
     },
 ];
 

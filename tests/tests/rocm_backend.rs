@@ -1,0 +1,48 @@
+//! The rocm backend where there is no AMD GPU: `kiln devices` reports the runtime's absence (or
+//! a runtime without a device) in one clean line, and the runtime search covers the documented
+//! places in order.
+
+use kiln::rocm::hip::{runtime_candidates, SONAMES};
+use kiln::{Backend, Device};
+
+#[test]
+fn rocm_absence_is_reported_cleanly_and_the_search_covers_every_place() {
+    let report = kiln::devices()
+        .into_iter()
+        .find(|d| d.backend == Backend::Rocm)
+        .expect("devices() lists rocm");
+    eprintln!("rocm: available {} — {}", report.available, report.detail);
+    if report.available {
+        // A real AMD GPU: its width is the one the runtime reports.
+        assert!(matches!(report.wave, Some(32 | 64)), "{report:?}");
+    } else {
+        let no_runtime = format!("no HIP runtime (tried {} paths", runtime_candidates().len());
+        assert!(
+            report.detail.starts_with(&no_runtime) || report.detail.contains("but no AMD GPU"),
+            "unexpected rocm detail: {}",
+            report.detail
+        );
+        assert!(report.wave.is_none());
+        // Opening it is a typed error, not a panic; launches then take the fallback.
+        let e = Device::open(Backend::Rocm).unwrap_err();
+        assert!(e.to_string().contains(&report.detail), "{e}");
+    }
+
+    // The search order: $HIP_PATH/lib, $ROCM_PATH/lib, /opt/rocm/lib, then the bare sonames.
+    std::env::set_var("HIP_PATH", "/hip-path");
+    std::env::set_var("ROCM_PATH", "/rocm-path");
+    let want: Vec<String> = ["/hip-path/lib/", "/rocm-path/lib/", "/opt/rocm/lib/", ""]
+        .iter()
+        .flat_map(|dir| SONAMES.iter().map(move |n| format!("{dir}{n}")))
+        .collect();
+    assert_eq!(runtime_candidates(), want);
+    assert_eq!(
+        SONAMES,
+        [
+            "libamdhip64.so",
+            "libamdhip64.so.7",
+            "libamdhip64.so.6",
+            "libamdhip64.so.5"
+        ]
+    );
+}
