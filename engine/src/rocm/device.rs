@@ -59,20 +59,29 @@ impl RocmDevice {
     fn open(ordinal: c_int) -> Result<RocmDevice, String> {
         let hip = Hip::get()?;
         let mut version = 0;
-        // SAFETY: out-pointers to live locals, per the HIP API.
-        unsafe {
-            hip.check("hipInit", (hip.hipInit)(0))
-                .map_err(|e| format!("HIP runtime {} found, but {e}", hip.path))?;
-            let _ = (hip.hipRuntimeGetVersion)(&mut version);
+        // SAFETY: out-pointer to a live local, per the HIP API.
+        let _ = unsafe { (hip.hipRuntimeGetVersion)(&mut version) };
+        let found = format!("HIP runtime {} (version {version}) found, but", hip.path);
+        let no_gpu = |call: &str, e| {
+            let why = hip.check(call, e).err().unwrap_or_default();
+            format!("{found} no AMD GPU ({why})")
+        };
+        // SAFETY: plain call with flags 0.
+        let e = unsafe { (hip.hipInit)(0) };
+        // Without a GPU (no /dev/kfd) the runtime answers NoDevice or InvalidDevice.
+        if e == hip::HIP_ERROR_NO_DEVICE || e == hip::HIP_ERROR_INVALID_DEVICE {
+            return Err(no_gpu("hipInit", e));
         }
+        hip.check("hipInit", e)
+            .map_err(|why| format!("{found} {why}"))?;
         let mut count = 0;
-        // SAFETY: as above.
+        // SAFETY: out-pointer to a live local.
         let e = unsafe { (hip.hipGetDeviceCount)(&mut count) };
-        if e == hip::HIP_ERROR_NO_DEVICE || (e == hip::HIP_SUCCESS && count == 0) {
-            return Err(format!(
-                "HIP runtime {} (version {version}) found, but no AMD GPU (hipGetDeviceCount: {count} devices, hipError {e})",
-                hip.path
-            ));
+        if e == hip::HIP_ERROR_NO_DEVICE || e == hip::HIP_ERROR_INVALID_DEVICE {
+            return Err(no_gpu("hipGetDeviceCount", e));
+        }
+        if e == hip::HIP_SUCCESS && count == 0 {
+            return Err(format!("{found} no AMD GPU (hipGetDeviceCount: 0 devices)"));
         }
         hip.check("hipGetDeviceCount", e)?;
         // SAFETY: as above; `ordinal` < count.

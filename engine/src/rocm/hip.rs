@@ -19,6 +19,7 @@ pub type HipDevicePtr = *mut c_void;
 
 pub const HIP_SUCCESS: HipError = 0;
 pub const HIP_ERROR_NO_DEVICE: HipError = 100;
+pub const HIP_ERROR_INVALID_DEVICE: HipError = 101;
 /// `hipDeviceAttributeWarpSize`, unchanged from ROCm 5.4 through 7.x.
 pub const ATTRIBUTE_WARP_SIZE: c_int = 87;
 /// `hipDeviceAttributeMaxThreadsPerBlock`.
