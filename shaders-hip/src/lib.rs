@@ -166,7 +166,7 @@ impl Block for HipBlock {
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
         let start = scratch_words(self.size(), WAVE) as usize * 4 + offset;
         let end = start + len * core::mem::size_of::<T>();
-        if end > self.lds_bytes() || offset % core::mem::align_of::<T>() != 0 {
+        if end > self.lds_bytes() || !offset.is_multiple_of(core::mem::align_of::<T>()) {
             panic!("kiln: shared memory request outside the launch's LDS");
         }
         // SAFETY: inside the launch-sized LDS (checked above) and aligned for T.
