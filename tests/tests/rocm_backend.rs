@@ -46,3 +46,49 @@ fn rocm_absence_is_reported_cleanly_and_the_search_covers_every_place() {
         ]
     );
 }
+
+/// With a HIP runtime but no AMD GPU (`KILN_TEST_HIP_PATH` names a ROCm install, e.g. Debian's
+/// ROCm 5.2 packages extracted as docs/rocm.md shows): the report says the runtime was found and
+/// that there is no GPU. Runs in a child process, since the runtime is loaded once per process.
+#[test]
+fn a_runtime_without_a_gpu_is_reported_as_such() {
+    let Some(hip_path) = std::env::var_os("KILN_TEST_HIP_PATH") else {
+        eprintln!("skipped: KILN_TEST_HIP_PATH is not set (no HIP runtime to load)");
+        return;
+    };
+    let lib = std::path::Path::new(&hip_path).join("lib");
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "rocm_report_in_this_process",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("HIP_PATH", &hip_path)
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .expect("run the child test");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("rocm report: "))
+        .unwrap_or_else(|| panic!("no report in:\n{text}"));
+    eprintln!("{line}");
+    assert!(
+        line.contains("HIP runtime ") && line.contains(" found, but no AMD GPU"),
+        "{line}"
+    );
+}
+
+/// The child of the test above: prints this process's rocm report.
+#[test]
+#[ignore = "run by a_runtime_without_a_gpu_is_reported_as_such in a child process"]
+fn rocm_report_in_this_process() {
+    let r = kiln::devices()
+        .into_iter()
+        .find(|d| d.backend == Backend::Rocm)
+        .expect("devices() lists rocm");
+    println!("rocm report: available {} {}", r.available, r.detail);
+}
