@@ -280,7 +280,7 @@ macro_rules! hip_entries {
                 const WORDS: usize = core::mem::size_of::<P>() / 4;
                 const _: () = assert!(
                     WORDS <= 2 * PARAM_CHUNKS,
-                    concat!("kiln-shaders-hip: the params of `", stringify!($name), "` exceed the entry's 64 words")
+                    concat!("kiln-shaders-hip: the params of `", stringify!($name), "` exceed the entry's 32 words")
                 );
                 // The chunk types are u64, u32 or (), which the lints cannot see through.
                 #[allow(improper_ctypes_definitions, improper_gpu_kernel_arg)]
