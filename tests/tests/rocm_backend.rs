@@ -92,3 +92,40 @@ fn rocm_report_in_this_process() {
         .expect("devices() lists rocm");
     println!("rocm report: available {} {}", r.available, r.detail);
 }
+
+/// What `kiln ports` lists for rocm: every kernel × dtype once per embedded code object, with
+/// the object's arch and wavefront width.
+#[test]
+fn rocm_ports_cover_every_kernel_dtype_and_arch() {
+    for &kernel in kiln::KernelId::ALL {
+        let kiln::Slot::Present(ports) = &kiln::ports::ports(kernel).rocm else {
+            panic!("{}: no rocm slot", kernel.name());
+        };
+        let mut want = Vec::new();
+        for a in kiln::rocm::ARTIFACTS {
+            for &d in kernel.dtypes() {
+                want.push((
+                    d,
+                    Some(a.arch),
+                    Some(a.wave),
+                    format!(
+                        "{} code object V{} (wave{})",
+                        a.arch, a.code_object_version, a.wave
+                    ),
+                ));
+            }
+        }
+        let got: Vec<_> = ports
+            .iter()
+            .map(|p| {
+                (
+                    p.dtype,
+                    p.target,
+                    p.wave,
+                    p.artifact.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{}", kernel.name());
+    }
+}
