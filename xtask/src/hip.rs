@@ -51,7 +51,12 @@ pub fn kernels(check: bool) -> Result<(), String> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // `cargo run` sets it at run time; the compile-time path can be stale when checkouts share
+    // a target dir.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest
         .parent()
         .expect("xtask lives in the workspace root")
         .to_path_buf()

@@ -7,12 +7,15 @@ mod hip;
 
 use std::process::ExitCode;
 
+/// One build step of `kernels`: builds its artifacts, or with `true` checks they are fresh.
+type Step = fn(bool) -> Result<(), String>;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("kernels") => {
             let check = args.iter().any(|a| a == "--check");
-            let steps: &[(&str, fn(bool) -> Result<(), String>)] = &[("hip", hip::kernels)];
+            let steps: &[(&str, Step)] = &[("hip", hip::kernels)];
             for (name, step) in steps {
                 if let Err(e) = step(check) {
                     eprintln!("xtask kernels: {name}: {e}");
