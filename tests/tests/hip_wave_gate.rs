@@ -10,7 +10,10 @@ use std::process::Command;
 
 #[test]
 fn a_wave32_only_kernel_does_not_build_for_gfx942() {
-    let shaders = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shaders-hip");
+    // `cargo test` sets the manifest dir at run time too; prefer it (shared target dirs).
+    let manifest =
+        std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    let shaders = Path::new(&manifest).join("../shaders-hip");
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hip-wave-gate");
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&shaders)
