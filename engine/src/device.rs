@@ -139,6 +139,13 @@ impl Device {
             _ => MemorySpace::Host,
         }
     }
+    /// The target a GPU's artifacts must be built for (an AMD arch such as `gfx1151`).
+    pub fn target(&self) -> Option<String> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => g.target(),
+            _ => None,
+        }
+    }
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
     }
@@ -149,15 +156,13 @@ fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
     match backend {
         Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
         Backend::Cuda => Err(NO_CUDA.into()),
-        Backend::Rocm => Err(NO_ROCM.into()),
+        Backend::Rocm => crate::rocm::open(),
         Backend::Wgpu => Err(NO_WGPU.into()),
     }
 }
 
 const NO_CUDA: &str =
     "this build of kiln has no CUDA backend (the nvptx port is not implemented yet)";
-const NO_ROCM: &str =
-    "this build of kiln has no ROCm backend (the amdgcn port is not implemented yet)";
 const NO_WGPU: &str =
     "this build of kiln has no wgpu backend (the WGSL port is not implemented yet)";
 

@@ -51,6 +51,11 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn name(&self) -> String;
     /// The warp/wavefront/subgroup width the device reports.
     fn wave(&self) -> u32;
+    /// The target its artifacts must be built for (an AMD arch such as `gfx1151`), when the
+    /// backend builds per target.
+    fn target(&self) -> Option<String> {
+        None
+    }
     /// Identifies the device's memory space among devices of its backend.
     fn ordinal(&self) -> usize;
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError>;

@@ -21,6 +21,7 @@ pub mod parity;
 pub mod ports;
 pub mod reference;
 pub mod rng;
+pub mod rocm;
 mod sim;
 mod tensor;
 

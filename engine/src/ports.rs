@@ -14,6 +14,12 @@ pub struct Port {
     pub backend: Backend,
     /// The wave width the port was built for; `None` when it runs at the device's width.
     pub wave: Option<u32>,
+    /// The device target the artifact was built for (an AMD arch such as `gfx1151`); `None`
+    /// when any device of the backend runs it.
+    pub target: Option<&'static str>,
+    /// What the port runs, for `kiln ports` (e.g. `gfx1151 code object V5 (wave32)`); `None` for
+    /// host instantiations.
+    pub artifact: Option<String>,
     pub(crate) launch: PortLaunch,
 }
 
@@ -70,6 +76,8 @@ fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
                 dtype: i.dtype,
                 backend,
                 wave,
+                target: None,
+                artifact: None,
                 launch: PortLaunch::Host(if backend == Backend::Cpu {
                     i.cpu
                 } else {
@@ -81,14 +89,12 @@ fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
 }
 
 /// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
-fn gpu_slot(_id: KernelId, backend: Backend) -> Slot {
+fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
     match backend {
         Backend::Cuda => {
             Slot::Absent("no PTX artifacts: the nvptx port is not implemented yet".into())
         }
-        Backend::Rocm => {
-            Slot::Absent("no code objects: the amdgcn port is not implemented yet".into())
-        }
+        Backend::Rocm => crate::rocm::slot(id),
         Backend::Wgpu => {
             Slot::Absent("no WGSL modules: the WGSL port is not implemented yet".into())
         }
@@ -140,14 +146,35 @@ pub fn select_port<'a>(
         }
         Slot::Present(p) => p,
     };
-    let port = ports
-        .iter()
-        .find(|p| p.dtype == dtype)
-        .ok_or_else(|| PortError::NoPort {
+    let with_dtype: Vec<&Port> = ports.iter().filter(|p| p.dtype == dtype).collect();
+    if with_dtype.is_empty() {
+        return Err(PortError::NoPort {
             kernel,
             backend,
             reason: format!("the kernel has no {} instance", dtype.name()),
-        })?;
+        });
+    }
+    let port = match dev.target() {
+        // Artifacts built per target: the device's own, or none.
+        Some(target) if with_dtype.iter().any(|p| p.target.is_some()) => with_dtype
+            .iter()
+            .copied()
+            .find(|p| p.target == Some(target.as_str()))
+            .ok_or_else(|| {
+                let built: Vec<_> = with_dtype.iter().filter_map(|p| p.target).collect();
+                PortError::NoPort {
+                    kernel,
+                    backend,
+                    reason: format!("no artifact for {target} (built for {})", built.join(", ")),
+                }
+            })?,
+        // Otherwise the first built for the device's wave, else the first (refused below).
+        _ => with_dtype
+            .iter()
+            .copied()
+            .find(|p| p.wave.is_none_or(|w| w == dev.wave()))
+            .unwrap_or(with_dtype[0]),
+    };
     if let Waves::Only(w) = t.kernel.waves() {
         if w != dev.wave() {
             return Err(PortError::WaveMismatch {

@@ -3,9 +3,11 @@
 //! - `kernels [--check]`: builds every device artifact the engine embeds (or checks that the
 //!   committed ones are fresh).
 
+mod hip;
+
 use std::process::ExitCode;
 
-/// A build step of `kernels`: builds (or with `true`, checks) one family of artifacts.
+/// One build step of `kernels`: builds its artifacts, or with `true` checks they are fresh.
 type Step = fn(bool) -> Result<(), String>;
 
 fn main() -> ExitCode {
@@ -13,15 +15,12 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("kernels") => {
             let check = args.iter().any(|a| a == "--check");
-            let steps: &[(&str, Step)] = &[];
+            let steps: &[(&str, Step)] = &[("hip", hip::kernels)];
             for (name, step) in steps {
                 if let Err(e) = step(check) {
                     eprintln!("xtask kernels: {name}: {e}");
                     return ExitCode::FAILURE;
                 }
-            }
-            if steps.is_empty() {
-                println!("xtask kernels: no device crates in this tree yet; nothing to build");
             }
             ExitCode::SUCCESS
         }
