@@ -111,7 +111,8 @@ pub fn base_seed() -> u64 {
         })
 }
 
-fn draw(dtype: DType, n: usize, fill: Fill, rng: &mut Rng) -> Vec<u8> {
+/// `n` values of `dtype` drawn as `fill` says, as little-endian bytes (zeros for outputs).
+pub fn draw(dtype: DType, n: usize, fill: Fill, rng: &mut Rng) -> Vec<u8> {
     let mut sample = || match fill {
         Fill::Normal { mean, std } => mean + std * rng.normal(),
         Fill::Uniform { lo, hi } => lo + (hi - lo) * rng.uniform(),

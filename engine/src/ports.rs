@@ -81,11 +81,9 @@ fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
 }
 
 /// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
-fn gpu_slot(_id: KernelId, backend: Backend) -> Slot {
+fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
     match backend {
-        Backend::Cuda => {
-            Slot::Absent("no PTX artifacts: the nvptx port is not implemented yet".into())
-        }
+        Backend::Cuda => crate::cuda::slot(id),
         Backend::Rocm => {
             Slot::Absent("no code objects: the amdgcn port is not implemented yet".into())
         }

@@ -19,9 +19,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("kernels") => {
             let check = args.iter().any(|a| a == "--check");
-            KERNEL_STEPS
-                .iter()
-                .try_for_each(|(name, step)| step(check).map_err(|e| format!("kernels: {name}: {e}")))
+            KERNEL_STEPS.iter().try_for_each(|(name, step)| {
+                step(check).map_err(|e| format!("kernels: {name}: {e}"))
+            })
         }
         Some("device-bundle") => bundle::device_bundle().map_err(|e| format!("device-bundle: {e}")),
         _ => Err("usage: cargo xtask kernels [--check] | cargo xtask device-bundle".into()),
