@@ -72,7 +72,9 @@ impl Block for CpuBlock {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|n| n.checked_add(start));
-        if bytes.is_none_or(|end| end > self.shared_len) || start % std::mem::align_of::<T>() != 0 {
+        if bytes.is_none_or(|end| end > self.shared_len)
+            || !start.is_multiple_of(std::mem::align_of::<T>())
+        {
             panic!("kiln: shared memory request at {offset} of {len} elements exceeds the launch's {} bytes", self.shared_len);
         }
         // SAFETY: in range and aligned, checked above.

@@ -82,11 +82,14 @@ impl<E: kiln_math::Scalar> HostSlice for kiln_math::Rw<E> {
     }
 }
 
+/// Binds shape params into the words and validates; returns the launch geometry.
+pub(crate) type BindFn = fn(&mut [u32], &[&[usize]]) -> Result<Launch, ShapeError>;
+
 /// Per kernel: params plumbing and instances.
 pub(crate) struct KernelEntry {
     pub id: KernelId,
     /// Binds shape params into the words and validates; returns the launch geometry.
-    pub bind: fn(&mut [u32], &[&[usize]]) -> Result<Launch, ShapeError>,
+    pub bind: BindFn,
     pub shared_bytes: fn(&[u32], u32, u32) -> usize,
     pub default_params: fn() -> Vec<u32>,
     pub set_param: fn(&mut [u32], &str, &str) -> Result<(), ParamError>,

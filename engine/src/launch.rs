@@ -326,8 +326,12 @@ pub(crate) fn gpu_launch<'a>(
     bufs: &'a [GpuBuf<'a>],
 ) -> GpuLaunch<'a> {
     let wave = g.wave();
-    let block = geometry
-        .block
+    // `KILN_GPU_BLOCK` overrides the kernel's preferred block (tuning experiments).
+    let preferred = std::env::var("KILN_GPU_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(geometry.block);
+    let block = preferred
         .clamp(wave, g.max_block().max(wave))
         .div_ceil(wave)
         * wave;

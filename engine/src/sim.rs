@@ -245,7 +245,9 @@ impl<const W: u32> SimLane<'_, W> {
         let end = len
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|n| n.checked_add(start));
-        if end.is_none_or(|e| e > self.st.shared_len) || start % std::mem::align_of::<T>() != 0 {
+        if end.is_none_or(|e| e > self.st.shared_len)
+            || !start.is_multiple_of(std::mem::align_of::<T>())
+        {
             panic!(
                 "kiln: shared memory request of {len} elements at byte {start} exceeds the launch's {} bytes",
                 self.st.shared_len
@@ -449,7 +451,7 @@ where
 {
     let cfg = l.sim.expect("sim launch without a sim config");
     let kernel = l.kernel.name();
-    if l.block == 0 || l.block % W != 0 {
+    if l.block == 0 || !l.block.is_multiple_of(W) {
         return Err(DeviceError::Launch {
             kernel,
             detail: format!("block {} is not a multiple of wave {W}", l.block),

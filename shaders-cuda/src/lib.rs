@@ -126,7 +126,7 @@ impl Block for CudaBlock {
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
         let start = self.scratch_len() * 4 + offset;
         let end = start + len * core::mem::size_of::<T>();
-        if offset % core::mem::align_of::<T>() != 0 || end > Self::shared_len() {
+        if !offset.is_multiple_of(core::mem::align_of::<T>()) || end > Self::shared_len() {
             shared_overflow()
         }
         // SAFETY: `[start, end)` lies inside the launch's dynamic shared memory and is aligned

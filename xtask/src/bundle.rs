@@ -18,11 +18,14 @@ cd "$(dirname "$0")"
 status=0
 for t in tests/*; do
     name=$(basename "$t")
-    KILN_REQUIRE_BACKENDS=cuda "./$t" --nocapture --test-threads 1 > "$out/test-$name.txt" 2>&1
+    echo "=== $name" >> "$out/tests.txt"
+    KILN_REQUIRE_BACKENDS=cuda "./$t" --nocapture --test-threads 1 > "$out/test.log" 2>&1
     rc=$?
-    echo "test $name: rc=$rc ($(grep -h '^test result' "$out/test-$name.txt" | tr '\n' ' '))"
+    cat "$out/test.log" >> "$out/tests.txt"
+    echo "test $name: rc=$rc ($(grep -h '^test result' "$out/test.log" | tr '\n' ' '))"
     [ $rc -eq 0 ] || status=1
 done
+rm -f "$out/test.log"
 ./kiln bench --backend cuda --csv "$out/bench-cuda.csv" 2>&1 | tee "$out/bench-cuda.txt"
 ./kiln bench --backend cuda --json > "$out/bench-cuda.json" 2>&1
 exit $status

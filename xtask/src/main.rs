@@ -11,8 +11,11 @@ mod cuda;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// One device crate's build: `check` rebuilds into a temporary directory and compares.
+type KernelStep = fn(check: bool) -> Result<(), String>;
+
 /// The build steps of `cargo xtask kernels`, one per device crate.
-const KERNEL_STEPS: &[(&str, fn(bool) -> Result<(), String>)] = &[("cuda", cuda::kernels)];
+const KERNEL_STEPS: &[(&str, KernelStep)] = &[("cuda", cuda::kernels)];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

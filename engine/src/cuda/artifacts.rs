@@ -45,7 +45,7 @@ pub(crate) fn slot(kernel: KernelId) -> Slot {
         .iter()
         .filter_map(|&dtype| {
             let symbol = symbol(kernel, dtype);
-            PTX.iter().all(|p| has_entry(p, &symbol)).then(|| Port {
+            PTX.iter().all(|p| has_entry(p, &symbol)).then_some(Port {
                 kernel,
                 dtype,
                 backend: Backend::Cuda,

@@ -28,7 +28,7 @@ pub fn norm_gain<T: Element>(weight: &[T], bias: f32) -> Vec<f64> {
 /// RMSNorm over rows of `gain.len()`: `rnd_T(gain · rnd_T(x / sqrt(mean(x²) + eps)))`.
 pub fn rms_norm<T: Element>(x: &[T], gain: &[f64], eps: f32, out: &mut [T]) {
     let dim = gain.len();
-    assert!(dim > 0 && x.len() % dim == 0 && out.len() == x.len());
+    assert!(dim > 0 && x.len().is_multiple_of(dim) && out.len() == x.len());
     for (row, orow) in x.chunks(dim).zip(out.chunks_mut(dim)) {
         let ms = row.iter().map(|v| (v.to_f32() as f64).powi(2)).sum::<f64>() / dim as f64;
         let inv = 1.0 / (ms + eps as f64).sqrt();
