@@ -1,5 +1,6 @@
 //! `kiln`: the command-line face of the engine.
 
+mod bench;
 mod parity;
 mod ports;
 mod run;
@@ -31,6 +32,8 @@ enum Cmd {
     Parity(parity::Args),
     /// Runs one kernel on tensors from a safetensors file and writes every output buffer.
     Run(run::Args),
+    /// Bandwidth of every kernel × dtype × bench shape against the device's copy bandwidth.
+    Bench(bench::Args),
 }
 
 /// Parses `cpu,sim,cuda`.
@@ -57,5 +60,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Ports { json } => ports::print(json),
         Cmd::Parity(a) => parity::main(a),
         Cmd::Run(a) => run::main(a),
+        Cmd::Bench(a) => bench::main(a),
     }
 }

@@ -146,6 +146,13 @@ impl Device {
             _ => None,
         }
     }
+    /// Bytes of the device's last-level cache when it reports one (GPU backends).
+    pub fn l2_bytes(&self) -> Option<usize> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => g.l2_bytes(),
+            _ => None,
+        }
+    }
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
     }
@@ -155,14 +162,12 @@ impl Device {
 fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
     match backend {
         Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
-        Backend::Cuda => Err(NO_CUDA.into()),
+        Backend::Cuda => crate::cuda::open(),
         Backend::Rocm => crate::rocm::open(),
         Backend::Wgpu => Err(NO_WGPU.into()),
     }
 }
 
-const NO_CUDA: &str =
-    "this build of kiln has no CUDA backend (the nvptx port is not implemented yet)";
 const NO_WGPU: &str =
     "this build of kiln has no wgpu backend (the WGSL port is not implemented yet)";
 

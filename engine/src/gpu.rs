@@ -65,5 +65,37 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn max_block(&self) -> u32 {
         1024
     }
+    /// Bytes of the device's last-level cache, when it reports one (benchmarks rotate inputs
+    /// over enough copies to defeat it).
+    fn l2_bytes(&self) -> Option<usize> {
+        None
+    }
+    /// Times `runs` passes over `launches` (one pass launches each once, in order) with device
+    /// timers, after an untimed warm-up pass; returns seconds per launch for each pass.
+    fn time_launches(
+        &self,
+        _port: &Port,
+        _launches: &[GpuLaunch],
+        _runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        Err(DeviceError::Other(format!(
+            "{}: device timing is not implemented",
+            self.backend()
+        )))
+    }
+    /// Times `runs` device-to-device copies of `bytes` from `src` to `dst` with device timers,
+    /// after an untimed warm-up copy; returns seconds per copy.
+    fn time_copy(
+        &self,
+        _dst: &dyn DeviceMemory,
+        _src: &dyn DeviceMemory,
+        _bytes: usize,
+        _runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        Err(DeviceError::Other(format!(
+            "{}: device timing is not implemented",
+            self.backend()
+        )))
+    }
     fn as_any(&self) -> &dyn Any;
 }

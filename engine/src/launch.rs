@@ -1,6 +1,6 @@
 //! Dispatch: validate, bind, pick a port or the fallback, launch, report the path taken.
 
-use crate::gpu::GpuLaunch;
+use crate::gpu::{GpuBuf, GpuDevice, GpuLaunch};
 use crate::kernels::{entry, HostBuf, HostData, HostLaunch};
 use crate::ports::{ports, select_port, PortLaunch};
 use crate::{Backend, Device, DeviceError, DeviceKind, PortError, Tensor};
@@ -115,7 +115,7 @@ pub fn get_param(kernel: KernelId, words: &[u32], name: &str) -> Option<kiln_mat
 
 /// Checks arguments against the list and binds shapes; returns the kernel dtype, bound params
 /// and geometry. Nothing touches a device.
-fn prepare(
+pub(crate) fn prepare(
     dev: &Device,
     kernel: KernelId,
     params: &[u32],
@@ -195,6 +195,42 @@ pub fn launch(
     args: &mut [Arg],
     mode: Mode,
 ) -> Result<Ran, PortError> {
+    launch_views(dev, kernel, params, args, mode, None)
+}
+
+/// Test hook: launches through the port with the views shortened to `view_lens` elements
+/// (each at most its tensor's length), so a kernel reads past a view's end the way a body bug
+/// would. The trap must come back as `DeviceError::KernelFault`, never a crash or a hang.
+#[doc(hidden)]
+pub fn launch_with_short_views(
+    dev: &Device,
+    kernel: KernelId,
+    params: &[u32],
+    args: &mut [Arg],
+    view_lens: &[usize],
+) -> Result<Ran, PortError> {
+    if view_lens.len() != args.len()
+        || view_lens
+            .iter()
+            .zip(args.iter())
+            .any(|(&n, a)| n > a.tensor().numel())
+    {
+        return Err(PortError::invalid(
+            kernel,
+            "one view length per tensor, each at most its length",
+        ));
+    }
+    launch_views(dev, kernel, params, args, Mode::PortOnly, Some(view_lens))
+}
+
+fn launch_views(
+    dev: &Device,
+    kernel: KernelId,
+    params: &[u32],
+    args: &mut [Arg],
+    mode: Mode,
+    view_lens: Option<&[usize]>,
+) -> Result<Ran, PortError> {
     let (dtype, words, geometry) = prepare(dev, kernel, params, args)?;
     let fallback = |reason: FallbackReason, args: &mut [Arg]| -> Result<Ran, PortError> {
         run_fallback(kernel, dtype, &words, args)?;
@@ -244,9 +280,10 @@ pub fn launch(
             };
             let bufs: Vec<HostBuf> = args
                 .iter()
-                .map(|a| HostBuf {
+                .enumerate()
+                .map(|(k, a)| HostBuf {
                     ptr: a.tensor().host_ptr().expect("host device, host memory"),
-                    len: a.tensor().numel(),
+                    len: view_lens.map_or(a.tensor().numel(), |v| v[k]),
                 })
                 .collect();
             let names: Vec<&'static str> = kernel.buffers().iter().map(|d| d.name).collect();
@@ -264,25 +301,11 @@ pub fn launch(
             f(&l)?;
         }
         (DeviceKind::Gpu(g), PortLaunch::Artifact { .. }) => {
-            // The preferred block, clamped to the device and rounded to its wave.
-            let block = geometry
-                .block
-                .clamp(wave, g.max_block().max(wave))
-                .div_ceil(wave)
-                * wave;
-            let bufs: Vec<_> = args
-                .iter()
-                .map(|a| a.tensor().gpu_buf().expect("GPU device, GPU memory"))
-                .collect();
-            let l = GpuLaunch {
-                kernel,
-                dtype,
-                params: &words,
-                bufs: &bufs,
-                grid: geometry.grid,
-                block,
-                shared: kernel_shared(block),
-            };
+            let mut bufs = gpu_bufs(args);
+            if let Some(v) = view_lens {
+                bufs.iter_mut().zip(v).for_each(|(b, &n)| b.len = n);
+            }
+            let l = gpu_launch(g.as_ref(), kernel, dtype, &words, &geometry, &bufs);
             g.launch(port, &l)?;
         }
         _ => {
@@ -301,6 +324,45 @@ pub fn launch(
             wave: dev.wave(),
         },
     })
+}
+
+/// The buffers of a GPU launch, in list order.
+pub(crate) fn gpu_bufs<'a>(args: &'a [Arg]) -> Vec<GpuBuf<'a>> {
+    args.iter()
+        .map(|a| a.tensor().gpu_buf().expect("GPU device, GPU memory"))
+        .collect()
+}
+
+/// A GPU launch of bound `words`: the preferred block clamped to the device and rounded to its
+/// wave, with the shared memory that block needs.
+pub(crate) fn gpu_launch<'a>(
+    g: &dyn GpuDevice,
+    kernel: KernelId,
+    dtype: DType,
+    words: &'a [u32],
+    geometry: &kiln_math::Launch,
+    bufs: &'a [GpuBuf<'a>],
+) -> GpuLaunch<'a> {
+    let wave = g.wave();
+    // `KILN_GPU_BLOCK` overrides the kernel's preferred block (tuning experiments).
+    let preferred = std::env::var("KILN_GPU_BLOCK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(geometry.block);
+    let block = preferred
+        .clamp(wave, g.max_block().max(wave))
+        .div_ceil(wave)
+        * wave;
+    let kernel_bytes = (entry(kernel).shared_bytes)(words, block, wave);
+    GpuLaunch {
+        kernel,
+        dtype,
+        params: words,
+        bufs,
+        grid: geometry.grid,
+        block,
+        shared: shared_bytes_total(block, wave, kernel_bytes),
+    }
 }
 
 /// Runs the reference chain on host copies of the tensors and writes the outputs back.

@@ -6,9 +6,11 @@
 //! - [`ports`]: the per-kernel port tables, [`select_port`] and [`has_port`].
 //! - [`launch()`]: the generic entry (`kiln run`, the parity harness) by [`KernelId`].
 //! - [`parity`]: the harness that checks every port against the reference chain.
+//! - [`timing`]: launches and copies timed on the device's clock, for benchmarks.
 
 mod backend;
 mod cpu;
+mod cuda;
 pub mod debug;
 mod device;
 mod error;
@@ -24,6 +26,7 @@ pub mod rng;
 pub mod rocm;
 mod sim;
 mod tensor;
+pub mod timing;
 
 pub use backend::Backend;
 pub(crate) use device::DeviceKind;

@@ -182,7 +182,8 @@ pub fn base_seed() -> u64 {
         })
 }
 
-fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
+/// `n` values of `dtype` drawn as `fill` says, as little-endian bytes (zeros for outputs).
+pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
     if let Fill::Values(v) = fill {
         assert_eq!(
             v.len(),

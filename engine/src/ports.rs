@@ -91,9 +91,7 @@ fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
 /// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
 fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
     match backend {
-        Backend::Cuda => {
-            Slot::Absent("no PTX artifacts: the nvptx port is not implemented yet".into())
-        }
+        Backend::Cuda => crate::cuda::slot(id),
         Backend::Rocm => crate::rocm::slot(id),
         Backend::Wgpu => {
             Slot::Absent("no WGSL modules: the WGSL port is not implemented yet".into())

@@ -154,16 +154,43 @@ impl Element for Bf16 {
 #[inline(always)]
 pub fn f32_to_bf16_bits(v: f32) -> u16 {
     let b = v.to_bits();
+    // Both candidates are computed so the choice is a select, not a branch (keeps GPU loops
+    // over chunks straight-line, so they unroll).
+    let quiet_nan = ((b >> 16) | 0x0040) as u16;
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
     if (b & 0x7fff_ffff) > 0x7f80_0000 {
-        return ((b >> 16) | 0x0040) as u16;
+        quiet_nan
+    } else {
+        rounded
     }
-    let round = 0x7fff + ((b >> 16) & 1);
-    (b.wrapping_add(round) >> 16) as u16
 }
 
 /// f32 → f16 bits, round to nearest even, overflow to ±inf, gradual underflow.
+///
+/// On nvptx the hardware conversion (`cvt.rn.f16.f32`, IEEE round to nearest even with
+/// subnormals) gives the same bits for every non-NaN input; NaNs take the software path so
+/// their payload is kept the same way on every target.
 #[inline(always)]
 pub fn f32_to_f16_bits(v: f32) -> u16 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let hw = (v as f16).to_bits();
+        // The software path's NaN (sign, quiet bit, top payload bits), as a select.
+        let b = v.to_bits();
+        let nan = ((b >> 16) & 0x8000) as u16 | 0x7e00 | ((b & 0x007f_ffff) >> 13) as u16;
+        if v.is_nan() {
+            nan
+        } else {
+            hw
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    f32_to_f16_bits_soft(v)
+}
+
+/// The integer-only f32 → f16 conversion every target agrees with.
+#[inline(always)]
+pub fn f32_to_f16_bits_soft(v: f32) -> u16 {
     let b = v.to_bits();
     let sign = ((b >> 16) & 0x8000) as u16;
     let exp = ((b >> 23) & 0xff) as i32;
@@ -203,9 +230,30 @@ pub fn f32_to_f16_bits(v: f32) -> u16 {
     sign | r as u16
 }
 
-/// f16 bits → f32 (exact).
+/// f16 bits → f32 (exact). On nvptx non-NaN inputs use the hardware conversion
+/// (`cvt.f32.f16`, exact); NaNs keep their payload through the software path.
 #[inline(always)]
 pub fn f16_bits_to_f32(h: u16) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let hw = f16::from_bits(h) as f32;
+        // The software path's NaN (payload kept), as a select.
+        let nan = f32::from_bits(
+            (((h & 0x8000) as u32) << 16) | 0x7f80_0000 | (((h & 0x03ff) as u32) << 13),
+        );
+        if (h & 0x7fff) > 0x7c00 {
+            nan
+        } else {
+            hw
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    f16_bits_to_f32_soft(h)
+}
+
+/// The integer-only f16 → f32 conversion every target agrees with.
+#[inline(always)]
+pub fn f16_bits_to_f32_soft(h: u16) -> f32 {
     let sign = ((h & 0x8000) as u32) << 16;
     let exp = ((h >> 10) & 0x1f) as u32;
     let man = (h & 0x03ff) as u32;

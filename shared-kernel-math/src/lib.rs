@@ -4,6 +4,8 @@
 //! The same source is compiled for the host (the engine's `cpu` and `sim` backends), for
 //! `nvptx64-nvidia-cuda`, for `amdgcn-amd-amdhsa`, and translated to WGSL. `no_std`, no alloc.
 #![no_std]
+// nvptx converts f16 in hardware (element.rs).
+#![cfg_attr(target_arch = "nvptx64", feature(f16))]
 
 mod block;
 mod element;
@@ -15,7 +17,8 @@ mod view;
 
 pub use block::{argmax_beats, max_total, scratch_words, shared_bytes_total, Block};
 pub use element::{
-    f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits, Bf16, DType, Element, Scalar, F16,
+    f16_bits_to_f32, f16_bits_to_f32_soft, f32_to_bf16_bits, f32_to_f16_bits, f32_to_f16_bits_soft,
+    Bf16, DType, Element, Scalar, F16,
 };
 pub use kernel::{
     shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,

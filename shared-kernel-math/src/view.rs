@@ -81,6 +81,130 @@ fn out_of_bounds(_index: usize, _len: usize) -> ! {
     panic!("kiln: view index out of bounds")
 }
 
+/// Chunks: `N` consecutive elements moved together, `N × size_of::<T>()` a multiple of 16
+/// bytes. On GPU targets a chunk is one wide access (one or more 16-byte loads or stores) and
+/// its address must be 16-byte aligned (`chunk_aligned`); the host moves it element by element
+/// and accepts any address, so the cpu and sim ports run the same chunked code paths.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+struct Align16<A>(A);
+
+#[inline(always)]
+const fn chunk_fits<T, const N: usize>() -> bool {
+    (N * core::mem::size_of::<T>()).is_multiple_of(16) && N > 0
+}
+
+#[inline(always)]
+#[allow(unused_variables)]
+fn address_fits<T>(p: *const T) -> bool {
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    return (p as usize) % 16 == 0;
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    return true;
+}
+
+/// The bits of a 1-, 2- or 4-byte scalar, widened (GPU chunks move as 32-bit words so the
+/// packing stays in registers).
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[inline(always)]
+fn scalar_bits<T: Scalar>(v: T) -> u32 {
+    // SAFETY: Scalar types are plain data of exactly their size.
+    unsafe {
+        match core::mem::size_of::<T>() {
+            1 => core::mem::transmute_copy::<T, u8>(&v) as u32,
+            2 => core::mem::transmute_copy::<T, u16>(&v) as u32,
+            _ => core::mem::transmute_copy::<T, u32>(&v),
+        }
+    }
+}
+
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+#[inline(always)]
+fn scalar_from_bits<T: Scalar>(b: u32) -> T {
+    // SAFETY: as above; every bit pattern is a valid Scalar.
+    unsafe {
+        match core::mem::size_of::<T>() {
+            1 => core::mem::transmute_copy::<u8, T>(&(b as u8)),
+            2 => core::mem::transmute_copy::<u16, T>(&(b as u16)),
+            _ => core::mem::transmute_copy::<u32, T>(&b),
+        }
+    }
+}
+
+/// # Safety
+/// `p` is valid for reading `N` elements and `address_fits(p)`, `chunk_fits::<T, N>()`.
+#[inline(always)]
+unsafe fn load_chunk<T: Scalar, const N: usize>(p: *const T) -> [T; N] {
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    {
+        let size = core::mem::size_of::<T>();
+        let per_word = 4 / size;
+        // SAFETY: Scalar types are valid for any bits; every element is overwritten below.
+        let mut v: [T; N] = unsafe { core::mem::zeroed() };
+        let mut k = 0;
+        while k < N * size / 16 {
+            // SAFETY: per the contract, piece `k` of 16 bytes is in bounds and aligned.
+            let w = unsafe { (*(p as *const Align16<[u32; 4]>).add(k)).0 };
+            let mut e = 0;
+            while e < 16 / size {
+                let bits = w[e / per_word] >> (8 * size * (e % per_word));
+                v[k * (16 / size) + e] = scalar_from_bits(bits);
+                e += 1;
+            }
+            k += 1;
+        }
+        v
+    }
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    core::array::from_fn(|j| unsafe { *p.add(j) })
+}
+
+/// # Safety
+/// `p` is valid for writing `N` elements and `address_fits(p)`, `chunk_fits::<T, N>()`.
+#[inline(always)]
+unsafe fn store_chunk<T: Scalar, const N: usize>(p: *mut T, v: [T; N]) {
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    {
+        let size = core::mem::size_of::<T>();
+        let per_word = 4 / size;
+        let mut k = 0;
+        while k < N * size / 16 {
+            let mut w = [0u32; 4];
+            let mut e = 0;
+            while e < 16 / size {
+                let bits = scalar_bits(v[k * (16 / size) + e]);
+                w[e / per_word] |= bits << (8 * size * (e % per_word));
+                e += 1;
+            }
+            // SAFETY: as in load_chunk.
+            unsafe { *(p as *mut Align16<[u32; 4]>).add(k) = Align16(w) };
+            k += 1;
+        }
+    }
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    for (j, e) in v.into_iter().enumerate() {
+        unsafe { *p.add(j) = e };
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn misaligned_chunk() -> ! {
+    panic!("kiln: chunk access at an address chunk_aligned refuses")
+}
+
+#[inline(always)]
+fn check_chunk<T, const N: usize>(ptr: *const T, i: usize, len: usize) {
+    if i >= len || len - i < N {
+        out_of_bounds(i.saturating_add(N), len)
+    }
+    // SAFETY: in bounds (checked above); only the address is inspected.
+    if !chunk_fits::<T, N>() || !address_fits(unsafe { ptr.add(i) }) {
+        misaligned_chunk()
+    }
+}
+
 /// What the generated entries and the host launchers need to build a view from raw parts.
 pub trait View: Copy {
     type Elem: Scalar;
@@ -144,6 +268,13 @@ macro_rules! view {
             pub fn is_empty(&self) -> bool {
                 self.len == 0
             }
+            /// Whether `get_chunk`/`set_chunk::<N>` may start at element `i`: `N` elements
+            /// make a multiple of 16 bytes and, on GPU targets, their address is 16-byte
+            /// aligned. Bounds are checked at the access.
+            #[inline(always)]
+            pub fn chunk_aligned<const N: usize>(&self, i: usize) -> bool {
+                chunk_fits::<T, N>() && address_fits(self.ptr.wrapping_add(i))
+            }
         }
     };
 }
@@ -175,6 +306,55 @@ impl<T: Scalar> Src<T> {
     #[inline(always)]
     pub unsafe fn get_unchecked(&self, i: usize) -> T {
         unsafe { *self.ptr.add(i) }
+    }
+}
+
+impl<T: Scalar> Src<T> {
+    /// Elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
+    #[inline(always)]
+    pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
+        check_chunk::<T, N>(self.ptr, i, self.len);
+        // SAFETY: checked above.
+        unsafe { load_chunk(self.ptr.add(i)) }
+    }
+}
+
+impl<T: Scalar> Dst<T> {
+    /// Writes elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
+    #[inline(always)]
+    pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
+        check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        for j in 0..N {
+            Tap::write::<T>(&self.tap, i + j);
+        }
+        // SAFETY: checked above.
+        unsafe { store_chunk(self.ptr.add(i), v) }
+    }
+}
+
+impl<T: Scalar> Rw<T> {
+    /// Elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
+    #[inline(always)]
+    pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
+        check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        for j in 0..N {
+            Tap::read::<T>(&self.tap, i + j);
+        }
+        // SAFETY: checked above.
+        unsafe { load_chunk(self.ptr.add(i)) }
+    }
+    /// Writes elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
+    #[inline(always)]
+    pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
+        check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        for j in 0..N {
+            Tap::write::<T>(&self.tap, i + j);
+        }
+        // SAFETY: checked above.
+        unsafe { store_chunk(self.ptr.add(i), v) }
     }
 }
 

@@ -44,7 +44,16 @@ fn residual_check(dtype: DType) -> Check {
 }
 
 pub fn cases(dtype: DType) -> Vec<Case> {
-    let shapes = [(1, 128), (1, 2048), (5, 4096), (33, 2048), (1, 3072)];
+    // Spec §3's shapes, plus a row length that is no multiple of any chunk width (element-wise
+    // paths and unaligned row starts).
+    let shapes = [
+        (1, 128),
+        (1, 2048),
+        (5, 4096),
+        (33, 2048),
+        (1, 3072),
+        (3, 1001),
+    ];
     let mut cases: Vec<Case> = shapes
         .iter()
         .map(|&(rows, d)| Case {

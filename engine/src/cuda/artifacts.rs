@@ -1,0 +1,67 @@
+//! The PTX `cargo xtask kernels` builds from `shaders-cuda`, embedded, and the port slot it gives.
+
+use crate::ports::{Port, PortLaunch, Slot};
+use crate::Backend;
+use kiln_math::KernelId;
+
+/// Warp width the PTX is built for (`kiln_shaders_cuda::WARP`).
+pub(crate) const PTX_WARP: u32 = 32;
+
+/// One embedded PTX module: the compute capability it targets and its NUL-terminated text.
+pub(crate) struct Ptx {
+    pub name: &'static str,
+    /// Lowest compute capability (major, minor) that runs it.
+    pub min_cc: (i32, i32),
+    pub text: &'static str,
+}
+
+/// Newest first: a device takes the first module its compute capability reaches.
+pub(crate) static PTX: &[Ptx] = &[
+    Ptx {
+        name: "kiln_sm90.ptx",
+        min_cc: (9, 0),
+        text: concat!(include_str!("../../kernels/cuda/kiln_sm90.ptx"), "\0"),
+    },
+    Ptx {
+        name: "kiln_sm80.ptx",
+        min_cc: (8, 0),
+        text: concat!(include_str!("../../kernels/cuda/kiln_sm80.ptx"), "\0"),
+    },
+];
+
+/// The entry symbol of a kernel × dtype (`shaders-cuda` names them `<kernel>_<dtype>`).
+pub(crate) fn symbol(kernel: KernelId, dtype: kiln_math::DType) -> String {
+    format!("{}_{}", kernel.name(), dtype.name())
+}
+
+fn has_entry(ptx: &Ptx, symbol: &str) -> bool {
+    ptx.text.contains(&format!(".visible .entry {symbol}("))
+}
+
+/// The cuda ports of `kernel`: one per dtype whose entry every embedded PTX module has.
+pub(crate) fn slot(kernel: KernelId) -> Slot {
+    let ports: Vec<Port> = kernel
+        .dtypes()
+        .iter()
+        .filter_map(|&dtype| {
+            let symbol = symbol(kernel, dtype);
+            PTX.iter().all(|p| has_entry(p, &symbol)).then_some(Port {
+                kernel,
+                dtype,
+                backend: Backend::Cuda,
+                wave: Some(PTX_WARP),
+                // One PTX module per compute capability; the device picks its own at open.
+                target: None,
+                artifact: Some(format!("PTX sm_80 + sm_90 (warp {PTX_WARP})")),
+                launch: PortLaunch::Artifact { symbol },
+            })
+        })
+        .collect();
+    if ports.is_empty() {
+        Slot::Absent(
+            "the embedded PTX has no entry for this kernel (run `cargo xtask kernels`)".into(),
+        )
+    } else {
+        Slot::Present(ports)
+    }
+}
