@@ -18,6 +18,8 @@ cd "$(dirname "$0")"
 status=0
 for t in tests/*; do
     name=$(basename "$t")
+    # It builds shaders-hip with cargo +nightly: nothing to run where Rust is absent.
+    case "$name" in hip_wave_gate*) echo "test $name: skipped (needs a Rust toolchain)"; continue;; esac
     echo "=== $name" >> "$out/tests.txt"
     KILN_REQUIRE_BACKENDS=cuda "./$t" --nocapture --test-threads 1 > "$out/test.log" 2>&1
     rc=$?
@@ -28,6 +30,7 @@ done
 rm -f "$out/test.log"
 ./kiln bench --backend cuda --csv "$out/bench-cuda.csv" 2>&1 | tee "$out/bench-cuda.txt"
 ./kiln bench --backend cuda --json > "$out/bench-cuda.json" 2>&1
+./kiln bench --backend cuda --paged > "$out/bench-paged-cuda.csv" 2>&1
 exit $status
 "#;
 
