@@ -8,6 +8,8 @@
 //! - [`parity`]: the harness that checks every port against the reference chain.
 
 mod backend;
+#[cfg(test)]
+mod collective_tests;
 mod cpu;
 mod device;
 mod error;
