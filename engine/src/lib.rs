@@ -9,6 +9,8 @@
 //! - [`timing`]: launches and copies timed on the device's clock, for benchmarks.
 
 mod backend;
+#[cfg(test)]
+mod collective_tests;
 mod cpu;
 mod cuda;
 pub mod debug;

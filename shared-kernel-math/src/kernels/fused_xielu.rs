@@ -26,8 +26,9 @@ crate::params! {
     }
 }
 
-/// Threads per block on GPUs; one element per thread, the grid covers `n`.
-const THREADS: u32 = 256;
+/// Elements per block: a contiguous tile, one element per thread on a GPU block of this size;
+/// smaller blocks (the serial cpu block) stride through the same tile.
+const TILE: u32 = 256;
 
 /// Descriptor of `fused_xielu`.
 pub struct FusedXielu;
@@ -70,8 +71,8 @@ impl KernelDef for FusedXielu {
 
     fn launch(p: &XieluParams) -> Launch {
         Launch {
-            grid: [p.n.div_ceil(THREADS), 1, 1],
-            block: THREADS,
+            grid: [p.n.div_ceil(TILE), 1, 1],
+            block: TILE,
         }
     }
 }
@@ -94,15 +95,15 @@ pub fn xielu_element<T: Element>(x: T, alpha_p: T, alpha_n: T, beta: T, eps: T) 
     T::from_f32(branch + r(xf * beta.to_f32()))
 }
 
-/// The body: thread `i` of the whole grid handles element `i`.
+/// The body: block `k` handles the tile `[k·TILE, (k+1)·TILE)`, threads strided over it.
 pub fn fused_xielu<T: Element, B: Block>(b: &B, p: &XieluParams, x: Src<T>, out: Dst<T>) {
     let (alpha_p, alpha_n) = (T::from_f32(p.alpha_p), T::from_f32(p.alpha_n));
     let (beta, eps) = (T::from_f32(p.beta), T::from_f32(p.eps));
-    // Grid-stride, so a serial block (size 1) and any GPU block cover the same elements.
-    let step = b.size() as usize * b.grid_x() as usize;
-    let mut i = b.block_x() as usize * b.size() as usize + b.thread() as usize;
-    while i < p.n as usize {
+    let start = b.block_x() as usize * TILE as usize;
+    let end = (start + TILE as usize).min(p.n as usize);
+    let mut i = start + b.thread() as usize;
+    while i < end {
         out.set(i, xielu_element(x.get(i), alpha_p, alpha_n, beta, eps));
-        i += step;
+        i += b.size() as usize;
     }
 }

@@ -120,13 +120,40 @@ impl KernelDef for SpeculativeAccept {
     }
 }
 
+/// The draw weight of element `i`: `p_i`, or the residual `max(p_i − q_i, 0)`.
+#[inline(always)]
+fn weight<T: Element>(
+    target: Src<T>,
+    t_base: usize,
+    draft: Src<T>,
+    d_base: usize,
+    residual: bool,
+    i: usize,
+) -> f32 {
+    let p = target.get(t_base + i).to_f32();
+    if !residual {
+        return p;
+    }
+    let r = p - draft.get(d_base + i).to_f32();
+    if r > 0.0 {
+        r
+    } else {
+        0.0
+    }
+}
+
 /// Inverse-CDF draw over `[0, vocab)` in natural index order: the first index whose running
 /// weight exceeds `u · Σ weight`. Thread `t` owns the slice `[first, end)`. Returns
 /// `(index, total weight)`; the index is meaningless when the total is not positive.
+#[allow(clippy::too_many_arguments)] // the two rows and the slice, passed as plain values
 #[inline(always)]
-fn draw_index<B: Block, W: Fn(usize) -> f32>(
+fn draw_index<T: Element, B: Block>(
     b: &B,
-    weight: W,
+    target: Src<T>,
+    t_base: usize,
+    draft: Src<T>,
+    d_base: usize,
+    residual: bool,
     first: usize,
     end: usize,
     u: f32,
@@ -134,21 +161,21 @@ fn draw_index<B: Block, W: Fn(usize) -> f32>(
     let mut mine = 0.0f32;
     let mut i = first;
     while i < end {
-        mine += weight(i);
+        mine += weight(target, t_base, draft, d_base, residual, i);
         i += 1;
     }
     let (below, mass) = b.scan_sum(mine);
-    let target = u * mass;
+    let goal = u * mass;
     let (mut claim, mut pick) = (0.0f32, 0u32);
-    if mine > 0.0 && below + mine > target {
+    if mine > 0.0 && below + mine > goal {
         let mut running = below;
         let mut i = first;
         while i < end {
-            let w = weight(i);
+            let w = weight(target, t_base, draft, d_base, residual, i);
             if w > 0.0 {
                 pick = i as u32;
                 running += w;
-                if running > target {
+                if running > goal {
                     break;
                 }
             }
@@ -156,18 +183,24 @@ fn draw_index<B: Block, W: Fn(usize) -> f32>(
         }
         claim = 1.0;
     }
-    // The lowest claiming slice holds the target.
+    // The lowest claiming slice holds the goal.
     let (_, lowest) = b.argmax(claim, pick);
     (lowest, mass)
 }
 
-/// Argmax over `[0, vocab)`, lowest index on ties.
+/// Argmax of `target[t_base..][..vocab]`, lowest index on ties.
 #[inline(always)]
-fn argmax_index<B: Block, W: Fn(usize) -> f32>(b: &B, value: W, first: usize, end: usize) -> u32 {
+fn argmax_index<T: Element, B: Block>(
+    b: &B,
+    target: Src<T>,
+    t_base: usize,
+    first: usize,
+    end: usize,
+) -> u32 {
     let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
     let mut i = first;
     while i < end {
-        let v = value(i);
+        let v = target.get(t_base + i).to_f32();
         if v > best {
             best = v;
             best_i = i as u32;
@@ -199,44 +232,71 @@ pub fn speculative_accept<T: Element, B: Block>(
     let mut j = 0usize;
     let mut done = false;
     while !done {
-        let target_base = (row * (drafts + 1) + j) * vocab;
-        let pj = |i: usize| target_probs.get(target_base + i).to_f32();
+        let t_base = (row * (drafts + 1) + j) * vocab;
         let words = philox4x32_10([j as u32, 0, row as u32, 0], key);
         let (u_accept, u_draw) = (uniform_open(words[0]), uniform_open(words[1]));
         let bonus = j == drafts;
-        let draft = if bonus {
-            NO_TOKEN
+        // The bonus position has no draft row; any in-bounds base serves (it is never read).
+        let (draft, d_base) = if bonus {
+            (NO_TOKEN, 0)
         } else {
-            draft_tokens.get(row * drafts + j)
+            (
+                draft_tokens.get(row * drafts + j),
+                (row * drafts + j) * vocab,
+            )
         };
         let valid = (draft as usize) < vocab;
         let out;
         if p.rule == RULE_GREEDY {
-            out = argmax_index(b, pj, first, end);
+            out = argmax_index(b, target_probs, t_base, first, end);
             done = bonus || out != draft;
         } else if p.rule == RULE_SAMPLER_MATCH || bonus {
-            out = draw_index(b, pj, first, end, u_draw).0;
+            out = draw_index(
+                b,
+                target_probs,
+                t_base,
+                draft_probs,
+                d_base,
+                false,
+                first,
+                end,
+                u_draw,
+            )
+            .0;
             done = bonus || out != draft;
         } else {
-            let draft_base = (row * drafts + j) * vocab;
-            let qj = |i: usize| draft_probs.get(draft_base + i).to_f32();
-            let accept = valid && u_accept * qj(draft as usize) <= pj(draft as usize);
+            let accept = valid
+                && u_accept * draft_probs.get(d_base + draft as usize).to_f32()
+                    <= target_probs.get(t_base + draft as usize).to_f32();
             if accept {
                 out = draft;
             } else {
-                let residual = |i: usize| {
-                    let r = pj(i) - qj(i);
-                    if r > 0.0 {
-                        r
-                    } else {
-                        0.0
-                    }
-                };
-                let (from_residual, mass) = draw_index(b, residual, first, end, u_draw);
+                let (from_residual, mass) = draw_index(
+                    b,
+                    target_probs,
+                    t_base,
+                    draft_probs,
+                    d_base,
+                    true,
+                    first,
+                    end,
+                    u_draw,
+                );
                 out = if mass > 0.0 {
                     from_residual
                 } else {
-                    draw_index(b, pj, first, end, u_draw).0
+                    draw_index(
+                        b,
+                        target_probs,
+                        t_base,
+                        draft_probs,
+                        d_base,
+                        false,
+                        first,
+                        end,
+                        u_draw,
+                    )
+                    .0
                 };
             }
             done = !accept;
