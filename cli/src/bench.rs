@@ -26,7 +26,11 @@ fn paged(dev: &kiln::Device) -> anyhow::Result<()> {
     let mut t = kiln::timing::time_copy(dev, 256 << 20, 20)?;
     t.sort_by(f64::total_cmp);
     let copy = (256 << 20) as f64 / t[t.len() / 2];
-    println!("# {} copy: {:.1} GB/s read (256 MiB, median of 20)", dev.name(), copy / 1e9);
+    println!(
+        "# {} copy: {:.1} GB/s read (256 MiB, median of 20)",
+        dev.name(),
+        copy / 1e9
+    );
     let (points, from) = crossover(dev, &[1024, 2048, 4096, 8192, 16384, 32768])?;
     println!("# crossover (batch 1, Hq 8, Hkv 1, D 128, f16): context,v1_s,v2_s");
     for p in &points {

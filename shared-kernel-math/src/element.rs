@@ -167,12 +167,13 @@ pub fn f32_to_bf16_bits(v: f32) -> u16 {
 
 /// f32 → f16 bits, round to nearest even, overflow to ±inf, gradual underflow.
 ///
-/// On nvptx the hardware conversion (`cvt.rn.f16.f32`, IEEE round to nearest even with
-/// subnormals) gives the same bits for every non-NaN input; NaNs take the software path so
+/// On nvptx and amdgpu the hardware conversion (`cvt.rn.f16.f32` / `v_cvt_f16_f32`, IEEE round
+/// to nearest even with f16 subnormals kept) gives the same bits for every non-NaN input (and
+/// keeps the chunked bodies in registers: the software path spilled to scratch on gfx1151); NaNs take the software path so
 /// their payload is kept the same way on every target.
 #[inline(always)]
 pub fn f32_to_f16_bits(v: f32) -> u16 {
-    #[cfg(target_arch = "nvptx64")]
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
     {
         let hw = (v as f16).to_bits();
         // The software path's NaN (sign, quiet bit, top payload bits), as a select.
@@ -184,7 +185,7 @@ pub fn f32_to_f16_bits(v: f32) -> u16 {
             hw
         }
     }
-    #[cfg(not(target_arch = "nvptx64"))]
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     f32_to_f16_bits_soft(v)
 }
 
@@ -230,11 +231,11 @@ pub fn f32_to_f16_bits_soft(v: f32) -> u16 {
     sign | r as u16
 }
 
-/// f16 bits → f32 (exact). On nvptx non-NaN inputs use the hardware conversion
-/// (`cvt.f32.f16`, exact); NaNs keep their payload through the software path.
+/// f16 bits → f32 (exact). On nvptx and amdgpu non-NaN inputs use the hardware conversion
+/// (exact); NaNs keep their payload through the software path.
 #[inline(always)]
 pub fn f16_bits_to_f32(h: u16) -> f32 {
-    #[cfg(target_arch = "nvptx64")]
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
     {
         let hw = f16::from_bits(h) as f32;
         // The software path's NaN (payload kept), as a select.
@@ -247,7 +248,7 @@ pub fn f16_bits_to_f32(h: u16) -> f32 {
             hw
         }
     }
-    #[cfg(not(target_arch = "nvptx64"))]
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     f16_bits_to_f32_soft(h)
 }
 

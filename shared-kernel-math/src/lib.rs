@@ -5,7 +5,7 @@
 //! `nvptx64-nvidia-cuda`, for `amdgcn-amd-amdhsa`, and translated to WGSL. `no_std`, no alloc.
 #![no_std]
 // nvptx converts f16 in hardware (element.rs).
-#![cfg_attr(target_arch = "nvptx64", feature(f16))]
+#![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), feature(f16))]
 
 mod block;
 mod element;
