@@ -4,7 +4,7 @@
 use crate::kernels::{HostBuf, HostLaunch, ViewSource};
 use crate::rng::Rng;
 use crate::SimConfig;
-use kiln_math::{shared_bytes_total, Block, Dst, KernelId, Src};
+use kiln_math::{shared_bytes_total, Block, Dst, Src};
 
 /// `(exclusive prefix, total)` per thread of one block of `block` threads at wave `W`.
 fn scan_on_sim<const W: u32>(values: &[f32]) -> Vec<(f32, f32)> {
@@ -23,8 +23,8 @@ fn scan_on_sim<const W: u32>(values: &[f32]) -> Vec<(f32, f32)> {
     ];
     let cfg = SimConfig::new(W);
     let l = HostLaunch {
-        // The launch is named after a kernel for error messages only.
-        kernel: KernelId::RejectionSample,
+        kernel: "scan_sum",
+        buffer_names: &["x", "out"],
         params: &[],
         bufs: &bufs,
         grid: [1, 1, 1],
