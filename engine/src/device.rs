@@ -150,6 +150,9 @@ fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
         Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
         Backend::Cuda => Err(NO_CUDA.into()),
         Backend::Rocm => Err(NO_ROCM.into()),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::open(),
+        #[cfg(not(feature = "wgpu"))]
         Backend::Wgpu => Err(NO_WGPU.into()),
     }
 }
@@ -158,8 +161,8 @@ const NO_CUDA: &str =
     "this build of kiln has no CUDA backend (the nvptx port is not implemented yet)";
 const NO_ROCM: &str =
     "this build of kiln has no ROCm backend (the amdgcn port is not implemented yet)";
-const NO_WGPU: &str =
-    "this build of kiln has no wgpu backend (the WGSL port is not implemented yet)";
+#[cfg(not(feature = "wgpu"))]
+const NO_WGPU: &str = "this build of kiln has no wgpu backend (built without the `wgpu` feature)";
 
 /// Why a backend cannot be opened on this machine, or `None` when it can.
 pub fn unavailable_reason(backend: Backend) -> Option<String> {

@@ -21,6 +21,8 @@ pub mod reference;
 pub mod rng;
 mod sim;
 mod tensor;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use backend::Backend;
 pub(crate) use device::DeviceKind;

@@ -89,9 +89,10 @@ fn gpu_slot(_id: KernelId, backend: Backend) -> Slot {
         Backend::Rocm => {
             Slot::Absent("no code objects: the amdgcn port is not implemented yet".into())
         }
-        Backend::Wgpu => {
-            Slot::Absent("no WGSL modules: the WGSL port is not implemented yet".into())
-        }
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::slot(_id),
+        #[cfg(not(feature = "wgpu"))]
+        Backend::Wgpu => Slot::Absent("this build of kiln has no wgpu backend (built without the `wgpu` feature)".into()),
         Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
     }
 }

@@ -59,7 +59,7 @@ pub(crate) enum Place {
 enum PTy {
     Block,
     Params(String),
-    View(Access, Ty),
+    View,
     Val(Ty),
 }
 
@@ -794,7 +794,7 @@ impl<'a> Tr<'a> {
                         (PTy::Params(n), Val::Params(m)) if n == *m => {
                             fx.bind(&pname, Local::Params(n))
                         }
-                        (PTy::View(_, _), Val::View(place, _)) => {
+                        (PTy::View, Val::View(place, _)) => {
                             let w = format!("{pname}_v");
                             let _ = write!(key, "|{pname}@{}", place_key(place));
                             wparams.push(format!("{w}: vec2<u32>"));
@@ -860,7 +860,7 @@ impl<'a> Tr<'a> {
             syn::ReturnType::Default => Ret::Unit,
             syn::ReturnType::Type(_, t) => match self.param_ty(&mut fx, t)? {
                 PTy::Val(t) => Ret::Val(t),
-                PTy::View(_, _) => Ret::View(None),
+                PTy::View => Ret::View(None),
                 _ => {
                     return Err(at(
                         file,
@@ -1028,7 +1028,8 @@ impl<'a> Tr<'a> {
                     let PTy::Val(e) = self.param_ty(fx, it)? else {
                         return Err(at(fx.file, it.span(), "view element", "a scalar type"));
                     };
-                    return Ok(PTy::View(acc, e));
+                    let _ = (acc, e);
+                    return Ok(PTy::View);
                 }
                 if params_fields(self.src, &name).is_some() {
                     return Ok(PTy::Params(name));
