@@ -139,6 +139,13 @@ impl Device {
             _ => MemorySpace::Host,
         }
     }
+    /// The GPU behind this device (backend tests and bench drivers reach `GpuDevice` here).
+    pub fn gpu(&self) -> Option<&Arc<dyn GpuDevice>> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => Some(g),
+            _ => None,
+        }
+    }
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
     }

@@ -25,6 +25,9 @@ const LN2_HI: f32 = 0.693_145_751_953_125;
 const LN2_LO: f32 = 1.428_606_8e-6;
 const LOG2_E: f32 = 1.442_695;
 const FRAC_PI_2: f32 = 1.570_796_4;
+/// π/2 split: 9 significant bits (exact products with 15-bit factors), then the rest.
+const PIO2_HI: f32 = 1.570_312_5;
+const PIO2_LO: f32 = 4.838_267_9e-4;
 
 /// 2^k for k in [-126, 127].
 fn pow2(k: i32) -> f32 {
@@ -328,8 +331,10 @@ fn reduce_pio2(ax: f32) -> (u32, f32) {
         flo = (!flo).wrapping_add(1);
         fhi = if flo == 0 { (!fhi).wrapping_add(1) } else { !fhi };
     }
-    let frac = (fhi as f32) * 2.328_306_4e-10 + (flo as f32) * 5.421_010_9e-20;
-    let r = frac * FRAC_PI_2;
+    // r = frac · π/2 with the top 15 bits of frac times a 9-bit π/2 exact, the rest small.
+    let top = ((fhi >> 16) as f32) * 1.525_878_9e-5;
+    let rest = ((fhi & 0xffff) as f32) * 2.328_306_4e-10 + (flo as f32) * 5.421_010_9e-20;
+    let r = top * PIO2_HI + (top * PIO2_LO + rest * FRAC_PI_2);
     (quadrant & 3, if negative { -r } else { r })
 }
 

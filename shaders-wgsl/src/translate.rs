@@ -412,6 +412,7 @@ impl<'a> Fx<'a> {
                 self.vars[*x].1 = Some(t.clone());
                 Ok(())
             }
+            (Ty::Array(x, n), Ty::Array(y, m)) if n == m => self.unify(x, y, span, what),
             (Ty::Tuple(x), Ty::Tuple(y)) if x.len() == y.len() => {
                 for (p, q) in x.clone().iter().zip(y.clone().iter()) {
                     self.unify(p, q, span, what)?;

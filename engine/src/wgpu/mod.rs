@@ -86,12 +86,35 @@ pub(crate) fn slot(id: KernelId) -> Slot {
     }
 }
 
-/// The process's wgpu device, opened once.
+/// The process's wgpu device, opened once (`KILN_WGPU_NO_SUBGROUPS` / `KILN_WGPU_NO_F16` take
+/// the workgroup-memory / packed-f16 modules on a device that has the features).
 pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
     static DEV: OnceLock<Result<Arc<WgpuDevice>, String>> = OnceLock::new();
-    DEV.get_or_init(|| WgpuDevice::open().map(Arc::new))
-        .clone()
-        .map(|d| d as Arc<dyn GpuDevice>)
+    DEV.get_or_init(|| {
+        WgpuDevice::open(Options {
+            subgroups: std::env::var_os("KILN_WGPU_NO_SUBGROUPS").is_none(),
+            f16: std::env::var_os("KILN_WGPU_NO_F16").is_none(),
+        })
+        .map(Arc::new)
+    })
+    .clone()
+    .map(|d| d as Arc<dyn GpuDevice>)
+}
+
+/// Which adapter features a wgpu device may use (tests open one per module variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Use subgroup shuffles when the adapter has them; otherwise workgroup memory.
+    pub subgroups: bool,
+    /// Use `array<f16>` storage when the adapter has SHADER_F16; otherwise packed words.
+    pub f16: bool,
+}
+
+/// A separate wgpu device (its own pipeline cache) restricted to `opts`.
+pub fn open_with(opts: Options) -> Result<crate::Device, crate::PortError> {
+    WgpuDevice::open(opts)
+        .map(|d| crate::Device::from_gpu(Arc::new(d)))
+        .map_err(|e| crate::PortError::Device(DeviceError::Other(format!("wgpu: {e}"))))
 }
 
 struct Ctx {
@@ -179,7 +202,7 @@ impl std::fmt::Debug for WgpuDevice {
 }
 
 impl WgpuDevice {
-    fn open() -> Result<WgpuDevice, String> {
+    fn open(opts: Options) -> Result<WgpuDevice, String> {
         let backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends,
@@ -201,8 +224,8 @@ impl WgpuDevice {
         let subgroups = feats.contains(wgpu::Features::SUBGROUP)
             && info.subgroup_min_size == info.subgroup_max_size
             && info.subgroup_min_size >= 4
-            && std::env::var("KILN_WGPU_NO_SUBGROUPS").is_err();
-        let f16 = feats.contains(wgpu::Features::SHADER_F16);
+            && opts.subgroups;
+        let f16 = feats.contains(wgpu::Features::SHADER_F16) && opts.f16;
         let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY);
         let mut required = wgpu::Features::empty();
         for (on, f) in [
