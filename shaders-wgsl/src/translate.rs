@@ -35,6 +35,8 @@ pub(crate) enum Ty {
     Half(Half),
     Tuple(Vec<Ty>),
     Array(Box<Ty>, u32),
+    /// A plain struct of scalars declared in kiln-math.
+    Struct(String),
     /// A literal's type, not yet known: `int` says whether it came from an integer literal.
     Var(usize),
 }
@@ -60,6 +62,8 @@ enum PTy {
     Block,
     Params(String),
     View,
+    /// `Option<&View>`: which one (or none) is fixed per instance.
+    OptView,
     Val(Ty),
 }
 
@@ -69,6 +73,8 @@ enum Val {
     View(Place, String),
     Block,
     Params(String),
+    /// `None` where an `Option<&View>` is expected.
+    NoView,
     Unit,
 }
 
@@ -76,8 +82,11 @@ enum Val {
 enum Local {
     Val { name: String, ty: Ty },
     View(Place, String),
+    OptView(Option<(Place, String)>),
     Block,
     Params(String),
+    /// A closure, inlined where it is called, in the scopes it was defined in.
+    Closure(Box<syn::ExprClosure>, Vec<HashMap<String, Local>>),
 }
 
 #[derive(Clone, Debug)]
@@ -204,6 +213,7 @@ fn ty_key(t: &Ty) -> String {
         Ty::Half(Half::Bf16) => "bf16".into(),
         Ty::Tuple(v) => v.iter().map(ty_key).collect::<Vec<_>>().join("_"),
         Ty::Array(t, n) => format!("a{n}{}", ty_key(t)),
+        Ty::Struct(n) => n.clone(),
         Ty::Var(_) => "var".into(),
     }
 }
@@ -538,8 +548,84 @@ impl<'a> Tr<'a> {
                 }
                 name
             }
+            Ty::Struct(n) => {
+                let name = format!("S_{n}");
+                if !self.structs.contains_key(&name) {
+                    let fields = self.struct_fields(n).unwrap_or_default();
+                    let mut s = format!("struct {name} {{\n");
+                    for (f, t) in &fields {
+                        let r = self.render(t);
+                        let _ = writeln!(s, "    {f}: {r},");
+                    }
+                    s.push_str("}\n");
+                    self.structs.insert(name.clone(), s);
+                }
+                name
+            }
             Ty::Var(_) => "i32".into(),
         }
+    }
+
+    fn find_struct(&self, name: &str) -> Option<(&'a str, &'a syn::ItemStruct)> {
+        for f in &self.src.files {
+            for item in &f.ast.items {
+                if let syn::Item::Struct(st) = item {
+                    if st.ident == name && matches!(st.fields, syn::Fields::Named(_)) {
+                        return Some((f.path.as_str(), st));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// A struct's fields and their (scalar) types, in declaration order.
+    fn struct_fields(&mut self, name: &str) -> R<Vec<(String, Ty)>> {
+        let Some((file, st)) = self.find_struct(name) else {
+            return Ok(Vec::new());
+        };
+        let mut fx = Fx::new(file, SelfKind::None);
+        let mut out = Vec::new();
+        for f in &st.fields {
+            match self.param_ty(&mut fx, &f.ty)? {
+                PTy::Val(t) if !matches!(t, Ty::Struct(_) | Ty::Array(..) | Ty::Tuple(_)) => {
+                    out.push((f.ident.as_ref().unwrap().to_string(), t))
+                }
+                _ => return Err(at(file, f.span(), format!("field type of struct `{name}`"), "struct fields are scalars")),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The value of an integer module const (array lengths).
+    fn const_int(&self, name: &str) -> Option<u32> {
+        let (_, c) = self.find_const(name)?;
+        match &*c.expr {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn struct_lit(&mut self, fx: &mut Fx, st: &syn::ExprStruct) -> R<Val> {
+        let span = st.span();
+        let name = st.path.segments.last().unwrap().ident.to_string();
+        if st.rest.is_some() || self.find_struct(&name).is_none() {
+            return Err(at(fx.file, span, format!("struct literal `{name}`"), "a plain struct of kiln-math with every field given"));
+        }
+        let fields = self.struct_fields(&name)?;
+        let mut vals = Vec::new();
+        for (f, t) in &fields {
+            let fv = st.fields.iter().find(|fv| matches!(&fv.member, syn::Member::Named(m) if m == f));
+            let Some(fv) = fv else {
+                return Err(at(fx.file, span, format!("struct literal `{name}`"), format!("field `{f}` missing")));
+            };
+            let (s, vt) = self.val(fx, &fv.expr)?;
+            fx.unify(t, &vt, fv.span(), "struct field")?;
+            vals.push(s);
+        }
+        let ty = Ty::Struct(name);
+        let tn = self.render(&ty);
+        Ok(Val::E(format!("{tn}({})", vals.join(", ")), ty))
     }
 
     fn find_body(&self) -> R<(&'a str, &'a syn::ItemFn)> {
@@ -795,6 +881,16 @@ impl<'a> Tr<'a> {
                         (PTy::Params(n), Val::Params(m)) if n == *m => {
                             fx.bind(&pname, Local::Params(n))
                         }
+                        (PTy::OptView, Val::NoView) => {
+                            let _ = write!(key, "|{pname}@none");
+                            fx.bind(&pname, Local::OptView(None));
+                        }
+                        (PTy::OptView, Val::View(place, _)) => {
+                            let w = format!("{pname}_v");
+                            let _ = write!(key, "|{pname}@{}", place_key(place));
+                            wparams.push(format!("{w}: vec2<u32>"));
+                            fx.bind(&pname, Local::OptView(Some((place.clone(), w))));
+                        }
                         (PTy::View, Val::View(place, _)) => {
                             let w = format!("{pname}_v");
                             let _ = write!(key, "|{pname}@{}", place_key(place));
@@ -981,7 +1077,7 @@ impl<'a> Tr<'a> {
                         match fx.generics.get(&id.to_string()) {
                             Some(Generic::Const(Some(n))) => Some(*n),
                             Some(Generic::Const(None)) => Some(0),
-                            _ => None,
+                            _ => self.const_int(&id.to_string()),
                         }
                     }),
                     _ => None,
@@ -1034,6 +1130,21 @@ impl<'a> Tr<'a> {
                 }
                 if params_fields(self.src, &name).is_some() {
                     return Ok(PTy::Params(name));
+                }
+                if name == "Option" {
+                    let inner = match &seg.arguments {
+                        syn::PathArguments::AngleBracketed(ab) => ab.args.first(),
+                        _ => None,
+                    };
+                    if let Some(syn::GenericArgument::Type(it)) = inner {
+                        if let PTy::View = self.param_ty(fx, it)? {
+                            return Ok(PTy::OptView);
+                        }
+                    }
+                    return Err(at(fx.file, t.span(), "`Option` type", "only `Option<&View>` parameters"));
+                }
+                if self.find_struct(&name).is_some() {
+                    return Ok(PTy::Val(Ty::Struct(name)));
                 }
                 Err(at(
                     fx.file,
@@ -1149,6 +1260,11 @@ impl<'a> Tr<'a> {
                 return Ok(());
             }
         }
+        if let (syn::Expr::Closure(c), syn::Pat::Ident(pi)) = (&*init.expr, pat) {
+            let scopes = fx.scopes.clone();
+            fx.bind(&pi.ident.to_string(), Local::Closure(Box::new(c.clone()), scopes));
+            return Ok(());
+        }
         let v = self.expr(fx, &init.expr)?;
         let annot_ty = match annot {
             Some(t) => Some(self.param_ty(fx, t)?),
@@ -1194,6 +1310,7 @@ impl<'a> Tr<'a> {
                     }
                     Val::Block => fx.bind(&name, Local::Block),
                     Val::Params(n) => fx.bind(&name, Local::Params(n)),
+                    Val::NoView => fx.bind(&name, Local::OptView(None)),
                     Val::Unit => {}
                 }
                 Ok(())
@@ -1429,7 +1546,7 @@ impl<'a> Tr<'a> {
             X::Range(_) => Err(at(fx.file, span, "range", "ranges appear only in `for` loops")),
             X::Unsafe(u) => self.block_value(fx, &u.block, span),
             X::Let(_) => Err(at(fx.file, span, "`if let` / `let` expression", "unsupported")),
-            X::Struct(_) => Err(at(fx.file, span, "struct literal", "unsupported")),
+            X::Struct(st) => self.struct_lit(fx, st),
             X::Repeat(r) => {
                 let (s, t) = self.val(fx, &r.expr)?;
                 let n = match &*r.len {
@@ -1437,9 +1554,10 @@ impl<'a> Tr<'a> {
                         lit: syn::Lit::Int(i),
                         ..
                     }) => i.base10_parse::<u32>().ok(),
+                    syn::Expr::Path(p) => p.path.get_ident().and_then(|id| self.const_int(&id.to_string())),
                     _ => None,
                 }
-                .ok_or_else(|| at(fx.file, span, "array repeat length", "a literal"))?;
+                .ok_or_else(|| at(fx.file, span, "array repeat length", "a literal or an integer const"))?;
                 let ty = Ty::Array(Box::new(t), n);
                 let tn = fx.tyname(self, &ty);
                 let parts = vec![s; n as usize];
@@ -1493,6 +1611,32 @@ impl<'a> Tr<'a> {
 
     fn if_expr(&mut self, fx: &mut Fx, i: &syn::ExprIf) -> R<Val> {
         let span = i.span();
+        if let syn::Expr::Let(l) = &*i.cond {
+            // `if let Some(v) = optional_view`: decided per instance, at translation time.
+            let v = self.expr(fx, &l.expr)?;
+            let syn::Pat::TupleStruct(ts) = &*l.pat else {
+                return Err(at(fx.file, l.span(), "`if let` pattern", "only `Some(name)` on an optional view"));
+            };
+            match v {
+                Val::View(p, w) if ts.elems.len() == 1 => {
+                    fx.line("{");
+                    fx.indent += 1;
+                    fx.scopes.push(HashMap::new());
+                    self.bind_pat(fx, &ts.elems[0], Val::View(p, w), None)?;
+                    self.block(fx, &i.then_branch)?;
+                    fx.scopes.pop();
+                    fx.indent -= 1;
+                    fx.line("}");
+                }
+                Val::NoView => {
+                    if let Some((_, els)) = &i.else_branch {
+                        self.stmt_expr(fx, els)?;
+                    }
+                }
+                _ => return Err(at(fx.file, l.span(), "`if let`", "only on an optional view")),
+            }
+            return Ok(Val::Unit);
+        }
         let (c, ct) = self.val(fx, &i.cond)?;
         fx.unify(&ct, &Ty::Bool, span, "if condition")?;
         let has_value = i.else_branch.is_some()
@@ -1745,9 +1889,17 @@ impl<'a> Tr<'a> {
                 return Ok(match l {
                     Local::Val { name, ty } => Val::E(name, ty),
                     Local::View(p, w) => Val::View(p, w),
+                    Local::OptView(Some((p, w))) => Val::View(p, w),
+                    Local::OptView(None) => Val::NoView,
                     Local::Block => Val::Block,
                     Local::Params(n) => Val::Params(n),
+                    Local::Closure(..) => {
+                        return Err(at(fx.file, span, "closure used as a value", "call it"))
+                    }
                 });
+            }
+            if name == "None" {
+                return Ok(Val::NoView);
             }
             if name == "self" {
                 return match &fx.self_kind {
@@ -1997,6 +2149,13 @@ impl<'a> Tr<'a> {
                     _ => Val::E(w, Ty::U32),
                 })
             }
+            (Val::E(s, Ty::Struct(n)), syn::Member::Named(f)) => {
+                let fields = self.struct_fields(&n)?;
+                match fields.iter().find(|(name, _)| f == name) {
+                    Some((name, t)) => Ok(Val::E(format!("{s}.{name}"), t.clone())),
+                    None => Err(at(fx.file, span, format!("field `{f}`"), format!("not a field of {n}"))),
+                }
+            }
             (Val::E(s, t), syn::Member::Unnamed(idx)) => match fx.norm(&t) {
                 Ty::Half(_) if idx.index == 0 => Ok(Val::E(s, Ty::U16)),
                 Ty::Tuple(v) if (idx.index as usize) < v.len() => {
@@ -2073,6 +2232,11 @@ impl<'a> Tr<'a> {
         let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
         let names: Vec<String> = segs.iter().map(|s| s.ident.to_string()).collect();
         let last = names.last().unwrap().clone();
+        if names.len() == 1 {
+            if let Some(Local::Closure(cl, scopes)) = fx.lookup(&last).cloned() {
+                return self.inline_closure(fx, &cl, scopes, &c.args, span);
+            }
+        }
         let args = self.args(fx, &c.args)?;
         let qself_ty = p.qself.as_ref().map(|q| q.ty.clone());
         // `libm::f(x)`
@@ -2107,6 +2271,12 @@ impl<'a> Tr<'a> {
             }
             return Err(at(fx.file, span, format!("associated function `{}::{last}`", names.join("::")), "not in the subset"));
         }
+        if names.len() == 1 && last == "Some" {
+            return match args.as_slice() {
+                [v @ Val::View(..)] => Ok(v.clone()),
+                _ => Err(at(fx.file, span, "`Some(..)`", "only around a view")),
+            };
+        }
         // Tuple-struct constructors `F16(bits)`, `Bf16(bits)`.
         if names.len() == 1 && (last == "F16" || last == "Bf16") {
             let [Val::E(s, t)] = args.as_slice() else {
@@ -2125,6 +2295,49 @@ impl<'a> Tr<'a> {
             [] => Err(at(fx.file, span, format!("call of `{}`", names.join("::")), "no such function in kiln-math")),
             _ => Err(at(fx.file, span, format!("call of `{}`", names.join("::")), "ambiguous: several functions have that name")),
         }
+    }
+
+    /// A closure call: the body inlined in the closure's defining scopes, parameters bound first.
+    fn inline_closure(
+        &mut self,
+        fx: &mut Fx,
+        cl: &syn::ExprClosure,
+        scopes: Vec<HashMap<String, Local>>,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+        span: Span,
+    ) -> R<Val> {
+        if cl.inputs.len() != args.len() {
+            return Err(at(fx.file, span, "closure call", "argument count"));
+        }
+        let mut bound = Vec::new();
+        for (p, a) in cl.inputs.iter().zip(args) {
+            let v = self.expr(fx, a)?;
+            bound.push((p, v));
+        }
+        let saved = std::mem::replace(&mut fx.scopes, scopes);
+        fx.scopes.push(HashMap::new());
+        let mut result = Ok(Val::Unit);
+        for (p, v) in bound {
+            if let Err(e) = self.bind_pat(fx, p, v, None) {
+                result = Err(e);
+                break;
+            }
+        }
+        if result.is_ok() {
+            result = self.expr(fx, &cl.body);
+        }
+        // The value may name the closure's locals: keep it in a fresh local of the caller.
+        let result = match result {
+            Ok(Val::E(s, t)) if t != Ty::Unit => {
+                let n = fx.fresh("cl");
+                let tn = fx.tyname(self, &t);
+                fx.line(&format!("let {n}: {tn} = {s};"));
+                Ok(Val::E(n, t))
+            }
+            r => r,
+        };
+        fx.scopes = saved;
+        result
     }
 
     /// `libm::name(..)`: the precise version in `libm_wgsl.rs`, translated like kernel code.

@@ -3,7 +3,8 @@
 //! a GL-only machine has no wgpu device rather than one without subgroups).
 //!
 //! The wave the kernels see is the adapter's subgroup size when the adapter has SUBGROUP and a
-//! single subgroup size; otherwise the modules' workgroup-memory variant runs at wave 32.
+//! single subgroup size; otherwise the modules' workgroup-memory variant runs with blocks of 64
+//! threads that are one emulated wave of 64.
 //! Pipelines are specialised per kernel × dtype × block size × shared words and cached for the
 //! process.
 
@@ -30,8 +31,10 @@ pub(crate) struct WgslModule {
 
 pub(crate) static MODULES: &[WgslModule] = include!(concat!(env!("OUT_DIR"), "/wgsl_modules.rs"));
 
-/// Wave of the workgroup-memory variant (any power of two works; 32 matches most GPUs).
-const EMULATED_WAVE: u32 = 32;
+/// Wave and block of the workgroup-memory variant. The emulated wave is the whole block, so a
+/// wave collective reached in wave-uniform control flow (the Block rules) is block-uniform and
+/// its barriers are met by every thread; 64 is the widest wave the sim checks every kernel at.
+const EMULATED_WAVE: u32 = 64;
 
 /// Words the meta buffer needs beyond params: (offset, len) per buffer, then the grid.
 fn meta_words(params: &[u32], l: &GpuLaunch) -> Result<Vec<u32>, DeviceError> {
@@ -246,10 +249,16 @@ impl WgpuDevice {
         .map_err(|e| format!("wgpu device on {}: {e}", info.name))?;
         device.on_uncaptured_error(Arc::new(|e| eprintln!("kiln wgpu: uncaptured error: {e}")));
         let wave = if subgroups { info.subgroup_min_size } else { EMULATED_WAVE };
-        let max_block = limits
+        let mut max_block = limits
             .max_compute_invocations_per_workgroup
             .min(limits.max_compute_workgroup_size_x)
             .min(kiln_shaders_wgsl_max_block());
+        if !subgroups {
+            max_block = max_block.min(EMULATED_WAVE);
+            if max_block < EMULATED_WAVE {
+                return Err(format!("{}: workgroups of {max_block} threads are too small for the emulated wave of {EMULATED_WAVE}", info.name));
+            }
+        }
         Ok(WgpuDevice {
             ctx: Arc::new(Ctx { device, queue }),
             name: format!(
