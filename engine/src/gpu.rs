@@ -60,5 +60,9 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn max_block(&self) -> u32 {
         1024
     }
+    /// The most launch-sized shared memory a block may use, in bytes.
+    fn max_shared_bytes(&self) -> usize {
+        usize::MAX
+    }
     fn as_any(&self) -> &dyn Any;
 }

@@ -247,11 +247,16 @@ pub fn launch(
         }
         (DeviceKind::Gpu(g), PortLaunch::Artifact { .. }) => {
             // The preferred block, clamped to the device and rounded to its wave.
-            let block = geometry
+            let mut block = geometry
                 .block
                 .clamp(wave, g.max_block().max(wave))
                 .div_ceil(wave)
                 * wave;
+            // Kernels keep per-wave state in shared memory: narrow waves (lavapipe's 8) may need
+            // fewer of them to fit the device. Any multiple of the wave is correct.
+            while block > wave && kernel_shared(block) > g.max_shared_bytes() {
+                block -= wave;
+            }
             let bufs: Vec<_> = args
                 .iter()
                 .map(|a| a.tensor().gpu_buf().expect("GPU device, GPU memory"))

@@ -281,6 +281,13 @@ impl WgpuDevice {
         })
     }
 
+    /// Workgroup memory left for a launch's shared bytes: the modules' fixed scratch (512 words)
+    /// and, without subgroups, the shuffle exchange array (1024 words) come first.
+    fn kernel_shared_limit(&self) -> u32 {
+        let fixed = 512 * 4 + if self.subgroups { 0 } else { 1024 * 4 };
+        self.max_shared_bytes.saturating_sub(fixed)
+    }
+
     /// GPU time of the last launch's compute pass (timestamp queries), when the adapter has them.
     pub fn last_kernel_time(&self) -> Option<Duration> {
         *self.last_time.lock().unwrap()
@@ -482,6 +489,10 @@ impl GpuDevice for WgpuDevice {
         self.max_block
     }
 
+    fn max_shared_bytes(&self) -> usize {
+        self.kernel_shared_limit() as usize
+    }
+
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError> {
         let kernel = l.kernel;
         if port.backend != Backend::Wgpu || port.kernel != kernel || port.dtype != l.dtype {
@@ -492,8 +503,8 @@ impl GpuDevice for WgpuDevice {
         }
         let scratch = scratch_words(l.block, self.wave) as usize * 4;
         let kernel_bytes = l.shared.saturating_sub(scratch);
-        if (l.shared as u64) > self.max_shared_bytes as u64 {
-            return Err(launch_err(kernel, format!("{} bytes of shared memory (device max {})", l.shared, self.max_shared_bytes)));
+        if (l.shared as u64) > self.kernel_shared_limit() as u64 {
+            return Err(launch_err(kernel, format!("{} bytes of shared memory (device max {} beside the modules' own arrays)", l.shared, self.kernel_shared_limit())));
         }
         let blocks = l.grid.iter().map(|&g| g as u64).product::<u64>();
         let groups = self
