@@ -92,7 +92,9 @@ fn gpu_slot(_id: KernelId, backend: Backend) -> Slot {
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => crate::wgpu::slot(_id),
         #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => Slot::Absent("this build of kiln has no wgpu backend (built without the `wgpu` feature)".into()),
+        Backend::Wgpu => Slot::Absent(
+            "this build of kiln has no wgpu backend (built without the `wgpu` feature)".into(),
+        ),
         Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
     }
 }

@@ -4,7 +4,9 @@
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let src = args.next().unwrap_or_else(|| kiln_shaders_wgsl::KILN_MATH_SRC.to_string());
+    let src = args
+        .next()
+        .unwrap_or_else(|| kiln_shaders_wgsl::KILN_MATH_SRC.to_string());
     let out = args.next().unwrap_or_else(|| "wgsl-out".to_string());
     let sources = kiln_shaders_wgsl::Sources::load(src.as_ref()).unwrap_or_else(|e| {
         eprintln!("{e}");

@@ -137,7 +137,11 @@ impl Sources {
         paths.sort();
         let mut named = Vec::new();
         for p in paths {
-            let rel = p.strip_prefix(src).unwrap_or(&p).to_string_lossy().into_owned();
+            let rel = p
+                .strip_prefix(src)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
             let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
             named.push((format!("shared-kernel-math/src/{rel}"), text));
         }

@@ -6,6 +6,9 @@
 //! the host by this crate's tests against the `libm` crate, then translated like kernel code.
 //! `sin`/`cos` reduce their argument exactly in integer arithmetic (Payne–Hanek style), so large
 //! angles (RoPE positions × frequencies) keep their accuracy.
+// The constants are written to the last digit on purpose: each names an exact f32 (or a split
+// of one), and the subset reads literals, not `core` paths, inside `const` items.
+#![allow(clippy::excessive_precision, clippy::approx_constant)]
 
 /// 2/π as a binary fraction, 32 bits a word, most significant first (256 bits).
 const TWO_OVER_PI: [u32; 9] = [
@@ -329,7 +332,11 @@ fn reduce_pio2(ax: f32) -> (u32, f32) {
         negative = true;
         // 2^64 − f, the distance to the next quadrant.
         flo = (!flo).wrapping_add(1);
-        fhi = if flo == 0 { (!fhi).wrapping_add(1) } else { !fhi };
+        fhi = if flo == 0 {
+            (!fhi).wrapping_add(1)
+        } else {
+            !fhi
+        };
     }
     // r = frac · π/2 with the top 15 bits of frac times a 9-bit π/2 exact, the rest small.
     let top = ((fhi >> 16) as f32) * 1.525_878_9e-5;

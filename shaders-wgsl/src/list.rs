@@ -55,7 +55,7 @@ pub fn kernels(src: &Sources) -> Result<Vec<KernelSpec>, Error> {
     for f in &src.files {
         for item in &f.ast.items {
             let syn::Item::Macro(m) = item else { continue };
-            if !m.ident.as_ref().is_some_and(|i| i == "for_each_kernel") {
+            if m.ident.as_ref().is_none_or(|i| i != "for_each_kernel") {
                 continue;
             }
             // macro_rules! for_each_kernel { ($m:ident) => { $m! { ENTRIES } }; }
@@ -173,7 +173,12 @@ pub fn params_fields(src: &Sources, name: &str) -> Option<Vec<ParamSpec>> {
     for f in &src.files {
         for item in &f.ast.items {
             let syn::Item::Macro(m) = item else { continue };
-            if m.mac.path.segments.last().is_none_or(|s| s.ident != "params") {
+            if m.mac
+                .path
+                .segments
+                .last()
+                .is_none_or(|s| s.ident != "params")
+            {
                 continue;
             }
             let toks: Vec<TokenTree> = m.mac.tokens.clone().into_iter().collect();
@@ -211,7 +216,8 @@ fn parse_fields(ts: TokenStream) -> Vec<ParamSpec> {
                     ty,
                 });
                 // skip to the next top-level comma
-                while i < toks.len() && !matches!(&toks[i], TokenTree::Punct(p) if p.as_char() == ',')
+                while i < toks.len()
+                    && !matches!(&toks[i], TokenTree::Punct(p) if p.as_char() == ',')
                 {
                     i += 1;
                 }

@@ -80,7 +80,10 @@ enum Val {
 
 #[derive(Clone, Debug)]
 enum Local {
-    Val { name: String, ty: Ty },
+    Val {
+        name: String,
+        ty: Ty,
+    },
     View(Place, String),
     OptView(Option<(Place, String)>),
     Block,
@@ -309,7 +312,15 @@ pub(crate) fn module(
     }
     let call_span = sig.ident.span();
     let mut fx0 = Fx::new(file, SelfKind::None);
-    let (name, _) = tr.instantiate(FnItem::Free(body), file, SelfKind::None, &args, None, &mut fx0, call_span)?;
+    let (name, _) = tr.instantiate(
+        FnItem::Free(body),
+        file,
+        SelfKind::None,
+        &args,
+        None,
+        &mut fx0,
+        call_span,
+    )?;
     let call_args: Vec<String> = args
         .iter()
         .filter_map(|a| match a {
@@ -591,7 +602,14 @@ impl<'a> Tr<'a> {
                 PTy::Val(t) if !matches!(t, Ty::Struct(_) | Ty::Array(..) | Ty::Tuple(_)) => {
                     out.push((f.ident.as_ref().unwrap().to_string(), t))
                 }
-                _ => return Err(at(file, f.span(), format!("field type of struct `{name}`"), "struct fields are scalars")),
+                _ => {
+                    return Err(at(
+                        file,
+                        f.span(),
+                        format!("field type of struct `{name}`"),
+                        "struct fields are scalars",
+                    ))
+                }
             }
         }
         Ok(out)
@@ -601,7 +619,10 @@ impl<'a> Tr<'a> {
     fn const_int(&self, name: &str) -> Option<u32> {
         let (_, c) = self.find_const(name)?;
         match &*c.expr {
-            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse().ok(),
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse().ok(),
             _ => None,
         }
     }
@@ -610,14 +631,27 @@ impl<'a> Tr<'a> {
         let span = st.span();
         let name = st.path.segments.last().unwrap().ident.to_string();
         if st.rest.is_some() || self.find_struct(&name).is_none() {
-            return Err(at(fx.file, span, format!("struct literal `{name}`"), "a plain struct of kiln-math with every field given"));
+            return Err(at(
+                fx.file,
+                span,
+                format!("struct literal `{name}`"),
+                "a plain struct of kiln-math with every field given",
+            ));
         }
         let fields = self.struct_fields(&name)?;
         let mut vals = Vec::new();
         for (f, t) in &fields {
-            let fv = st.fields.iter().find(|fv| matches!(&fv.member, syn::Member::Named(m) if m == f));
+            let fv = st
+                .fields
+                .iter()
+                .find(|fv| matches!(&fv.member, syn::Member::Named(m) if m == f));
             let Some(fv) = fv else {
-                return Err(at(fx.file, span, format!("struct literal `{name}`"), format!("field `{f}` missing")));
+                return Err(at(
+                    fx.file,
+                    span,
+                    format!("struct literal `{name}`"),
+                    format!("field `{f}` missing"),
+                ));
             };
             let (s, vt) = self.val(fx, &fv.expr)?;
             fx.unify(t, &vt, fv.span(), "struct field")?;
@@ -767,9 +801,14 @@ impl<'a> Tr<'a> {
         call_span: Span,
     ) -> R<(String, Ret)> {
         let sig = item.sig();
-        let body = item
-            .body()
-            .ok_or_else(|| at(file, sig.span(), "required trait method", "no body to translate"))?;
+        let body = item.body().ok_or_else(|| {
+            at(
+                file,
+                sig.span(),
+                "required trait method",
+                "no body to translate",
+            )
+        })?;
         let mut fx = Fx::new(file, self_kind.clone());
         // Generics: Element → the kernel's T, Block → erased, const → from array arguments.
         let mut type_params = Vec::new();
@@ -839,9 +878,7 @@ impl<'a> Tr<'a> {
                             },
                         );
                     }
-                    _ => {
-                        return Err(at(file, p.span(), "receiver", "unsupported `self` here"))
-                    }
+                    _ => return Err(at(file, p.span(), "receiver", "unsupported `self` here")),
                 },
                 syn::FnArg::Typed(pt) => {
                     let pty = self.param_ty(&mut fx, &pt.ty)?;
@@ -1042,7 +1079,12 @@ impl<'a> Tr<'a> {
         match t {
             syn::Type::Reference(r) => {
                 if r.mutability.is_some() {
-                    return Err(at(fx.file, t.span(), "`&mut` reference", "views carry writes"));
+                    return Err(at(
+                        fx.file,
+                        t.span(),
+                        "`&mut` reference",
+                        "views carry writes",
+                    ));
                 }
                 match self.param_ty(fx, &r.elem)? {
                     PTy::Val(Ty::Unit) => Err(at(fx.file, t.span(), "reference", "unsupported")),
@@ -1056,7 +1098,9 @@ impl<'a> Tr<'a> {
                 for e in &tt.elems {
                     match self.param_ty(fx, e)? {
                         PTy::Val(t) => v.push(t),
-                        _ => return Err(at(fx.file, e.span(), "tuple element type", "values only")),
+                        _ => {
+                            return Err(at(fx.file, e.span(), "tuple element type", "values only"))
+                        }
                     }
                 }
                 if v.is_empty() {
@@ -1068,22 +1112,28 @@ impl<'a> Tr<'a> {
                 let PTy::Val(e) = self.param_ty(fx, &a.elem)? else {
                     return Err(at(fx.file, a.span(), "array element type", "values only"));
                 };
-                let n = match &a.len {
-                    syn::Expr::Lit(l) => match &l.lit {
-                        syn::Lit::Int(i) => i.base10_parse::<u32>().ok(),
+                let n =
+                    match &a.len {
+                        syn::Expr::Lit(l) => match &l.lit {
+                            syn::Lit::Int(i) => i.base10_parse::<u32>().ok(),
+                            _ => None,
+                        },
+                        syn::Expr::Path(p) => p.path.get_ident().and_then(|id| {
+                            match fx.generics.get(&id.to_string()) {
+                                Some(Generic::Const(Some(n))) => Some(*n),
+                                Some(Generic::Const(None)) => Some(0),
+                                _ => self.const_int(&id.to_string()),
+                            }
+                        }),
                         _ => None,
-                    },
-                    syn::Expr::Path(p) => p.path.get_ident().and_then(|id| {
-                        match fx.generics.get(&id.to_string()) {
-                            Some(Generic::Const(Some(n))) => Some(*n),
-                            Some(Generic::Const(None)) => Some(0),
-                            _ => self.const_int(&id.to_string()),
-                        }
-                    }),
-                    _ => None,
-                };
+                    };
                 let n = n.ok_or_else(|| {
-                    at(fx.file, a.len.span(), "array length", "a literal or a const generic")
+                    at(
+                        fx.file,
+                        a.len.span(),
+                        "array length",
+                        "a literal or a const generic",
+                    )
                 })?;
                 Ok(PTy::Val(Ty::Array(Box::new(e), n)))
             }
@@ -1141,7 +1191,12 @@ impl<'a> Tr<'a> {
                             return Ok(PTy::OptView);
                         }
                     }
-                    return Err(at(fx.file, t.span(), "`Option` type", "only `Option<&View>` parameters"));
+                    return Err(at(
+                        fx.file,
+                        t.span(),
+                        "`Option` type",
+                        "only `Option<&View>` parameters",
+                    ));
                 }
                 if self.find_struct(&name).is_some() {
                     return Ok(PTy::Val(Ty::Struct(name)));
@@ -1178,7 +1233,12 @@ impl<'a> Tr<'a> {
                     }
                 }
                 syn::Stmt::Item(it) => {
-                    return Err(at(fx.file, it.span(), "nested item", "define items at module level"))
+                    return Err(at(
+                        fx.file,
+                        it.span(),
+                        "nested item",
+                        "define items at module level",
+                    ))
                 }
                 syn::Stmt::Macro(m) => {
                     let name = m.mac.path.segments.last().map(|s| s.ident.to_string());
@@ -1225,7 +1285,12 @@ impl<'a> Tr<'a> {
 
     fn local(&mut self, fx: &mut Fx, l: &syn::Local) -> R<()> {
         let Some(init) = &l.init else {
-            return Err(at(fx.file, l.span(), "`let` without a value", "initialise every binding"));
+            return Err(at(
+                fx.file,
+                l.span(),
+                "`let` without a value",
+                "initialise every binding",
+            ));
         };
         if init.diverge.is_some() {
             return Err(at(fx.file, l.span(), "`let … else`", "unsupported"));
@@ -1262,7 +1327,10 @@ impl<'a> Tr<'a> {
         }
         if let (syn::Expr::Closure(c), syn::Pat::Ident(pi)) = (&*init.expr, pat) {
             let scopes = fx.scopes.clone();
-            fx.bind(&pi.ident.to_string(), Local::Closure(Box::new(c.clone()), scopes));
+            fx.bind(
+                &pi.ident.to_string(),
+                Local::Closure(Box::new(c.clone()), scopes),
+            );
             return Ok(());
         }
         let v = self.expr(fx, &init.expr)?;
@@ -1317,7 +1385,12 @@ impl<'a> Tr<'a> {
             }
             syn::Pat::Tuple(pt) => {
                 let Val::E(s, t) = v else {
-                    return Err(at(fx.file, pt.span(), "tuple pattern", "binds a tuple value"));
+                    return Err(at(
+                        fx.file,
+                        pt.span(),
+                        "tuple pattern",
+                        "binds a tuple value",
+                    ));
                 };
                 let t = fx.norm(&t);
                 let Ty::Tuple(elems) = t.clone() else {
@@ -1415,7 +1488,12 @@ impl<'a> Tr<'a> {
                 fx.unify(&it, &Ty::U32, span, "array index")?;
                 match fx.norm(&bt) {
                     Ty::Array(e, _) => Ok(Val::E(format!("{base}[{i}]"), *e)),
-                    t => Err(at(fx.file, span, "indexing", format!("of {t:?}: use view.get(i)"))),
+                    t => Err(at(
+                        fx.file,
+                        span,
+                        "indexing",
+                        format!("of {t:?}: use view.get(i)"),
+                    )),
                 }
             }
             X::Tuple(t) => {
@@ -1493,7 +1571,12 @@ impl<'a> Tr<'a> {
             X::ForLoop(f) => self.for_loop(fx, f),
             X::Break(b) => {
                 if b.label.is_some() || b.expr.is_some() {
-                    return Err(at(fx.file, span, "`break` with a label or value", "unsupported"));
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "`break` with a label or value",
+                        "unsupported",
+                    ));
                 }
                 fx.line("break;");
                 Ok(Val::Unit)
@@ -1543,9 +1626,19 @@ impl<'a> Tr<'a> {
                     "macros do not translate",
                 ))
             }
-            X::Range(_) => Err(at(fx.file, span, "range", "ranges appear only in `for` loops")),
+            X::Range(_) => Err(at(
+                fx.file,
+                span,
+                "range",
+                "ranges appear only in `for` loops",
+            )),
             X::Unsafe(u) => self.block_value(fx, &u.block, span),
-            X::Let(_) => Err(at(fx.file, span, "`if let` / `let` expression", "unsupported")),
+            X::Let(_) => Err(at(
+                fx.file,
+                span,
+                "`if let` / `let` expression",
+                "unsupported",
+            )),
             X::Struct(st) => self.struct_lit(fx, st),
             X::Repeat(r) => {
                 let (s, t) = self.val(fx, &r.expr)?;
@@ -1554,10 +1647,20 @@ impl<'a> Tr<'a> {
                         lit: syn::Lit::Int(i),
                         ..
                     }) => i.base10_parse::<u32>().ok(),
-                    syn::Expr::Path(p) => p.path.get_ident().and_then(|id| self.const_int(&id.to_string())),
+                    syn::Expr::Path(p) => p
+                        .path
+                        .get_ident()
+                        .and_then(|id| self.const_int(&id.to_string())),
                     _ => None,
                 }
-                .ok_or_else(|| at(fx.file, span, "array repeat length", "a literal or an integer const"))?;
+                .ok_or_else(|| {
+                    at(
+                        fx.file,
+                        span,
+                        "array repeat length",
+                        "a literal or an integer const",
+                    )
+                })?;
                 let ty = Ty::Array(Box::new(t), n);
                 let tn = fx.tyname(self, &ty);
                 let parts = vec![s; n as usize];
@@ -1615,7 +1718,12 @@ impl<'a> Tr<'a> {
             // `if let Some(v) = optional_view`: decided per instance, at translation time.
             let v = self.expr(fx, &l.expr)?;
             let syn::Pat::TupleStruct(ts) = &*l.pat else {
-                return Err(at(fx.file, l.span(), "`if let` pattern", "only `Some(name)` on an optional view"));
+                return Err(at(
+                    fx.file,
+                    l.span(),
+                    "`if let` pattern",
+                    "only `Some(name)` on an optional view",
+                ));
             };
             match v {
                 Val::View(p, w) if ts.elems.len() == 1 => {
@@ -1633,7 +1741,14 @@ impl<'a> Tr<'a> {
                         self.stmt_expr(fx, els)?;
                     }
                 }
-                _ => return Err(at(fx.file, l.span(), "`if let`", "only on an optional view")),
+                _ => {
+                    return Err(at(
+                        fx.file,
+                        l.span(),
+                        "`if let`",
+                        "only on an optional view",
+                    ))
+                }
             }
             return Ok(Val::Unit);
         }
@@ -1641,7 +1756,11 @@ impl<'a> Tr<'a> {
         fx.unify(&ct, &Ty::Bool, span, "if condition")?;
         let has_value = i.else_branch.is_some()
             && matches!(i.then_branch.stmts.last(), Some(syn::Stmt::Expr(e, None)) if !is_unit_expr(e));
-        let result = if has_value { Some(fx.fresh("ifv")) } else { None };
+        let result = if has_value {
+            Some(fx.fresh("ifv"))
+        } else {
+            None
+        };
         let decl_at = fx.out.len();
         fx.line(&format!("if {c} {{"));
         fx.indent += 1;
@@ -1763,7 +1882,12 @@ impl<'a> Tr<'a> {
     }
 
     /// The condition under which `pat` matches; `None` when it always does.
-    fn pat_cond(&mut self, fx: &mut Fx, pat: &syn::Pat, scrut: &[(String, Ty)]) -> R<Option<String>> {
+    fn pat_cond(
+        &mut self,
+        fx: &mut Fx,
+        pat: &syn::Pat,
+        scrut: &[(String, Ty)],
+    ) -> R<Option<String>> {
         match pat {
             syn::Pat::Wild(_) => Ok(None),
             syn::Pat::Tuple(t) if t.elems.len() == scrut.len() && scrut.len() > 1 => {
@@ -1808,7 +1932,12 @@ impl<'a> Tr<'a> {
     fn for_loop(&mut self, fx: &mut Fx, f: &syn::ExprForLoop) -> R<Val> {
         let span = f.span();
         let syn::Expr::Range(r) = &*f.expr else {
-            return Err(at(fx.file, f.expr.span(), "`for` over a non-range", "loop over `a..b`"));
+            return Err(at(
+                fx.file,
+                f.expr.span(),
+                "`for` over a non-range",
+                "loop over `a..b`",
+            ));
         };
         let (Some(from), Some(to)) = (&r.start, &r.end) else {
             return Err(at(fx.file, span, "open range", "write `a..b`"));
@@ -1842,7 +1971,9 @@ impl<'a> Tr<'a> {
         let one = fx.lit("1", &at_);
         if inclusive {
             // `a..=MAX` must not wrap into an endless loop.
-            fx.line(&format!("continuing {{ {i} = {i} + {one}; break if {i} == {end} + {one}; }}"));
+            fx.line(&format!(
+                "continuing {{ {i} = {i} + {one}; break if {i} == {end} + {one}; }}"
+            ));
         } else {
             fx.line(&format!("continuing {{ {i} = {i} + {one}; }}"));
         }
@@ -1855,15 +1986,29 @@ impl<'a> Tr<'a> {
         match l {
             syn::Lit::Bool(b) => Ok(Val::E(b.value.to_string(), Ty::Bool)),
             syn::Lit::Int(i) => {
-                let v: u64 = i.base10_parse().map_err(|_| at(fx.file, i.span(), "integer literal", "too large"))?;
+                let v: u64 = i
+                    .base10_parse()
+                    .map_err(|_| at(fx.file, i.span(), "integer literal", "too large"))?;
                 let t = match i.suffix() {
                     "" => fx.new_var(true),
                     s => elem_of(s)
                         .filter(|t| matches!(t, Ty::U32 | Ty::I32 | Ty::U16 | Ty::U8))
-                        .ok_or_else(|| at(fx.file, i.span(), format!("literal suffix `{s}`"), "u32, i32, usize, u16 or u8"))?,
+                        .ok_or_else(|| {
+                            at(
+                                fx.file,
+                                i.span(),
+                                format!("literal suffix `{s}`"),
+                                "u32, i32, usize, u16 or u8",
+                            )
+                        })?,
                 };
                 if v > u32::MAX as u64 {
-                    return Err(at(fx.file, i.span(), "integer literal", "wider than 32 bits"));
+                    return Err(at(
+                        fx.file,
+                        i.span(),
+                        "integer literal",
+                        "wider than 32 bits",
+                    ));
                 }
                 let text = v.to_string();
                 Ok(Val::E(fx.lit(&text, &t), t))
@@ -1871,18 +2016,37 @@ impl<'a> Tr<'a> {
             syn::Lit::Float(f) => {
                 let t = match f.suffix() {
                     "" | "f32" => Ty::F32,
-                    s => return Err(at(fx.file, f.span(), format!("literal suffix `{s}`"), "f32 only (WGSL has no f64)")),
+                    s => {
+                        return Err(at(
+                            fx.file,
+                            f.span(),
+                            format!("literal suffix `{s}`"),
+                            "f32 only (WGSL has no f64)",
+                        ))
+                    }
                 };
-                let v: f32 = f.base10_parse().map_err(|_| at(fx.file, f.span(), "float literal", "unparsable"))?;
+                let v: f32 = f
+                    .base10_parse()
+                    .map_err(|_| at(fx.file, f.span(), "float literal", "unparsable"))?;
                 Ok(Val::E(render_lit(&v.to_string(), &t), t))
             }
-            other => Err(at(fx.file, other.span(), "literal", "numbers and booleans only")),
+            other => Err(at(
+                fx.file,
+                other.span(),
+                "literal",
+                "numbers and booleans only",
+            )),
         }
     }
 
     fn path_expr(&mut self, fx: &mut Fx, p: &syn::ExprPath) -> R<Val> {
         let span = p.span();
-        let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
         if segs.len() == 1 {
             let name = &segs[0];
             if let Some(l) = fx.lookup(name).cloned() {
@@ -1948,11 +2112,17 @@ impl<'a> Tr<'a> {
             let (s, vt) = self.val(&mut cx, &c.expr)?;
             cx.unify(&t, &vt, c.span(), "const value")?;
             if !cx.out.is_empty() {
-                return Err(at(file, c.expr.span(), "const initialiser", "a plain expression"));
+                return Err(at(
+                    file,
+                    c.expr.span(),
+                    "const initialiser",
+                    "a plain expression",
+                ));
             }
             let s = cx.finish(self, &s);
             let tn = self.render(&t);
-            self.consts.insert(name.clone(), format!("const {name}: {tn} = {s};\n"));
+            self.consts
+                .insert(name.clone(), format!("const {name}: {tn} = {s};\n"));
         }
         let _ = fx;
         Ok(Val::E(name, t))
@@ -1962,11 +2132,19 @@ impl<'a> Tr<'a> {
     fn place(&mut self, fx: &mut Fx, e: &syn::Expr) -> R<(String, Ty)> {
         match e {
             syn::Expr::Path(_) | syn::Expr::Index(_) | syn::Expr::Paren(_) => self.val(fx, e),
-            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => {
-                Err(at(fx.file, e.span(), "assignment through a reference", "assign to locals; write buffers with view.set"))
-            }
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Err(at(
+                fx.file,
+                e.span(),
+                "assignment through a reference",
+                "assign to locals; write buffers with view.set",
+            )),
             syn::Expr::Field(_) => self.val(fx, e),
-            other => Err(at(fx.file, other.span(), "assignment target", "a local or an array element")),
+            other => Err(at(
+                fx.file,
+                other.span(),
+                "assignment target",
+                "a local or an array element",
+            )),
         }
     }
 
@@ -2001,14 +2179,22 @@ impl<'a> Tr<'a> {
             let (r, rt) = self.val(fx, &b.right)?;
             fx.unify(&rt, &Ty::Bool, span, "logical operand")?;
             let pre = fx.out.split_off(mark);
-            let op = if matches!(b.op, B::And(_)) { "&&" } else { "||" };
+            let op = if matches!(b.op, B::And(_)) {
+                "&&"
+            } else {
+                "||"
+            };
             if pre.is_empty() {
                 return Ok(Val::E(format!("({l} {op} {r})"), Ty::Bool));
             }
             // The right side needs statements: evaluate it only when Rust would.
             let t = fx.fresh("sc");
             fx.line(&format!("var {t}: bool = {l};"));
-            let test = if op == "&&" { t.clone() } else { format!("!{t}") };
+            let test = if op == "&&" {
+                t.clone()
+            } else {
+                format!("!{t}")
+            };
             fx.line(&format!("if {test} {{"));
             fx.out.push_str(&indent_text(&pre, 1));
             fx.line(&format!("    {t} = {r};"));
@@ -2039,7 +2225,14 @@ impl<'a> Tr<'a> {
         self.arith(fx, op, l, r, span)
     }
 
-    fn arith(&mut self, fx: &mut Fx, op: &str, l: (String, Ty), r: (String, Ty), span: Span) -> R<Val> {
+    fn arith(
+        &mut self,
+        fx: &mut Fx,
+        op: &str,
+        l: (String, Ty),
+        r: (String, Ty),
+        span: Span,
+    ) -> R<Val> {
         let (l, lt) = l;
         let (r, rt) = r;
         if op == "<<" || op == ">>" {
@@ -2105,11 +2298,16 @@ impl<'a> Tr<'a> {
             (a, Ty::I32) if u(a) => format!("i32({s})"),
             (Ty::U8, Ty::U16) => s,
             (a, Ty::U16 | Ty::U8) if u(a) => format!("({s} & {})", narrow_mask(&to).unwrap()),
-            (Ty::I32, Ty::U16 | Ty::U8) => format!("(bitcast<u32>({s}) & {})", narrow_mask(&to).unwrap()),
+            (Ty::I32, Ty::U16 | Ty::U8) => {
+                format!("(bitcast<u32>({s}) & {})", narrow_mask(&to).unwrap())
+            }
             (Ty::F32, Ty::U32 | Ty::I32) => {
                 // Rust saturates and maps NaN to 0.
                 self.prelude.insert("cast");
-                format!("kiln_f32_to_{}({s})", if to == Ty::U32 { "u32" } else { "i32" })
+                format!(
+                    "kiln_f32_to_{}({s})",
+                    if to == Ty::U32 { "u32" } else { "i32" }
+                )
             }
             (Ty::F32, Ty::U16 | Ty::U8) => {
                 self.prelude.insert("cast");
@@ -2140,7 +2338,12 @@ impl<'a> Tr<'a> {
             (Val::Params(ps), syn::Member::Named(n)) => {
                 let fields = self.params(&ps);
                 let Some(i) = fields.iter().position(|p| n == &p.name) else {
-                    return Err(at(fx.file, span, format!("field `{n}`"), format!("not a field of {ps}")));
+                    return Err(at(
+                        fx.file,
+                        span,
+                        format!("field `{n}`"),
+                        format!("not a field of {ps}"),
+                    ));
                 };
                 let w = format!("kiln_meta[{i}u]");
                 Ok(match fields[i].ty.as_str() {
@@ -2153,15 +2356,26 @@ impl<'a> Tr<'a> {
                 let fields = self.struct_fields(&n)?;
                 match fields.iter().find(|(name, _)| f == name) {
                     Some((name, t)) => Ok(Val::E(format!("{s}.{name}"), t.clone())),
-                    None => Err(at(fx.file, span, format!("field `{f}`"), format!("not a field of {n}"))),
+                    None => Err(at(
+                        fx.file,
+                        span,
+                        format!("field `{f}`"),
+                        format!("not a field of {n}"),
+                    )),
                 }
             }
             (Val::E(s, t), syn::Member::Unnamed(idx)) => match fx.norm(&t) {
                 Ty::Half(_) if idx.index == 0 => Ok(Val::E(s, Ty::U16)),
-                Ty::Tuple(v) if (idx.index as usize) < v.len() => {
-                    Ok(Val::E(format!("{s}.f{}", idx.index), v[idx.index as usize].clone()))
-                }
-                t => Err(at(fx.file, span, format!("field .{} of {t:?}", idx.index), "unsupported")),
+                Ty::Tuple(v) if (idx.index as usize) < v.len() => Ok(Val::E(
+                    format!("{s}.f{}", idx.index),
+                    v[idx.index as usize].clone(),
+                )),
+                t => Err(at(
+                    fx.file,
+                    span,
+                    format!("field .{} of {t:?}", idx.index),
+                    "unsupported",
+                )),
             },
             (v, m) => Err(at(
                 fx.file,
@@ -2186,7 +2400,11 @@ impl<'a> Tr<'a> {
         Ok(v)
     }
 
-    fn args(&mut self, fx: &mut Fx, args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) -> R<Vec<Val>> {
+    fn args(
+        &mut self,
+        fx: &mut Fx,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+    ) -> R<Vec<Val>> {
         let mut v = Vec::new();
         for a in args {
             v.push(self.expr(fx, a)?);
@@ -2194,6 +2412,7 @@ impl<'a> Tr<'a> {
         Ok(v)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn call_item(
         &mut self,
         fx: &mut Fx,
@@ -2219,7 +2438,12 @@ impl<'a> Tr<'a> {
             Ret::Val(t) => Val::E(call, t),
             Ret::View(Some(p)) => Val::View(p, call),
             Ret::View(None) => {
-                return Err(at(fx.file, span, "view-returning function", "returns no view"))
+                return Err(at(
+                    fx.file,
+                    span,
+                    "view-returning function",
+                    "returns no view",
+                ))
             }
         })
     }
@@ -2227,7 +2451,12 @@ impl<'a> Tr<'a> {
     fn call(&mut self, fx: &mut Fx, c: &syn::ExprCall) -> R<Val> {
         let span = c.span();
         let syn::Expr::Path(p) = &*c.func else {
-            return Err(at(fx.file, span, "call of a non-path", "call functions by name"));
+            return Err(at(
+                fx.file,
+                span,
+                "call of a non-path",
+                "call functions by name",
+            ));
         };
         let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
         let names: Vec<String> = segs.iter().map(|s| s.ident.to_string()).collect();
@@ -2267,9 +2496,22 @@ impl<'a> Tr<'a> {
                 return Ok(v);
             }
             if let Some((file, f)) = self.find_elem_method(&owner, &last) {
-                return self.call_item(fx, FnItem::Impl(f), file, SelfKind::Elem(owner), &args, None, span);
+                return self.call_item(
+                    fx,
+                    FnItem::Impl(f),
+                    file,
+                    SelfKind::Elem(owner),
+                    &args,
+                    None,
+                    span,
+                );
             }
-            return Err(at(fx.file, span, format!("associated function `{}::{last}`", names.join("::")), "not in the subset"));
+            return Err(at(
+                fx.file,
+                span,
+                format!("associated function `{}::{last}`", names.join("::")),
+                "not in the subset",
+            ));
         }
         if names.len() == 1 && last == "Some" {
             return match args.as_slice() {
@@ -2291,9 +2533,27 @@ impl<'a> Tr<'a> {
         };
         let found = self.find_free(&last, fx.file);
         match found.as_slice() {
-            [(file, f)] => self.call_item(fx, FnItem::Free(f), file, SelfKind::None, &args, turbofish.as_deref(), span),
-            [] => Err(at(fx.file, span, format!("call of `{}`", names.join("::")), "no such function in kiln-math")),
-            _ => Err(at(fx.file, span, format!("call of `{}`", names.join("::")), "ambiguous: several functions have that name")),
+            [(file, f)] => self.call_item(
+                fx,
+                FnItem::Free(f),
+                file,
+                SelfKind::None,
+                &args,
+                turbofish.as_deref(),
+                span,
+            ),
+            [] => Err(at(
+                fx.file,
+                span,
+                format!("call of `{}`", names.join("::")),
+                "no such function in kiln-math",
+            )),
+            _ => Err(at(
+                fx.file,
+                span,
+                format!("call of `{}`", names.join("::")),
+                "ambiguous: several functions have that name",
+            )),
         }
     }
 
@@ -2342,20 +2602,50 @@ impl<'a> Tr<'a> {
 
     /// `libm::name(..)`: the precise version in `libm_wgsl.rs`, translated like kernel code.
     fn libm(&mut self, fx: &mut Fx, name: &str, args: &[Val], span: Span) -> R<Val> {
-        let found = self.src.files.iter().find(|f| f.path == crate::LIBM_PATH).and_then(|f| {
-            f.ast.items.iter().find_map(|it| match it {
-                syn::Item::Fn(func) if func.sig.ident == name && matches!(func.vis, syn::Visibility::Public(_)) => Some((f.path.as_str(), func)),
-                _ => None,
-            })
-        });
+        let found = self
+            .src
+            .files
+            .iter()
+            .find(|f| f.path == crate::LIBM_PATH)
+            .and_then(|f| {
+                f.ast.items.iter().find_map(|it| match it {
+                    syn::Item::Fn(func)
+                        if func.sig.ident == name
+                            && matches!(func.vis, syn::Visibility::Public(_)) =>
+                    {
+                        Some((f.path.as_str(), func))
+                    }
+                    _ => None,
+                })
+            });
         let Some((file, func)) = found else {
-            return Err(at(fx.file, span, format!("`libm::{name}`"), "not among the precise functions of shaders-wgsl/src/libm_wgsl.rs"));
+            return Err(at(
+                fx.file,
+                span,
+                format!("`libm::{name}`"),
+                "not among the precise functions of shaders-wgsl/src/libm_wgsl.rs",
+            ));
         };
-        self.call_item(fx, FnItem::Free(func), file, SelfKind::None, args, None, span)
+        self.call_item(
+            fx,
+            FnItem::Free(func),
+            file,
+            SelfKind::None,
+            args,
+            None,
+            span,
+        )
     }
 
     /// `f32::from_bits` and friends; `None` when `name` is not a std function.
-    fn std_assoc(&mut self, fx: &mut Fx, owner: &Ty, name: &str, args: &[Val], span: Span) -> R<Option<Val>> {
+    fn std_assoc(
+        &mut self,
+        fx: &mut Fx,
+        owner: &Ty,
+        name: &str,
+        args: &[Val],
+        span: Span,
+    ) -> R<Option<Val>> {
         let one = |fx: &mut Fx, want: &Ty| -> R<String> {
             match args {
                 [Val::E(s, t)] => {
@@ -2366,9 +2656,13 @@ impl<'a> Tr<'a> {
             }
         };
         Ok(Some(match (owner, name) {
-            (Ty::F32, "from_bits") => Val::E(format!("bitcast<f32>({})", one(fx, &Ty::U32)?), Ty::F32),
+            (Ty::F32, "from_bits") => {
+                Val::E(format!("bitcast<f32>({})", one(fx, &Ty::U32)?), Ty::F32)
+            }
             (Ty::U32, "from") | (Ty::I32, "from") | (Ty::F32, "from") => {
-                let [Val::E(s, t)] = args else { return Ok(None) };
+                let [Val::E(s, t)] = args else {
+                    return Ok(None);
+                };
                 let c: syn::ExprCast = syn::parse_quote!(x as u32);
                 let _ = c;
                 let t = fx.norm(t);
@@ -2403,15 +2697,40 @@ impl<'a> Tr<'a> {
                 if let Some((file, f)) = self.find_elem_method(&t, &name) {
                     let mut all = vec![Val::E(s, t.clone())];
                     all.extend(args);
-                    return self.call_item(fx, FnItem::Impl(f), file, SelfKind::Elem(t), &all, None, span);
+                    return self.call_item(
+                        fx,
+                        FnItem::Impl(f),
+                        file,
+                        SelfKind::Elem(t),
+                        &all,
+                        None,
+                        span,
+                    );
                 }
-                Err(at(fx.file, span, format!("method `{name}` on {t:?}"), "not in the subset"))
+                Err(at(
+                    fx.file,
+                    span,
+                    format!("method `{name}` on {t:?}"),
+                    "not in the subset",
+                ))
             }
-            v => Err(at(fx.file, span, format!("method `{name}`"), format!("on {v:?}"))),
+            v => Err(at(
+                fx.file,
+                span,
+                format!("method `{name}`"),
+                format!("on {v:?}"),
+            )),
         }
     }
 
-    fn block_method(&mut self, fx: &mut Fx, name: &str, args: &[Val], turbofish: Option<Vec<Ty>>, span: Span) -> R<Val> {
+    fn block_method(
+        &mut self,
+        fx: &mut Fx,
+        name: &str,
+        args: &[Val],
+        turbofish: Option<Vec<Ty>>,
+        span: Span,
+    ) -> R<Val> {
         let prim = |s: &str| Ok(Val::E(s.to_string(), Ty::U32));
         match name {
             "thread" => return prim("kiln_thread"),
@@ -2424,7 +2743,10 @@ impl<'a> Tr<'a> {
             "grid_z" => return prim("kiln_grid.z"),
             "barrier" => {
                 // Buffers and workgroup memory alike are visible after it, as on CUDA.
-                return Ok(Val::E("storageBarrier(); workgroupBarrier()".into(), Ty::Unit));
+                return Ok(Val::E(
+                    "storageBarrier(); workgroupBarrier()".into(),
+                    Ty::Unit,
+                ));
             }
             "shuffle_xor" => {
                 let [Val::E(v, vt), Val::E(m, mt)] = args else {
@@ -2445,15 +2767,28 @@ impl<'a> Tr<'a> {
             }
             "scratch" => {
                 self.prelude.insert("scratch");
-                return Ok(Val::View(Place::Scratch, "vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE))".into()));
+                return Ok(Val::View(
+                    Place::Scratch,
+                    "vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE))".into(),
+                ));
             }
             "shared" => {
                 let Some([t]) = turbofish.as_deref() else {
-                    return Err(at(fx.file, span, "`shared` without a turbofish", "write `b.shared::<T>(offset, len)`"));
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "`shared` without a turbofish",
+                        "write `b.shared::<T>(offset, len)`",
+                    ));
                 };
                 let t = t.clone();
                 if !matches!(t, Ty::F32 | Ty::U32 | Ty::I32) {
-                    return Err(at(fx.file, span, format!("`shared::<{t:?}>`"), "shared memory holds 4-byte scalars (f32, u32, i32)"));
+                    return Err(at(
+                        fx.file,
+                        span,
+                        format!("`shared::<{t:?}>`"),
+                        "shared memory holds 4-byte scalars (f32, u32, i32)",
+                    ));
                 }
                 let [Val::E(o, ot), Val::E(l, lt)] = args else {
                     return Err(at(fx.file, span, "`shared`", "(offset, len)"));
@@ -2462,19 +2797,43 @@ impl<'a> Tr<'a> {
                 fx.unify(lt, &Ty::U32, span, "shared length")?;
                 self.uses_shared = true;
                 self.prelude.insert("shared");
-                return Ok(Val::View(Place::Shared(t), format!("kiln_shared_view({o}, {l})")));
+                return Ok(Val::View(
+                    Place::Shared(t),
+                    format!("kiln_shared_view({o}, {l})"),
+                ));
             }
             _ => {}
         }
         let Some((file, f)) = self.find_block_method(name) else {
-            return Err(at(fx.file, span, format!("Block method `{name}`"), "not a primitive and not provided by the Block trait"));
+            return Err(at(
+                fx.file,
+                span,
+                format!("Block method `{name}`"),
+                "not a primitive and not provided by the Block trait",
+            ));
         };
         let mut all = vec![Val::Block];
         all.extend(args.iter().cloned());
-        self.call_item(fx, FnItem::Trait(f), file, SelfKind::Block, &all, turbofish.as_deref(), span)
+        self.call_item(
+            fx,
+            FnItem::Trait(f),
+            file,
+            SelfKind::Block,
+            &all,
+            turbofish.as_deref(),
+            span,
+        )
     }
 
-    fn view_method(&mut self, fx: &mut Fx, p: Place, rt: String, name: &str, args: &[Val], span: Span) -> R<Val> {
+    fn view_method(
+        &mut self,
+        fx: &mut Fx,
+        p: Place,
+        rt: String,
+        name: &str,
+        args: &[Val],
+        span: Span,
+    ) -> R<Val> {
         let elem = self.place_elem(&p);
         let acc = self.place_access(&p);
         let checked = !name.ends_with("_unchecked");
@@ -2483,7 +2842,12 @@ impl<'a> Tr<'a> {
             ("is_empty", []) => Ok(Val::E(format!("(({rt}).y == 0u)"), Ty::Bool)),
             ("get" | "get_unchecked", [Val::E(i, it)]) => {
                 if acc == Access::Dst {
-                    return Err(at(fx.file, span, "`get` on a Dst view", "Dst is write-only"));
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "`get` on a Dst view",
+                        "Dst is write-only",
+                    ));
                 }
                 fx.unify(it, &Ty::U32, span, "view index")?;
                 let f = self.accessor(&p, true, checked);
@@ -2498,7 +2862,12 @@ impl<'a> Tr<'a> {
                 let f = self.accessor(&p, false, checked);
                 Ok(Val::E(format!("{f}({rt}, {i}, {v})"), Ty::Unit))
             }
-            _ => Err(at(fx.file, span, format!("view method `{name}`"), "views offer get, set, len, is_empty and their _unchecked forms")),
+            _ => Err(at(
+                fx.file,
+                span,
+                format!("view method `{name}`"),
+                "views offer get, set, len, is_empty and their _unchecked forms",
+            )),
         }
     }
 
@@ -2561,7 +2930,14 @@ impl<'a> Tr<'a> {
         };
         let vt = self.render(&elem);
         let guard = if checked {
-            format!("    if i >= v.y {{ kiln_fault_at({buf_id}u, i); return{}; }}\n", if load { " kiln_zero_".to_string() + &vt + "()" } else { String::new() })
+            format!(
+                "    if i >= v.y {{ kiln_fault_at({buf_id}u, i); return{}; }}\n",
+                if load {
+                    " kiln_zero_".to_string() + &vt + "()"
+                } else {
+                    String::new()
+                }
+            )
         } else {
             String::new()
         };
@@ -2581,7 +2957,9 @@ impl<'a> Tr<'a> {
                     format!("    return bitcast<{t}>(kiln_shared[v.x + i]);\n")
                 }
             }
-            (Storage::Shared(_), false) => "    kiln_shared[v.x + i] = bitcast<u32>(x);\n".to_string(),
+            (Storage::Shared(_), false) => {
+                "    kiln_shared[v.x + i] = bitcast<u32>(x);\n".to_string()
+            }
             (Storage::NativeF16, true) => {
                 self.uses_f16 = true;
                 self.prelude.insert("f16_storage");
@@ -2619,7 +2997,10 @@ impl<'a> Tr<'a> {
         let mut text = sig + &guard + &body + "}\n";
         if matches!(p, Place::Shared(_)) && checked {
             // Also keep inside the declared array when offset + len overshoots it.
-            text = text.replace("if i >= v.y {", "if i >= v.y || v.x + i >= KILN_SHARED_WORDS {");
+            text = text.replace(
+                "if i >= v.y {",
+                "if i >= v.y || v.x + i >= KILN_SHARED_WORDS {",
+            );
         }
         self.prelude.insert(match vt.as_str() {
             "f32" => "zero_f32",
@@ -2631,7 +3012,15 @@ impl<'a> Tr<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn std_method(&mut self, fx: &mut Fx, s: &str, t: &Ty, name: &str, args: &[Val], span: Span) -> R<Option<Val>> {
+    fn std_method(
+        &mut self,
+        fx: &mut Fx,
+        s: &str,
+        t: &Ty,
+        name: &str,
+        args: &[Val],
+        span: Span,
+    ) -> R<Option<Val>> {
         let arg = |fx: &mut Fx, i: usize, want: &Ty| -> R<String> {
             match args.get(i) {
                 Some(Val::E(a, at_)) => {
@@ -2649,11 +3038,24 @@ impl<'a> Tr<'a> {
                 self.prelude.insert("float_bits");
                 v(format!("kiln_is_nan({s})"), Ty::Bool)
             }
-            (Ty::F32, "is_finite", 0) => v(format!("((bitcast<u32>({s}) & 0x7f800000u) != 0x7f800000u)"), Ty::Bool),
-            (Ty::F32, "is_infinite", 0) => v(format!("((bitcast<u32>({s}) & 0x7fffffffu) == 0x7f800000u)"), Ty::Bool),
-            (Ty::F32, "is_sign_positive", 0) => v(format!("((bitcast<u32>({s}) >> 31u) == 0u)"), Ty::Bool),
-            (Ty::F32, "is_sign_negative", 0) => v(format!("((bitcast<u32>({s}) >> 31u) != 0u)"), Ty::Bool),
-            (Ty::F32, "abs", 0) => v(format!("bitcast<f32>(bitcast<u32>({s}) & 0x7fffffffu)"), Ty::F32),
+            (Ty::F32, "is_finite", 0) => v(
+                format!("((bitcast<u32>({s}) & 0x7f800000u) != 0x7f800000u)"),
+                Ty::Bool,
+            ),
+            (Ty::F32, "is_infinite", 0) => v(
+                format!("((bitcast<u32>({s}) & 0x7fffffffu) == 0x7f800000u)"),
+                Ty::Bool,
+            ),
+            (Ty::F32, "is_sign_positive", 0) => {
+                v(format!("((bitcast<u32>({s}) >> 31u) == 0u)"), Ty::Bool)
+            }
+            (Ty::F32, "is_sign_negative", 0) => {
+                v(format!("((bitcast<u32>({s}) >> 31u) != 0u)"), Ty::Bool)
+            }
+            (Ty::F32, "abs", 0) => v(
+                format!("bitcast<f32>(bitcast<u32>({s}) & 0x7fffffffu)"),
+                Ty::F32,
+            ),
             (Ty::F32, "copysign", 1) => {
                 let o = arg(fx, 0, &Ty::F32)?;
                 v(format!("bitcast<f32>((bitcast<u32>({s}) & 0x7fffffffu) | (bitcast<u32>({o}) & 0x80000000u))"), Ty::F32)
@@ -2682,7 +3084,10 @@ impl<'a> Tr<'a> {
             (Ty::U32 | Ty::Var(_), "div_ceil", 1) => {
                 fx.unify(t, &Ty::U32, span, "div_ceil")?;
                 let o = arg(fx, 0, &Ty::U32)?;
-                v(format!("({s} / {o} + select(0u, 1u, {s} % {o} != 0u))"), Ty::U32)
+                v(
+                    format!("({s} / {o} + select(0u, 1u, {s} % {o} != 0u))"),
+                    Ty::U32,
+                )
             }
             (_, "wrapping_add" | "wrapping_sub" | "wrapping_mul", 1) if is_int => {
                 let o = arg(fx, 0, t)?;
@@ -2692,27 +3097,42 @@ impl<'a> Tr<'a> {
                     _ => "*",
                 };
                 let e = format!("({s} {op} {o})");
-                v(match narrow_mask(t) {
-                    Some(m) => format!("({e} & {m})"),
-                    None => e,
-                }, t.clone())
+                v(
+                    match narrow_mask(t) {
+                        Some(m) => format!("({e} & {m})"),
+                        None => e,
+                    },
+                    t.clone(),
+                )
             }
             (Ty::U32 | Ty::I32, "count_ones", 0) => v(format!("u32(countOneBits({s}))"), Ty::U32),
-            (Ty::U32 | Ty::I32, "leading_zeros", 0) => v(format!("u32(countLeadingZeros({s}))"), Ty::U32),
-            (Ty::U32 | Ty::I32, "trailing_zeros", 0) => v(format!("u32(countTrailingZeros({s}))"), Ty::U32),
+            (Ty::U32 | Ty::I32, "leading_zeros", 0) => {
+                v(format!("u32(countLeadingZeros({s}))"), Ty::U32)
+            }
+            (Ty::U32 | Ty::I32, "trailing_zeros", 0) => {
+                v(format!("u32(countTrailingZeros({s}))"), Ty::U32)
+            }
             (Ty::U32, "rotate_left", 1) => {
                 let o = arg(fx, 0, &Ty::U32)?;
-                v(format!("(({s} << ({o} % 32u)) | ({s} >> ((32u - {o} % 32u) % 32u)))"), Ty::U32)
+                v(
+                    format!("(({s} << ({o} % 32u)) | ({s} >> ((32u - {o} % 32u) % 32u)))"),
+                    Ty::U32,
+                )
             }
             (Ty::U32, "rotate_right", 1) => {
                 let o = arg(fx, 0, &Ty::U32)?;
-                v(format!("(({s} >> ({o} % 32u)) | ({s} << ((32u - {o} % 32u) % 32u)))"), Ty::U32)
+                v(
+                    format!("(({s} >> ({o} % 32u)) | ({s} << ((32u - {o} % 32u) % 32u)))"),
+                    Ty::U32,
+                )
             }
             (Ty::U32, "saturating_sub", 1) => {
                 let o = arg(fx, 0, &Ty::U32)?;
                 v(format!("select({s} - {o}, 0u, {o} > {s})"), Ty::U32)
             }
-            (Ty::U32, "is_power_of_two", 0) => v(format!("({s} != 0u && ({s} & ({s} - 1u)) == 0u)"), Ty::Bool),
+            (Ty::U32, "is_power_of_two", 0) => {
+                v(format!("({s} != 0u && ({s} & ({s} - 1u)) == 0u)"), Ty::Bool)
+            }
             (Ty::I32, "abs", 0) => v(format!("abs({s})"), Ty::I32),
             (Ty::I32, "signum", 0) => v(format!("sign({s})"), Ty::I32),
             _ => Ok(None),
@@ -2738,20 +3158,37 @@ impl<'a> Tr<'a> {
         }
         m.push('\n');
         for (k, b) in self.kernel.buffers.iter().enumerate() {
-            let access = if b.access == "Src" { "read" } else { "read_write" };
+            let access = if b.access == "Src" {
+                "read"
+            } else {
+                "read_write"
+            };
             let arr = match self.storage(k) {
                 Storage::Direct(t) => format!("array<{t}>"),
                 Storage::NativeF16 => "array<f16>".into(),
                 Storage::Packed { writable: true, .. } => "array<atomic<u32>>".into(),
-                Storage::Packed { writable: false, .. } => "array<u32>".into(),
+                Storage::Packed {
+                    writable: false, ..
+                } => "array<u32>".into(),
                 Storage::Shared(_) => unreachable!(),
             };
             let _ = writeln!(m, "// buffer `{}`: {}<{}>", b.name, b.access, b.elem);
-            let _ = writeln!(m, "@group(0) @binding({k}) var<storage, {access}> kiln_buf{k}: {arr};");
+            let _ = writeln!(
+                m,
+                "@group(0) @binding({k}) var<storage, {access}> kiln_buf{k}: {arr};"
+            );
         }
         let nb = self.kernel.buffers.len();
-        let _ = writeln!(m, "@group(0) @binding({nb}) var<storage, read> kiln_meta: array<u32>;");
-        let _ = writeln!(m, "@group(0) @binding({}) var<storage, read_write> kiln_fault: array<atomic<u32>, {}>;", nb + 1, crate::FAULT_WORDS);
+        let _ = writeln!(
+            m,
+            "@group(0) @binding({nb}) var<storage, read> kiln_meta: array<u32>;"
+        );
+        let _ = writeln!(
+            m,
+            "@group(0) @binding({}) var<storage, read_write> kiln_fault: array<atomic<u32>, {}>;",
+            nb + 1,
+            crate::FAULT_WORDS
+        );
         m.push_str("var<private> kiln_thread: u32;\nvar<private> kiln_block: vec3<u32>;\nvar<private> kiln_grid: vec3<u32>;\n\n");
         for s in self.structs.values() {
             m.push_str(s);
@@ -2774,7 +3211,12 @@ impl<'a> Tr<'a> {
             m.push_str(", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32");
         }
         m.push_str(") {\n");
-        let _ = writeln!(m, "    kiln_grid = vec3<u32>(kiln_meta[{g}u], kiln_meta[{}u], kiln_meta[{}u]);", g + 1, g + 2);
+        let _ = writeln!(
+            m,
+            "    kiln_grid = vec3<u32>(kiln_meta[{g}u], kiln_meta[{}u], kiln_meta[{}u]);",
+            g + 1,
+            g + 2
+        );
         m.push_str("    // Grids wider than a dispatch dimension are folded into y and z.\n");
         m.push_str("    let linear = wid.x + nwg.x * (wid.y + nwg.y * wid.z);\n");
         m.push_str("    if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }\n");
@@ -2782,7 +3224,9 @@ impl<'a> Tr<'a> {
         m.push_str("    kiln_thread = lii;\n");
         if sg {
             self.prelude.insert("fault");
-            m.push_str("    // The lane the kernel computes must be the subgroup lane its shuffles use.\n");
+            m.push_str(
+                "    // The lane the kernel computes must be the subgroup lane its shuffles use.\n",
+            );
             m.push_str("    if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }\n");
         }
         let _ = writeln!(m, "    {body}({});", views.join(", "));
@@ -2807,8 +3251,10 @@ fn is_plain_name(s: &str) -> bool {
 }
 
 fn is_unit_expr(e: &syn::Expr) -> bool {
-    matches!(e, syn::Expr::Assign(_) | syn::Expr::While(_) | syn::Expr::ForLoop(_) | syn::Expr::Loop(_))
-        || matches!(e, syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_) | syn::BinOp::SubAssign(_) | syn::BinOp::MulAssign(_) | syn::BinOp::DivAssign(_)))
+    matches!(
+        e,
+        syn::Expr::Assign(_) | syn::Expr::While(_) | syn::Expr::ForLoop(_) | syn::Expr::Loop(_)
+    ) || matches!(e, syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_) | syn::BinOp::SubAssign(_) | syn::BinOp::MulAssign(_) | syn::BinOp::DivAssign(_)))
 }
 
 fn indent_text(s: &str, levels: usize) -> String {
@@ -2858,4 +3304,3 @@ fn std_const(ty: &str, item: &str) -> Option<Val> {
         _ => None,
     }
 }
-

@@ -36,8 +36,9 @@ fn compile(m: &Module) -> (naga::Module, naga::valid::ModuleInfo) {
     if m.uses_shared {
         constants.insert("KILN_SHARED_WORDS".into(), 1024.0);
     }
-    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, None, &constants)
-        .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    let (module, info) =
+        naga::back::pipeline_constants::process_overrides(&module, &info, None, &constants)
+            .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
     (module.into_owned(), info.into_owned())
 }
 
@@ -54,8 +55,13 @@ fn every_module_validates_and_writes_msl_and_spirv() {
             lang_version: (2, 4),
             ..Default::default()
         };
-        let (msl, _) = naga::back::msl::write_string(&module, &info, &msl_opts, &naga::back::msl::PipelineOptions::default())
-            .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+        let (msl, _) = naga::back::msl::write_string(
+            &module,
+            &info,
+            &msl_opts,
+            &naga::back::msl::PipelineOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
         assert!(msl.contains("kernel void"), "{label}: no MSL kernel");
         let spv_opts = naga::back::spv::Options {
             lang_version: (1, 3),
@@ -67,21 +73,41 @@ fn every_module_validates_and_writes_msl_and_spirv() {
         assert_eq!(spv[1], 0x0001_0300, "{label}: SPIR-V version 1.3");
         std::fs::write(out.join(format!("{label}.wgsl")), &m.wgsl).unwrap();
         std::fs::write(out.join(format!("{label}.metal")), msl).unwrap();
-        eprintln!("{label}: wgsl {} bytes, spir-v {} words", m.wgsl.len(), spv.len());
+        eprintln!(
+            "{label}: wgsl {} bytes, spir-v {} words",
+            m.wgsl.len(),
+            spv.len()
+        );
     }
 }
 
 #[test]
 fn capabilities_match_the_variant() {
     for m in modules() {
-        assert!(!m.uses_subgroups || m.variant.subgroups, "{} {}", m.kernel, m.dtype);
-        assert!(!m.uses_f16 || m.variant.f16_storage, "{} {}", m.kernel, m.dtype);
+        assert!(
+            !m.uses_subgroups || m.variant.subgroups,
+            "{} {}",
+            m.kernel,
+            m.dtype
+        );
+        assert!(
+            !m.uses_f16 || m.variant.f16_storage,
+            "{} {}",
+            m.kernel,
+            m.dtype
+        );
         // A module must not validate without a capability it declares.
         if m.uses_subgroups || m.uses_f16 {
             let module = naga::front::wgsl::parse_str(&m.wgsl);
             if let Ok(module) = module {
-                let r = Validator::new(ValidationFlags::all(), Capabilities::empty()).validate(&module);
-                assert!(r.is_err(), "{} {} validated without its capabilities", m.kernel, m.dtype);
+                let r =
+                    Validator::new(ValidationFlags::all(), Capabilities::empty()).validate(&module);
+                assert!(
+                    r.is_err(),
+                    "{} {} validated without its capabilities",
+                    m.kernel,
+                    m.dtype
+                );
             }
         }
     }

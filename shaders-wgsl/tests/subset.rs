@@ -8,7 +8,10 @@ fn with_probe(body: &str) -> Sources {
     let dir = std::path::Path::new(KILN_MATH_SRC);
     let mut texts = Vec::new();
     for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
-        texts.push((format!("shared-kernel-math/src/{f}"), std::fs::read_to_string(dir.join(f)).unwrap()));
+        texts.push((
+            format!("shared-kernel-math/src/{f}"),
+            std::fs::read_to_string(dir.join(f)).unwrap(),
+        ));
     }
     texts.push((
         "shared-kernel-math/src/list.rs".into(),
@@ -28,7 +31,15 @@ fn with_probe(body: &str) -> Sources {
 fn translate_probe(body: &str) -> Result<kiln_shaders_wgsl::Module, Error> {
     let src = with_probe(body);
     let k = src.kernels().unwrap().remove(0);
-    translate(&src, &k, "f32", Variant { subgroups: true, f16_storage: false })
+    translate(
+        &src,
+        &k,
+        "f32",
+        Variant {
+            subgroups: true,
+            f16_storage: false,
+        },
+    )
 }
 
 /// The body starts on line 4 of the probe file.
@@ -37,11 +48,31 @@ const BODY_LINE: usize = 4;
 #[test]
 fn unsupported_constructs_name_file_line_and_construct() {
     let cases = [
-        ("    let i = b.thread() as usize;\n    let f = |v: f32| v * 2.0;\n    out.set(i, T::from_f32(f(x.get(i).to_f32())));", 1, "closure"),
-        ("    let i = b.thread() as usize;\n    if i > 4 {\n        panic!(\"no\");\n    }", 2, "macro call `panic!`"),
-        ("    let i = b.thread() as usize;\n    let v: f64 = 1.0;\n    out.set(i, T::from_f32(v as f32));", 1, "type `f64`"),
-        ("    let v = x.get(0).to_f32();\n    out.set(0, T::from_f32(v.sqrt()));", 1, "method `sqrt`"),
-        ("    let i = b.thread() as usize;\n    let w = 1.5f64;\n    out.set(i, x.get(i));", 1, "literal suffix `f64`"),
+        (
+            "    let i = b.thread() as usize;\n    let f = |v: f32| v * 2.0;\n    let g = f;\n    out.set(i, x.get(i));",
+            2,
+            "closure used as a value",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    if i > 4 {\n        panic!(\"no\");\n    }",
+            2,
+            "macro call `panic!`",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    let v: f64 = 1.0;\n    out.set(i, T::from_f32(v as f32));",
+            1,
+            "type `f64`",
+        ),
+        (
+            "    let v = x.get(0).to_f32();\n    out.set(0, T::from_f32(v.sqrt()));",
+            1,
+            "method `sqrt`",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    let w = 1.5f64;\n    out.set(i, x.get(i));",
+            1,
+            "literal suffix `f64`",
+        ),
     ];
     for (body, line_in_body, construct) in cases {
         let e = translate_probe(body).expect_err(construct);
@@ -50,28 +81,38 @@ fn unsupported_constructs_name_file_line_and_construct() {
         assert_eq!(e.line, BODY_LINE + line_in_body, "{e}");
         assert!(e.construct.contains(construct), "{e}");
         let shown = e.to_string();
-        assert!(shown.starts_with(&format!("shared-kernel-math/src/kernels/probe.rs:{}:", e.line)), "{shown}");
+        assert!(
+            shown.starts_with(&format!(
+                "shared-kernel-math/src/kernels/probe.rs:{}:",
+                e.line
+            )),
+            "{shown}"
+        );
     }
 }
 
 #[test]
 fn every_precise_libm_function_translates_and_validates() {
     let calls = [
-        "sqrtf", "expf", "expm1f", "logf", "log1pf", "log2f", "log10f", "exp2f", "tanhf", "sinf", "cosf", "fabsf",
-        "truncf", "floorf", "ceilf", "roundf",
+        "sqrtf", "expf", "expm1f", "logf", "log1pf", "log2f", "log10f", "exp2f", "tanhf", "sinf",
+        "cosf", "fabsf", "truncf", "floorf", "ceilf", "roundf",
     ];
     let mut body = String::from("    let i = b.thread() as usize;\n    let v = x.get(i).to_f32() * p.scale;\n    let mut acc = 0.0f32;\n");
     for c in calls {
         body.push_str(&format!("    acc += libm::{c}(v);\n"));
     }
-    body.push_str("    acc += libm::copysignf(v, acc) + libm::fmaxf(v, acc) + libm::fminf(v, acc);\n");
-    body.push_str("    out.set(i, T::from_f32(acc + b.sum(acc)));");
+    body.push_str(
+        "    acc += libm::copysignf(v, acc) + libm::fmaxf(v, acc) + libm::fminf(v, acc);\n",
+    );
+    body.push_str("    let round = |v: f32| T::from_f32(v).to_f32();\n");
+    body.push_str("    out.set(i, T::from_f32(round(acc) + b.sum(acc)));");
     let src = with_probe(&body);
     let k = src.kernels().unwrap().remove(0);
     for dtype in ["f32", "f16"] {
         for v in Variant::ALL {
             let m = translate(&src, &k, dtype, v).unwrap_or_else(|e| panic!("{e}"));
-            let module = naga::front::wgsl::parse_str(&m.wgsl).unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
+            let module = naga::front::wgsl::parse_str(&m.wgsl)
+                .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
             let mut caps = naga::valid::Capabilities::empty();
             if m.uses_subgroups {
                 caps |= naga::valid::Capabilities::SUBGROUP;
@@ -88,7 +129,8 @@ fn every_precise_libm_function_translates_and_validates() {
 
 #[test]
 fn unknown_libm_function_is_refused() {
-    let e = translate_probe("    out.set(0, T::from_f32(libm::powf(x.get(0).to_f32(), 2.0)));").unwrap_err();
+    let e = translate_probe("    out.set(0, T::from_f32(libm::powf(x.get(0).to_f32(), 2.0)));")
+        .unwrap_err();
     assert_eq!(e.line, BODY_LINE);
     assert!(e.construct.contains("libm::powf"), "{e}");
 }

@@ -4,7 +4,9 @@
 
 use kiln::gpu::{GpuBuf, GpuLaunch};
 use kiln::parity::run_matrix;
-use kiln::{ports, select_port, Backend, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor};
+use kiln::{
+    ports, select_port, Backend, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor,
+};
 
 /// The wgpu device, or `None` (skipped, by name) when absent and not required.
 fn wgpu_device() -> Option<Device> {
@@ -28,8 +30,13 @@ fn every_module_variant_passes_parity() {
     // The full-feature variant is the default device, which the parity test covers.
     for (subgroups, f16) in [(true, false), (false, true), (false, false)] {
         {
-            let dev = kiln::wgpu::open_with(kiln::wgpu::Options { subgroups, f16 }).expect("wgpu opens");
-            eprintln!("variant subgroups={subgroups} f16={f16}: {} (wave {})", dev.name(), dev.wave());
+            let dev =
+                kiln::wgpu::open_with(kiln::wgpu::Options { subgroups, f16 }).expect("wgpu opens");
+            eprintln!(
+                "variant subgroups={subgroups} f16={f16}: {} (wave {})",
+                dev.name(),
+                dev.wave()
+            );
             let outcomes = run_matrix(std::slice::from_ref(&dev), KernelId::ALL, seed);
             assert!(!outcomes.is_empty());
             for o in &outcomes {
@@ -80,7 +87,12 @@ fn grids_wider_than_a_dispatch_dimension_fold() {
     let (wr, wo) = run(&Device::cpu());
     assert_eq!(gr, wr, "the residual sum is exact");
     for (i, (g, w)) in go.iter().zip(&wo).enumerate() {
-        assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "row {} col {}: {g} vs {w}", i / dim, i % dim);
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "row {} col {}: {g} vs {w}",
+            i / dim,
+            i % dim
+        );
     }
 }
 
@@ -97,7 +109,12 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
     let mems: Vec<_> = (0..4).map(|_| g.alloc(16).unwrap()).collect();
     let bufs: Vec<GpuBuf> = mems
         .iter()
-        .map(|m| GpuBuf { mem: m.as_ref(), offset: 0, len: 4, dtype: DType::F32 })
+        .map(|m| GpuBuf {
+            mem: m.as_ref(),
+            offset: 0,
+            len: 4,
+            dtype: DType::F32,
+        })
         .collect();
     let block = dev.wave() * 2;
     let l = GpuLaunch {
@@ -110,7 +127,11 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
         shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
     };
     match g.launch(port, &l) {
-        Err(DeviceError::KernelFault { kernel: k, block, message }) => {
+        Err(DeviceError::KernelFault {
+            kernel: k,
+            block,
+            message,
+        }) => {
             eprintln!("fault: {message}");
             assert_eq!(k, kernel.name());
             assert_eq!(block, [0, 0, 0]);
@@ -127,7 +148,12 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
         &dev,
         kernel,
         &kiln::launch::default_params(kernel),
-        &mut [kiln::Arg::In(&t), kiln::Arg::Out(&mut r), kiln::Arg::In(&w), kiln::Arg::Out(&mut o)],
+        &mut [
+            kiln::Arg::In(&t),
+            kiln::Arg::Out(&mut r),
+            kiln::Arg::In(&w),
+            kiln::Arg::Out(&mut o),
+        ],
         Mode::PortOnly,
     );
     res.unwrap();

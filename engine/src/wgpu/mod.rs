@@ -41,14 +41,25 @@ fn meta_words(params: &[u32], l: &GpuLaunch) -> Result<Vec<u32>, DeviceError> {
     let mut w = params.to_vec();
     for (k, b) in l.bufs.iter().enumerate() {
         let size = b.dtype.size();
-        if b.offset % size != 0 {
-            return Err(launch_err(l.kernel, format!("buffer {k} starts at byte {} (not a whole element)", b.offset)));
+        if !b.offset.is_multiple_of(size) {
+            return Err(launch_err(
+                l.kernel,
+                format!(
+                    "buffer {k} starts at byte {} (not a whole element)",
+                    b.offset
+                ),
+            ));
         }
         let off = u32::try_from(b.offset / size);
         let len = u32::try_from(b.len);
         match (off, len) {
             (Ok(o), Ok(n)) => w.extend([o, n]),
-            _ => return Err(launch_err(l.kernel, format!("buffer {k} is too large for 32-bit indexing"))),
+            _ => {
+                return Err(launch_err(
+                    l.kernel,
+                    format!("buffer {k} is too large for 32-bit indexing"),
+                ))
+            }
         }
     }
     w.extend(l.grid);
@@ -71,7 +82,11 @@ pub(crate) fn slot(id: KernelId) -> Slot {
     let ports: Vec<Port> = id
         .dtypes()
         .iter()
-        .filter(|dt| MODULES.iter().any(|m| m.kernel == id.name() && m.dtype == dt.name()))
+        .filter(|dt| {
+            MODULES
+                .iter()
+                .any(|m| m.kernel == id.name() && m.dtype == dt.name())
+        })
         .map(|&dt| Port {
             kernel: id,
             dtype: dt,
@@ -248,7 +263,11 @@ impl WgpuDevice {
         }))
         .map_err(|e| format!("wgpu device on {}: {e}", info.name))?;
         device.on_uncaptured_error(Arc::new(|e| eprintln!("kiln wgpu: uncaptured error: {e}")));
-        let wave = if subgroups { info.subgroup_min_size } else { EMULATED_WAVE };
+        let wave = if subgroups {
+            info.subgroup_min_size
+        } else {
+            EMULATED_WAVE
+        };
         let mut max_block = limits
             .max_compute_invocations_per_workgroup
             .min(limits.max_compute_workgroup_size_x)
@@ -266,7 +285,11 @@ impl WgpuDevice {
                 info.name,
                 info.device_type,
                 info.backend,
-                if subgroups { wave.to_string() } else { format!("emulated {wave}") },
+                if subgroups {
+                    wave.to_string()
+                } else {
+                    format!("emulated {wave}")
+                },
                 if f16 { "f16" } else { "no f16" }
             ),
             wave,
@@ -294,7 +317,10 @@ impl WgpuDevice {
     }
 
     fn module_for(&self, kernel: KernelId, dtype: DType) -> Option<&'static WgslModule> {
-        let has_fixed_f16 = kernel.buffers().iter().any(|b| b.elem == kiln_math::Elem::Fixed(DType::F16));
+        let has_fixed_f16 = kernel
+            .buffers()
+            .iter()
+            .any(|b| b.elem == kiln_math::Elem::Fixed(DType::F16));
         let f16_storage = self.f16 && (dtype == DType::F16 || has_fixed_f16);
         MODULES.iter().find(|m| {
             m.kernel == kernel.name()
@@ -310,9 +336,12 @@ impl WgpuDevice {
             return Ok(p.clone());
         }
         let kernel = key.kernel;
-        let m = self
-            .module_for(kernel, key.dtype)
-            .ok_or_else(|| launch_err(kernel, format!("no WGSL module for {} on this adapter", key.dtype.name())))?;
+        let m = self.module_for(kernel, key.dtype).ok_or_else(|| {
+            launch_err(
+                kernel,
+                format!("no WGSL module for {} on this adapter", key.dtype.name()),
+            )
+        })?;
         let dev = &self.ctx.device;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -346,7 +375,10 @@ impl WgpuDevice {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let mut constants = vec![("KILN_BLOCK", key.block as f64), ("KILN_WAVE", self.wave as f64)];
+        let mut constants = vec![
+            ("KILN_BLOCK", key.block as f64),
+            ("KILN_WAVE", self.wave as f64),
+        ];
         if m.uses_shared {
             constants.push(("KILN_SHARED_WORDS", key.shared_words.max(1) as f64));
         }
@@ -362,7 +394,10 @@ impl WgpuDevice {
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(launch_err(kernel, format!("pipeline for {}: {e}", key.dtype.name())));
+            return Err(launch_err(
+                kernel,
+                format!("pipeline for {}: {e}", key.dtype.name()),
+            ));
         }
         let p = Arc::new(Pipeline { pipeline, layout });
         self.pipelines.lock().unwrap().insert(key, p.clone());
@@ -405,7 +440,11 @@ impl DeviceMemory for WgpuMemory {
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError> {
         if offset + out.len() > self.len {
-            return Err(other(format!("read of {} bytes at {offset} past a {}-byte buffer", out.len(), self.len)));
+            return Err(other(format!(
+                "read of {} bytes at {offset} past a {}-byte buffer",
+                out.len(),
+                self.len
+            )));
         }
         if out.is_empty() {
             return Ok(());
@@ -413,14 +452,20 @@ impl DeviceMemory for WgpuMemory {
         // Copies move whole 4-byte words.
         let start = offset / 4 * 4;
         let end = (offset + out.len()).div_ceil(4) * 4;
-        let data = self.ctx.read_back(&self.buf, start as u64, (end - start) as u64)?;
+        let data = self
+            .ctx
+            .read_back(&self.buf, start as u64, (end - start) as u64)?;
         out.copy_from_slice(&data[offset - start..offset - start + out.len()]);
         Ok(())
     }
 
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
         if offset + data.len() > self.len {
-            return Err(other(format!("write of {} bytes at {offset} past a {}-byte buffer", data.len(), self.len)));
+            return Err(other(format!(
+                "write of {} bytes at {offset} past a {}-byte buffer",
+                data.len(),
+                self.len
+            )));
         }
         if data.is_empty() {
             return Ok(());
@@ -431,7 +476,8 @@ impl DeviceMemory for WgpuMemory {
             Vec::new()
         } else {
             // Keep the bytes of the edge words that lie outside the write.
-            self.ctx.read_back(&self.buf, start as u64, (end - start) as u64)?
+            self.ctx
+                .read_back(&self.buf, start as u64, (end - start) as u64)?
         };
         if words.is_empty() {
             words = data.to_vec();
@@ -468,11 +514,16 @@ impl GpuDevice for WgpuDevice {
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {
         // Bindings and copies are whole words; one spare word keeps zero-length tensors bindable.
         let size = (bytes.div_ceil(4) * 4).max(4) as u64;
-        let scope = self.ctx.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let scope = self
+            .ctx
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buf = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("kiln tensor"),
             size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
@@ -496,15 +547,31 @@ impl GpuDevice for WgpuDevice {
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError> {
         let kernel = l.kernel;
         if port.backend != Backend::Wgpu || port.kernel != kernel || port.dtype != l.dtype {
-            return Err(launch_err(kernel, "the port does not match the launch".into()));
+            return Err(launch_err(
+                kernel,
+                "the port does not match the launch".into(),
+            ));
         }
-        if l.block == 0 || l.block > self.max_block || l.block % self.wave != 0 {
-            return Err(launch_err(kernel, format!("block {} (device max {}, wave {})", l.block, self.max_block, self.wave)));
+        if l.block == 0 || l.block > self.max_block || !l.block.is_multiple_of(self.wave) {
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "block {} (device max {}, wave {})",
+                    l.block, self.max_block, self.wave
+                ),
+            ));
         }
         let scratch = scratch_words(l.block, self.wave) as usize * 4;
         let kernel_bytes = l.shared.saturating_sub(scratch);
         if (l.shared as u64) > self.kernel_shared_limit() as u64 {
-            return Err(launch_err(kernel, format!("{} bytes of shared memory (device max {} beside the modules' own arrays)", l.shared, self.kernel_shared_limit())));
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "{} bytes of shared memory (device max {} beside the modules' own arrays)",
+                    l.shared,
+                    self.kernel_shared_limit()
+                ),
+            ));
         }
         let blocks = l.grid.iter().map(|&g| g as u64).product::<u64>();
         let groups = self
@@ -525,15 +592,21 @@ impl GpuDevice for WgpuDevice {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.ctx.queue.write_buffer(&meta_buf, 0, &words_bytes(&meta));
+        self.ctx
+            .queue
+            .write_buffer(&meta_buf, 0, &words_bytes(&meta));
         let fault_bytes = (kiln_shaders_wgsl_fault_words() * 4) as u64;
         let fault_buf = dev.create_buffer(&wgpu::BufferDescriptor {
             label: Some("kiln fault"),
             size: fault_bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.ctx.queue.write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
+        self.ctx
+            .queue
+            .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
         let mut mems = Vec::with_capacity(l.bufs.len());
         for (k, b) in l.bufs.iter().enumerate() {
             let m = b
@@ -584,10 +657,12 @@ impl GpuDevice for WgpuDevice {
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(kernel.name()),
-                timestamp_writes: queries.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
-                    query_set: set,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
+                timestamp_writes: queries.as_ref().map(|(set, _)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
                 }),
             });
             pass.set_pipeline(&p.pipeline);
@@ -616,14 +691,20 @@ impl GpuDevice for WgpuDevice {
         if w[0] != 0 {
             let block = [w[1], w[2], w[3]];
             let message = if w[4] == u32::MAX {
-                format!("the adapter ran subgroups of {} lanes, the pipeline was built for {}", w[5], self.wave)
+                format!(
+                    "the adapter ran subgroups of {} lanes, the pipeline was built for {}",
+                    w[5], self.wave
+                )
             } else {
                 let what = kernel
                     .buffers()
                     .get(w[4] as usize)
                     .map(|b| format!("`{}`", b.name))
                     .unwrap_or_else(|| "shared memory".into());
-                format!("view index {} out of bounds of {what} ({} faulting accesses)", w[5], w[0])
+                format!(
+                    "view index {} out of bounds of {what} ({} faulting accesses)",
+                    w[5], w[0]
+                )
             };
             return Err(DeviceError::KernelFault {
                 kernel: kernel.name(),
