@@ -64,6 +64,8 @@ enum PTy {
     View,
     /// `Option<&View>`: which one (or none) is fixed per instance.
     OptView,
+    /// A closure (`F: Fn(..)` or `impl Fn(..)`): its captures become parameters.
+    Closure,
     Val(Ty),
 }
 
@@ -75,6 +77,8 @@ enum Val {
     Params(String),
     /// `None` where an `Option<&View>` is expected.
     NoView,
+    /// A closure value with the scopes it was defined in.
+    Closure(Box<syn::ExprClosure>, Vec<HashMap<String, Local>>),
     Unit,
 }
 
@@ -97,6 +101,8 @@ enum Generic {
     Elem(Ty),
     Block,
     Const(Option<u32>),
+    /// A `Fn(..)` parameter: a closure, inlined where the callee calls it.
+    Closure,
 }
 
 /// Which item a call resolves to.
@@ -156,6 +162,8 @@ struct Fx<'a> {
     vars: Vec<(usize, Option<Ty>, bool)>,
     /// Types rendered after inference (`\u{1}N\u{2}`).
     late_tys: Vec<Ty>,
+    /// Variables of `let x;` bindings: any type, fixed by the first assignment.
+    any: std::collections::HashSet<usize>,
     ret: Ret,
     next: usize,
 }
@@ -351,6 +359,7 @@ impl<'a> Fx<'a> {
             indent: 1,
             vars: Vec::new(),
             late_tys: Vec::new(),
+            any: std::collections::HashSet::new(),
             ret: Ret::Unit,
             next: 0,
         }
@@ -414,9 +423,21 @@ impl<'a> Fx<'a> {
         match (&a, &b) {
             _ if a == b => Ok(()),
             (Ty::Var(x), Ty::Var(y)) => {
-                let int = self.vars[*x].2 || self.vars[*y].2;
+                let (ax, ay) = (self.any.contains(x), self.any.contains(y));
+                let int = match (ax, ay) {
+                    (true, false) => self.vars[*y].2,
+                    (false, true) => self.vars[*x].2,
+                    _ => self.vars[*x].2 || self.vars[*y].2,
+                };
                 self.vars[*x].0 = *y;
                 self.vars[*y].2 = int;
+                if !(ax && ay) {
+                    self.any.remove(y);
+                }
+                Ok(())
+            }
+            (Ty::Var(x), t) | (t, Ty::Var(x)) if self.any.contains(x) => {
+                self.vars[*x].1 = Some(t.clone());
                 Ok(())
             }
             (Ty::Var(x), t) | (t, Ty::Var(x)) => {
@@ -507,6 +528,111 @@ impl<'a> Fx<'a> {
             t => t,
         }
     }
+}
+
+/// Whether `#[cfg(..)]` attributes keep an item for the WGSL target: no `target_arch`, feature
+/// or `test` holds, so `not(target_arch = "nvptx64")` does.
+pub(crate) fn cfg_active(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().filter(|a| a.path().is_ident("cfg")).all(|a| {
+        a.parse_args::<syn::Meta>()
+            .map(|m| cfg_eval(&m))
+            .unwrap_or(false)
+    })
+}
+
+fn cfg_eval(m: &syn::Meta) -> bool {
+    match m {
+        syn::Meta::List(l) => {
+            let inner: Vec<syn::Meta> = l
+                .parse_args_with(
+                    syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+                )
+                .map(|p| p.into_iter().collect())
+                .unwrap_or_default();
+            if l.path.is_ident("not") {
+                !inner.first().is_some_and(cfg_eval)
+            } else if l.path.is_ident("all") {
+                inner.iter().all(cfg_eval)
+            } else if l.path.is_ident("any") {
+                inner.iter().any(cfg_eval)
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+fn stmt_attrs(s: &syn::Stmt) -> &[syn::Attribute] {
+    match s {
+        syn::Stmt::Local(l) => &l.attrs,
+        syn::Stmt::Macro(m) => &m.attrs,
+        syn::Stmt::Item(_) => &[],
+        syn::Stmt::Expr(e, _) => expr_attrs(e),
+    }
+}
+
+fn expr_attrs(e: &syn::Expr) -> &[syn::Attribute] {
+    use syn::Expr as X;
+    match e {
+        X::Block(x) => &x.attrs,
+        X::Call(x) => &x.attrs,
+        X::MethodCall(x) => &x.attrs,
+        X::Path(x) => &x.attrs,
+        X::If(x) => &x.attrs,
+        X::While(x) => &x.attrs,
+        X::Loop(x) => &x.attrs,
+        X::ForLoop(x) => &x.attrs,
+        X::Assign(x) => &x.attrs,
+        X::Binary(x) => &x.attrs,
+        X::Return(x) => &x.attrs,
+        X::Unsafe(x) => &x.attrs,
+        X::Match(x) => &x.attrs,
+        X::Macro(x) => &x.attrs,
+        _ => &[],
+    }
+}
+
+fn fx_caller_file<'b>(fx: &Fx<'b>) -> &'b str {
+    fx.file
+}
+
+/// A type with open literal types defaulted (a captured literal's variable keeps Rust's default).
+fn default_ty(t: &Ty) -> Ty {
+    match t {
+        Ty::Var(_) => Ty::I32,
+        Ty::Tuple(v) => Ty::Tuple(v.iter().map(default_ty).collect()),
+        Ty::Array(e, n) => Ty::Array(Box::new(default_ty(e)), *n),
+        t => t.clone(),
+    }
+}
+
+/// Single-segment names a closure body mentions (a superset of what it captures).
+fn free_names(cl: &syn::ExprClosure) -> Vec<String> {
+    struct V(std::collections::BTreeSet<String>);
+    impl<'ast> syn::visit::Visit<'ast> for V {
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                self.0.insert(id.to_string());
+            }
+            syn::visit::visit_expr_path(self, p);
+        }
+    }
+    let mut v = V(Default::default());
+    syn::visit::Visit::visit_expr(&mut v, &cl.body);
+    let params: Vec<String> = cl
+        .inputs
+        .iter()
+        .filter_map(|p| match p {
+            syn::Pat::Ident(i) => Some(i.ident.to_string()),
+            syn::Pat::Type(t) => match &*t.pat {
+                syn::Pat::Ident(i) => Some(i.ident.to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    v.0.into_iter().filter(|n| !params.contains(n)).collect()
 }
 
 fn has_var(t: &Ty) -> bool {
@@ -825,6 +951,7 @@ impl<'a> Tr<'a> {
                         Some("Element") => Generic::Elem(self.elem.clone()),
                         Some("Block") => Generic::Block,
                         Some("Scalar") => Generic::Elem(Ty::Unit),
+                        Some("Fn" | "FnMut" | "FnOnce") => Generic::Closure,
                         _ => {
                             return Err(at(
                                 file,
@@ -917,6 +1044,19 @@ impl<'a> Tr<'a> {
                         (PTy::Block, Val::Block) => fx.bind(&pname, Local::Block),
                         (PTy::Params(n), Val::Params(m)) if n == *m => {
                             fx.bind(&pname, Local::Params(n))
+                        }
+                        (PTy::Closure, Val::Closure(cl, scopes)) => {
+                            let mut dummy = Vec::new();
+                            let l = self.pass_closure(
+                                fx_caller_file(caller),
+                                cl,
+                                scopes,
+                                &pname,
+                                &mut wparams,
+                                &mut dummy,
+                                &mut key,
+                            )?;
+                            fx.bind(&pname, l);
                         }
                         (PTy::OptView, Val::NoView) => {
                             let _ = write!(key, "|{pname}@none");
@@ -1093,6 +1233,11 @@ impl<'a> Tr<'a> {
                     p => Ok(p),
                 }
             }
+            syn::Type::ImplTrait(it)
+                if it.bounds.iter().any(|b| matches!(b, syn::TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident.to_string().starts_with("Fn")))) =>
+            {
+                Ok(PTy::Closure)
+            }
             syn::Type::Tuple(tt) => {
                 let mut v = Vec::new();
                 for e in &tt.elems {
@@ -1145,6 +1290,7 @@ impl<'a> Tr<'a> {
                         Generic::Elem(t) => PTy::Val(t.clone()),
                         Generic::Block => PTy::Block,
                         Generic::Const(_) => PTy::Val(Ty::U32),
+                        Generic::Closure => PTy::Closure,
                     });
                 }
                 if name == "Self" {
@@ -1220,8 +1366,14 @@ impl<'a> Tr<'a> {
     fn block(&mut self, fx: &mut Fx, b: &syn::Block) -> R<Option<Val>> {
         fx.scopes.push(HashMap::new());
         let mut tail = None;
-        let n = b.stmts.len();
-        for (i, s) in b.stmts.iter().enumerate() {
+        // Statements another target compiles (`#[cfg(target_arch = "nvptx64")]`) are dropped.
+        let stmts: Vec<&syn::Stmt> = b
+            .stmts
+            .iter()
+            .filter(|s| cfg_active(stmt_attrs(s)))
+            .collect();
+        let n = stmts.len();
+        for (i, s) in stmts.into_iter().enumerate() {
             let last = i + 1 == n;
             match s {
                 syn::Stmt::Local(l) => self.local(fx, l)?,
@@ -1285,12 +1437,45 @@ impl<'a> Tr<'a> {
 
     fn local(&mut self, fx: &mut Fx, l: &syn::Local) -> R<()> {
         let Some(init) = &l.init else {
-            return Err(at(
-                fx.file,
-                l.span(),
-                "`let` without a value",
-                "initialise every binding",
-            ));
+            // `let x;` assigned later: declared here, typed by its assignments.
+            let (pat, annot) = match &l.pat {
+                syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+                p => (p, None),
+            };
+            let syn::Pat::Ident(pi) = pat else {
+                return Err(at(
+                    fx.file,
+                    l.span(),
+                    "`let` pattern without a value",
+                    "a name",
+                ));
+            };
+            let t = match annot {
+                Some(a) => match self.param_ty(fx, a)? {
+                    PTy::Val(t) => t,
+                    _ => {
+                        return Err(at(
+                            fx.file,
+                            a.span(),
+                            "deferred binding type",
+                            "a value type",
+                        ))
+                    }
+                },
+                None => {
+                    let t = fx.new_var(false);
+                    if let Ty::Var(v) = t {
+                        fx.any.insert(v);
+                    }
+                    t
+                }
+            };
+            let name = pi.ident.to_string();
+            let w = fx.fresh(&name);
+            let tn = fx.tyname(self, &t);
+            fx.line(&format!("var {w}: {tn};"));
+            fx.bind(&name, Local::Val { name: w, ty: t });
+            return Ok(());
         };
         if init.diverge.is_some() {
             return Err(at(fx.file, l.span(), "`let … else`", "unsupported"));
@@ -1379,6 +1564,7 @@ impl<'a> Tr<'a> {
                     Val::Block => fx.bind(&name, Local::Block),
                     Val::Params(n) => fx.bind(&name, Local::Params(n)),
                     Val::NoView => fx.bind(&name, Local::OptView(None)),
+                    Val::Closure(c, sc) => fx.bind(&name, Local::Closure(c, sc)),
                     Val::Unit => {}
                 }
                 Ok(())
@@ -1471,6 +1657,34 @@ impl<'a> Tr<'a> {
                 }
             }
             X::Binary(b) => self.binary(fx, b),
+            X::Assign(a) if matches!(&*a.left, syn::Expr::Tuple(_)) => {
+                // `(a, b) = pair`: every target gets its element.
+                let syn::Expr::Tuple(targets) = &*a.left else {
+                    unreachable!()
+                };
+                let (rhs, rt) = self.val(fx, &a.right)?;
+                let rt = fx.norm(&rt);
+                let Ty::Tuple(elems) = rt.clone() else {
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "destructuring assignment",
+                        "of a tuple value",
+                    ));
+                };
+                let tmp = fx.fresh("da");
+                let tn = fx.tyname(self, &rt);
+                fx.line(&format!("let {tmp}: {tn} = {rhs};"));
+                for (k, (t, et)) in targets.elems.iter().zip(elems).enumerate() {
+                    if matches!(t, syn::Expr::Infer(_)) {
+                        continue;
+                    }
+                    let (lhs, lt) = self.place(fx, t)?;
+                    fx.unify(&lt, &et, span, "assignment")?;
+                    fx.line(&format!("{lhs} = {tmp}.f{k};"));
+                }
+                Ok(Val::E(String::new(), Ty::Unit))
+            }
             X::Assign(a) => {
                 let (rhs, rt) = self.val(fx, &a.right)?;
                 let (lhs, lt) = self.place(fx, &a.left)?;
@@ -1616,7 +1830,7 @@ impl<'a> Tr<'a> {
                 }
                 Ok(Val::Unit)
             }
-            X::Closure(_) => Err(at(fx.file, span, "closure", "write a function")),
+            X::Closure(c) => Ok(Val::Closure(Box::new(c.clone()), fx.scopes.clone())),
             X::Macro(m) => {
                 let name = m.mac.path.segments.last().map(|s| s.ident.to_string());
                 Err(at(
@@ -2057,9 +2271,7 @@ impl<'a> Tr<'a> {
                     Local::OptView(None) => Val::NoView,
                     Local::Block => Val::Block,
                     Local::Params(n) => Val::Params(n),
-                    Local::Closure(..) => {
-                        return Err(at(fx.file, span, "closure used as a value", "call it"))
-                    }
+                    Local::Closure(c, sc) => Val::Closure(c, sc),
                 });
             }
             if name == "None" {
@@ -2424,14 +2636,18 @@ impl<'a> Tr<'a> {
         span: Span,
     ) -> R<Val> {
         let (name, ret) = self.instantiate(item, file, self_kind, args, turbofish, fx, span)?;
-        let wargs: Vec<String> = args
-            .iter()
-            .filter_map(|a| match a {
-                Val::E(s, _) => Some(s.clone()),
-                Val::View(_, rt) => Some(rt.clone()),
-                _ => None,
-            })
-            .collect();
+        let mut wargs: Vec<String> = Vec::new();
+        for a in args {
+            match a {
+                Val::E(s, _) => wargs.push(s.clone()),
+                Val::View(_, rt) => wargs.push(rt.clone()),
+                Val::Closure(cl, scopes) => {
+                    let (mut p, mut k) = (Vec::new(), String::new());
+                    self.pass_closure(fx.file, cl, scopes, "c", &mut p, &mut wargs, &mut k)?;
+                }
+                _ => {}
+            }
+        }
         let call = format!("{name}({})", wargs.join(", "));
         Ok(match ret {
             Ret::Unit => Val::E(call, Ty::Unit),
@@ -2555,6 +2771,53 @@ impl<'a> Tr<'a> {
                 "ambiguous: several functions have that name",
             )),
         }
+    }
+
+    /// A closure passed to a function: its captured locals become parameters `{prefix}_{name}`
+    /// (views as their `vec2`, closures it captures recursively). Returns the callee's binding;
+    /// `wargs` receives the caller's arguments in parameter order.
+    #[allow(clippy::too_many_arguments)]
+    fn pass_closure(
+        &mut self,
+        file: &str,
+        cl: &syn::ExprClosure,
+        scopes: &[HashMap<String, Local>],
+        prefix: &str,
+        wparams: &mut Vec<String>,
+        wargs: &mut Vec<String>,
+        key: &mut String,
+    ) -> R<Local> {
+        let s = cl.span().start();
+        let _ = write!(key, "|{prefix}=closure@{file}:{}:{}", s.line, s.column);
+        let mut env = HashMap::new();
+        for n in free_names(cl) {
+            let Some(l) = scopes.iter().rev().find_map(|sc| sc.get(&n)).cloned() else {
+                continue;
+            };
+            let pn = format!("{prefix}_{n}");
+            match l {
+                Local::Val { name, ty } => {
+                    let t = default_ty(&ty);
+                    wparams.push(format!("{pn}: {}", self.render(&t)));
+                    wargs.push(name);
+                    env.insert(n, Local::Val { name: pn, ty: t });
+                }
+                Local::View(p, w) | Local::OptView(Some((p, w))) => {
+                    wparams.push(format!("{pn}: vec2<u32>"));
+                    wargs.push(w);
+                    let _ = write!(key, "|{pn}@{}", place_key(&p));
+                    env.insert(n, Local::View(p, pn));
+                }
+                Local::Closure(c2, s2) => {
+                    let l2 = self.pass_closure(file, &c2, &s2, &pn, wparams, wargs, key)?;
+                    env.insert(n, l2);
+                }
+                other => {
+                    env.insert(n, other);
+                }
+            }
+        }
+        Ok(Local::Closure(Box::new(cl.clone()), vec![env]))
     }
 
     /// A closure call: the body inlined in the closure's defining scopes, parameters bound first.
@@ -2682,13 +2945,21 @@ impl<'a> Tr<'a> {
         let name = m.method.to_string();
         let recv = self.expr(fx, &m.receiver)?;
         let args = self.args(fx, &m.args)?;
+        let is_view = matches!(recv, Val::View(..));
         let turbofish = match &m.turbofish {
-            Some(t) => Some(self.turbofish(fx, t)?),
-            None => None,
+            Some(t) if !is_view => Some(self.turbofish(fx, t)?),
+            _ => None,
         };
         match recv {
             Val::Block => self.block_method(fx, &name, &args, turbofish, span),
-            Val::View(p, rt) => self.view_method(fx, p, rt, &name, &args, span),
+            Val::View(p, rt) => {
+                let n = m
+                    .turbofish
+                    .as_ref()
+                    .and_then(|t| t.args.first())
+                    .and_then(|a| self.const_arg(a));
+                self.view_method(fx, p, rt, &name, &args, n, span)
+            }
             Val::E(s, t) => {
                 let t = fx.norm(&t);
                 if let Some(v) = self.std_method(fx, &s, &t, &name, &args, span)? {
@@ -2825,6 +3096,26 @@ impl<'a> Tr<'a> {
         )
     }
 
+    /// A const generic argument: an integer literal or an integer module const.
+    fn const_arg(&self, a: &syn::GenericArgument) -> Option<u32> {
+        match a {
+            syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            })) => i.base10_parse().ok(),
+            syn::GenericArgument::Const(syn::Expr::Path(p)) => p
+                .path
+                .get_ident()
+                .and_then(|id| self.const_int(&id.to_string())),
+            syn::GenericArgument::Type(syn::Type::Path(p)) => p
+                .path
+                .get_ident()
+                .and_then(|id| self.const_int(&id.to_string())),
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn view_method(
         &mut self,
         fx: &mut Fx,
@@ -2832,11 +3123,77 @@ impl<'a> Tr<'a> {
         rt: String,
         name: &str,
         args: &[Val],
+        chunk: Option<u32>,
         span: Span,
     ) -> R<Val> {
         let elem = self.place_elem(&p);
         let acc = self.place_access(&p);
         let checked = !name.ends_with("_unchecked");
+        let size = match elem {
+            Ty::Half(_) | Ty::U16 => 2,
+            Ty::U8 => 1,
+            _ => 4,
+        };
+        match (name, args) {
+            ("chunk_aligned", [Val::E(_, it)]) => {
+                fx.unify(it, &Ty::U32, span, "view index")?;
+                let n = chunk.ok_or_else(|| {
+                    at(
+                        fx.file,
+                        span,
+                        "`chunk_aligned` without `::<N>`",
+                        "name the chunk length",
+                    )
+                })?;
+                // Chunks are element loads in WGSL: only the size rule of the Rust view applies.
+                let fits = n > 0 && (n * size) % 16 == 0;
+                return Ok(Val::E(fits.to_string(), Ty::Bool));
+            }
+            ("get_chunk", [Val::E(i, it)]) => {
+                if acc == Access::Dst {
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "`get_chunk` on a Dst view",
+                        "Dst is write-only",
+                    ));
+                }
+                fx.unify(it, &Ty::U32, span, "view index")?;
+                let n = chunk.ok_or_else(|| {
+                    at(
+                        fx.file,
+                        span,
+                        "`get_chunk` without `::<N>`",
+                        "name the chunk length",
+                    )
+                })?;
+                let get = self.accessor(&p, true, false);
+                let f = self.chunk_accessor(&p, &get, n, true);
+                return Ok(Val::E(
+                    format!("{f}({rt}, {i})"),
+                    Ty::Array(Box::new(elem), n),
+                ));
+            }
+            ("set_chunk", [Val::E(i, it), Val::E(a, at_)]) => {
+                if acc == Access::Src {
+                    return Err(at(
+                        fx.file,
+                        span,
+                        "`set_chunk` on a Src view",
+                        "Src is read-only",
+                    ));
+                }
+                fx.unify(it, &Ty::U32, span, "view index")?;
+                let Ty::Array(e, n) = fx.norm(at_) else {
+                    return Err(at(fx.file, span, "`set_chunk`", "an array value"));
+                };
+                fx.unify(&e, &elem, span, "chunk element")?;
+                let set = self.accessor(&p, false, false);
+                let f = self.chunk_accessor(&p, &set, n, false);
+                return Ok(Val::E(format!("{f}({rt}, {i}, {a})"), Ty::Unit));
+            }
+            _ => {}
+        }
         match (name, args) {
             ("len", []) => Ok(Val::E(format!("({rt}).y"), Ty::U32)),
             ("is_empty", []) => Ok(Val::E(format!("(({rt}).y == 0u)"), Ty::Bool)),
@@ -2895,6 +3252,37 @@ impl<'a> Tr<'a> {
             },
             _ => Access::Rw,
         }
+    }
+
+    /// `N` element accesses of `p` after one bounds check of the whole chunk.
+    fn chunk_accessor(&mut self, p: &Place, one: &str, n: u32, load: bool) -> String {
+        let name = format!(
+            "kiln_{}chunk{n}_{}",
+            if load { "get" } else { "set" },
+            place_key(p)
+        );
+        if self.accessors.contains_key(&name) {
+            return name;
+        }
+        let elem = self.place_elem(p);
+        let vt = self.render(&elem);
+        let buf_id = match p {
+            Place::Buffer(k) => *k as u32,
+            Place::Scratch => u32::MAX - 1,
+            Place::Shared(_) => u32::MAX - 2,
+        };
+        let text = if load {
+            format!(
+                "fn {name}(v: vec2<u32>, i: u32) -> array<{vt}, {n}> {{\n    var c: array<{vt}, {n}>;\n    if i >= v.y || v.y - i < {n}u {{ kiln_fault_at({buf_id}u, i + {n}u); return c; }}\n    for (var j = 0u; j < {n}u; j++) {{ c[j] = {one}(v, i + j); }}\n    return c;\n}}\n"
+            )
+        } else {
+            format!(
+                "fn {name}(v: vec2<u32>, i: u32, c: array<{vt}, {n}>) {{\n    if i >= v.y || v.y - i < {n}u {{ kiln_fault_at({buf_id}u, i + {n}u); return; }}\n    for (var j = 0u; j < {n}u; j++) {{ {one}(v, i + j, c[j]); }}\n}}\n"
+            )
+        };
+        self.prelude.insert("fault");
+        self.accessors.insert(name.clone(), text);
+        name
     }
 
     /// How buffer `k` is declared and accessed.
@@ -3124,6 +3512,15 @@ impl<'a> Tr<'a> {
                 v(
                     format!("(({s} >> ({o} % 32u)) | ({s} << ((32u - {o} % 32u) % 32u)))"),
                     Ty::U32,
+                )
+            }
+            (Ty::U32 | Ty::Var(_), "is_multiple_of", 1) => {
+                fx.unify(t, &Ty::U32, span, "is_multiple_of")?;
+                let o = arg(fx, 0, &Ty::U32)?;
+                // Rust: x.is_multiple_of(0) is x == 0.
+                v(
+                    format!("select({s} == 0u, {s} % {o} == 0u, {o} != 0u)"),
+                    Ty::Bool,
                 )
             }
             (Ty::U32, "saturating_sub", 1) => {
