@@ -49,9 +49,9 @@ const BODY_LINE: usize = 4;
 fn unsupported_constructs_name_file_line_and_construct() {
     let cases = [
         (
-            "    let i = b.thread() as usize;\n    let f = |v: f32| v * 2.0;\n    let g = f;\n    out.set(i, x.get(i));",
-            2,
-            "closure used as a value",
+            "    let i = b.thread() as usize;\n    for v in [1u32, 2] {\n        out.set(i, x.get(v as usize));\n    }",
+            1,
+            "`for` over a non-range",
         ),
         (
             "    let i = b.thread() as usize;\n    if i > 4 {\n        panic!(\"no\");\n    }",
