@@ -160,3 +160,61 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
     let got = o.to_f32_vec().unwrap();
     assert!(got.iter().all(|v| (v - 1.0).abs() < 1e-5), "{got:?}");
 }
+
+#[test]
+fn timestamp_queries_time_launches_and_copies() {
+    let Some(dev) = wgpu_device() else { return };
+    let g = dev.gpu().expect("a GPU device").clone();
+    let w = g
+        .as_any()
+        .downcast_ref::<kiln::wgpu::WgpuDevice>()
+        .expect("a wgpu device");
+    let kernel = KernelId::FusedAddRmsNorm;
+    let (rows, dim) = (256usize, 4096usize);
+    let port = select_port(ports::ports(kernel), &dev, DType::F32).unwrap();
+    let mut params = kiln::launch::default_params(kernel);
+    params[0] = rows as u32;
+    params[1] = dim as u32;
+    let bytes = rows * dim * 4;
+    let mems: Vec<_> = [bytes, bytes, dim * 4, bytes]
+        .iter()
+        .map(|&n| g.alloc(n).unwrap())
+        .collect();
+    let lens = [rows * dim, rows * dim, dim, rows * dim];
+    let bufs: Vec<GpuBuf> = mems
+        .iter()
+        .zip(lens)
+        .map(|(m, len)| GpuBuf {
+            mem: m.as_ref(),
+            offset: 0,
+            len,
+            dtype: DType::F32,
+        })
+        .collect();
+    let block = 256u32.min(g.max_block()) / dev.wave() * dev.wave();
+    let l = GpuLaunch {
+        kernel,
+        dtype: DType::F32,
+        params: &params,
+        bufs: &bufs,
+        grid: [rows as u32, 1, 1],
+        block,
+        shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
+    };
+    match w.time_launches(port, std::slice::from_ref(&l), 3) {
+        Ok(t) => {
+            eprintln!(
+                "fused_add_rms_norm f32 {rows}x{dim} on {}: {t:?} s per launch",
+                dev.name()
+            );
+            assert_eq!(t.len(), 3);
+            assert!(t.iter().all(|s| s.is_finite() && *s > 0.0), "{t:?}");
+            let copy = w
+                .time_copy(mems[3].as_ref(), mems[0].as_ref(), bytes, 3)
+                .unwrap();
+            eprintln!("copy of {bytes} bytes: {copy:?} s");
+            assert!(copy.iter().all(|s| s.is_finite() && *s > 0.0), "{copy:?}");
+        }
+        Err(e) => eprintln!("skipped timing: {e}"),
+    }
+}

@@ -190,6 +190,18 @@ struct PipelineKey {
     shared_words: u32,
 }
 
+/// A launch ready to dispatch.
+struct Prepared {
+    kernel: KernelId,
+    pipeline: Arc<Pipeline>,
+    bind: wgpu::BindGroup,
+    groups: [u32; 3],
+    fault_buf: wgpu::Buffer,
+    fault_bytes: u64,
+    /// Kept alive until the dispatch is submitted.
+    _meta: wgpu::Buffer,
+}
+
 struct Pipeline {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
@@ -404,6 +416,241 @@ impl WgpuDevice {
         Ok(p)
     }
 
+    /// Everything a dispatch needs: pipeline, bindings (meta and fault buffers), folded grid.
+    fn prepare(&self, port: &Port, l: &GpuLaunch) -> Result<Prepared, DeviceError> {
+        let kernel = l.kernel;
+        if port.backend != Backend::Wgpu || port.kernel != kernel || port.dtype != l.dtype {
+            return Err(launch_err(
+                kernel,
+                "the port does not match the launch".into(),
+            ));
+        }
+        if l.block == 0 || l.block > self.max_block || !l.block.is_multiple_of(self.wave) {
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "block {} (device max {}, wave {})",
+                    l.block, self.max_block, self.wave
+                ),
+            ));
+        }
+        let scratch = scratch_words(l.block, self.wave) as usize * 4;
+        let kernel_bytes = l.shared.saturating_sub(scratch);
+        if (l.shared as u64) > self.kernel_shared_limit() as u64 {
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "{} bytes of shared memory (device max {} beside the modules' own arrays)",
+                    l.shared,
+                    self.kernel_shared_limit()
+                ),
+            ));
+        }
+        let blocks = l.grid.iter().map(|&g| g as u64).product::<u64>();
+        let groups = self
+            .fold(blocks)
+            .ok_or_else(|| launch_err(kernel, format!("grid {:?} is too large", l.grid)))?;
+        let key = PipelineKey {
+            kernel,
+            dtype: l.dtype,
+            block: l.block,
+            shared_words: kernel_bytes.div_ceil(4) as u32,
+        };
+        let p = self.pipeline(key)?;
+        let dev = &self.ctx.device;
+        let meta = meta_words(l.params, l)?;
+        let meta_buf = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln meta"),
+            size: (meta.len() * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.ctx
+            .queue
+            .write_buffer(&meta_buf, 0, &words_bytes(&meta));
+        let fault_bytes = (kiln_shaders_wgsl_fault_words() * 4) as u64;
+        let fault_buf = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln fault"),
+            size: fault_bytes,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.ctx
+            .queue
+            .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
+        let mut mems = Vec::with_capacity(l.bufs.len());
+        for (k, b) in l.bufs.iter().enumerate() {
+            let m = b
+                .mem
+                .as_any()
+                .downcast_ref::<WgpuMemory>()
+                .ok_or_else(|| launch_err(kernel, format!("buffer {k} is not wgpu memory")))?;
+            mems.push(m);
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = mems
+            .iter()
+            .enumerate()
+            .map(|(k, m)| wgpu::BindGroupEntry {
+                binding: k as u32,
+                resource: m.buf.as_entire_binding(),
+            })
+            .collect();
+        let nb = mems.len() as u32;
+        entries.push(wgpu::BindGroupEntry {
+            binding: nb,
+            resource: meta_buf.as_entire_binding(),
+        });
+        entries.push(wgpu::BindGroupEntry {
+            binding: nb + 1,
+            resource: fault_buf.as_entire_binding(),
+        });
+        let bind = dev.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(kernel.name()),
+            layout: &p.layout,
+            entries: &entries,
+        });
+        Ok(Prepared {
+            kernel,
+            pipeline: p,
+            bind,
+            groups,
+            fault_buf,
+            fault_bytes,
+            _meta: meta_buf,
+        })
+    }
+
+    /// Seconds per launch for each of `runs` passes over `launches` (each launched once per
+    /// pass, in order), timed with timestamp queries after an untimed warm-up pass. This is the
+    /// bench drivers' timing hook (`GpuDevice::time_launches` where that trait method exists).
+    pub fn time_launches(
+        &self,
+        port: &Port,
+        launches: &[GpuLaunch],
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        if !self.timestamps {
+            return Err(other(format!(
+                "{}: the adapter has no timestamp queries",
+                self.name
+            )));
+        }
+        let prepared = launches
+            .iter()
+            .map(|l| self.prepare(port, l))
+            .collect::<Result<Vec<_>, _>>()?;
+        if prepared.is_empty() {
+            return Ok(vec![0.0; runs]);
+        }
+        let mut out = Vec::with_capacity(runs);
+        for run in 0..=runs {
+            let secs = self.timed(|enc, ts| {
+                let last = prepared.len() - 1;
+                for (k, pr) in prepared.iter().enumerate() {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(pr.kernel.name()),
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: ts,
+                            beginning_of_pass_write_index: (k == 0).then_some(0),
+                            end_of_pass_write_index: (k == last).then_some(1),
+                        }),
+                    });
+                    pass.set_pipeline(&pr.pipeline.pipeline);
+                    pass.set_bind_group(0, &pr.bind, &[]);
+                    pass.dispatch_workgroups(pr.groups[0], pr.groups[1], pr.groups[2]);
+                }
+            })?;
+            if run > 0 {
+                out.push(secs / prepared.len() as f64);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Seconds per device-to-device copy of `bytes`, for each of `runs` copies after a warm-up
+    /// copy, timed with timestamp queries around the copy.
+    pub fn time_copy(
+        &self,
+        dst: &dyn DeviceMemory,
+        src: &dyn DeviceMemory,
+        bytes: usize,
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        if !self.timestamps {
+            return Err(other(format!(
+                "{}: the adapter has no timestamp queries",
+                self.name
+            )));
+        }
+        let (d, s) = match (
+            dst.as_any().downcast_ref::<WgpuMemory>(),
+            src.as_any().downcast_ref::<WgpuMemory>(),
+        ) {
+            (Some(d), Some(s)) => (d, s),
+            _ => return Err(other("time_copy: not wgpu memory")),
+        };
+        let n = (bytes / 4 * 4) as u64;
+        if n as usize > d.len.min(s.len) {
+            return Err(other(format!("time_copy: {bytes} bytes past the buffers")));
+        }
+        let mut out = Vec::with_capacity(runs);
+        for run in 0..=runs {
+            let secs = self.timed(|enc, ts| {
+                // Empty passes carry the timestamps on either side of the copy.
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("kiln copy start"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: ts,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: None,
+                    }),
+                });
+                enc.copy_buffer_to_buffer(&s.buf, 0, &d.buf, 0, n);
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("kiln copy end"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: ts,
+                        beginning_of_pass_write_index: None,
+                        end_of_pass_write_index: Some(1),
+                    }),
+                });
+            })?;
+            if run > 0 {
+                out.push(secs);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs what `record` encodes between timestamps 0 and 1; returns the seconds between them.
+    fn timed(
+        &self,
+        record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+    ) -> Result<f64, DeviceError> {
+        let dev = &self.ctx.device;
+        let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("kiln timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln timing"),
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut enc = dev.create_command_encoder(&Default::default());
+        record(&mut enc, &set);
+        enc.resolve_query_set(&set, 0..2, &resolve, 0);
+        self.ctx.queue.submit([enc.finish()]);
+        let t = self.ctx.read_back(&resolve, 0, 16)?;
+        let t0 = u64::from_le_bytes(t[0..8].try_into().unwrap());
+        let t1 = u64::from_le_bytes(t[8..16].try_into().unwrap());
+        Ok(t1.saturating_sub(t0) as f64 * self.ctx.queue.get_timestamp_period() as f64 * 1e-9)
+    }
+
     /// Splits `blocks` over up to three dispatch dimensions of at most `max_groups` each.
     fn fold(&self, blocks: u64) -> Option<[u32; 3]> {
         let m = self.max_groups.max(1) as u64;
@@ -546,99 +793,16 @@ impl GpuDevice for WgpuDevice {
 
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError> {
         let kernel = l.kernel;
-        if port.backend != Backend::Wgpu || port.kernel != kernel || port.dtype != l.dtype {
-            return Err(launch_err(
-                kernel,
-                "the port does not match the launch".into(),
-            ));
-        }
-        if l.block == 0 || l.block > self.max_block || !l.block.is_multiple_of(self.wave) {
-            return Err(launch_err(
-                kernel,
-                format!(
-                    "block {} (device max {}, wave {})",
-                    l.block, self.max_block, self.wave
-                ),
-            ));
-        }
-        let scratch = scratch_words(l.block, self.wave) as usize * 4;
-        let kernel_bytes = l.shared.saturating_sub(scratch);
-        if (l.shared as u64) > self.kernel_shared_limit() as u64 {
-            return Err(launch_err(
-                kernel,
-                format!(
-                    "{} bytes of shared memory (device max {} beside the modules' own arrays)",
-                    l.shared,
-                    self.kernel_shared_limit()
-                ),
-            ));
-        }
-        let blocks = l.grid.iter().map(|&g| g as u64).product::<u64>();
-        let groups = self
-            .fold(blocks)
-            .ok_or_else(|| launch_err(kernel, format!("grid {:?} is too large", l.grid)))?;
-        let key = PipelineKey {
-            kernel,
-            dtype: l.dtype,
-            block: l.block,
-            shared_words: kernel_bytes.div_ceil(4) as u32,
-        };
-        let p = self.pipeline(key)?;
         let dev = &self.ctx.device;
-        let meta = meta_words(l.params, l)?;
-        let meta_buf = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kiln meta"),
-            size: (meta.len() * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.ctx
-            .queue
-            .write_buffer(&meta_buf, 0, &words_bytes(&meta));
-        let fault_bytes = (kiln_shaders_wgsl_fault_words() * 4) as u64;
-        let fault_buf = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kiln fault"),
-            size: fault_bytes,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.ctx
-            .queue
-            .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
-        let mut mems = Vec::with_capacity(l.bufs.len());
-        for (k, b) in l.bufs.iter().enumerate() {
-            let m = b
-                .mem
-                .as_any()
-                .downcast_ref::<WgpuMemory>()
-                .ok_or_else(|| launch_err(kernel, format!("buffer {k} is not wgpu memory")))?;
-            mems.push(m);
-        }
-        let mut entries: Vec<wgpu::BindGroupEntry> = mems
-            .iter()
-            .enumerate()
-            .map(|(k, m)| wgpu::BindGroupEntry {
-                binding: k as u32,
-                resource: m.buf.as_entire_binding(),
-            })
-            .collect();
-        let nb = mems.len() as u32;
-        entries.push(wgpu::BindGroupEntry {
-            binding: nb,
-            resource: meta_buf.as_entire_binding(),
-        });
-        entries.push(wgpu::BindGroupEntry {
-            binding: nb + 1,
-            resource: fault_buf.as_entire_binding(),
-        });
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
-        let bind = dev.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(kernel.name()),
-            layout: &p.layout,
-            entries: &entries,
-        });
+        let Prepared {
+            pipeline: p,
+            bind,
+            groups,
+            fault_buf,
+            fault_bytes,
+            ..
+        } = self.prepare(port, l)?;
         let queries = self.timestamps.then(|| {
             let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("kiln timestamps"),
