@@ -153,6 +153,13 @@ impl Device {
             _ => None,
         }
     }
+    /// The GPU behind this device (backend tests and bench drivers reach `GpuDevice` here).
+    pub fn gpu(&self) -> Option<&Arc<dyn GpuDevice>> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => Some(g),
+            _ => None,
+        }
+    }
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
     }
@@ -164,12 +171,15 @@ fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
         Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
         Backend::Cuda => crate::cuda::open(),
         Backend::Rocm => crate::rocm::open(),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::open(),
+        #[cfg(not(feature = "wgpu"))]
         Backend::Wgpu => Err(NO_WGPU.into()),
     }
 }
 
-const NO_WGPU: &str =
-    "this build of kiln has no wgpu backend (the WGSL port is not implemented yet)";
+#[cfg(not(feature = "wgpu"))]
+const NO_WGPU: &str = "this build of kiln has no wgpu backend (built without the `wgpu` feature)";
 
 /// Why a backend cannot be opened on this machine, or `None` when it can.
 pub fn unavailable_reason(backend: Backend) -> Option<String> {

@@ -97,5 +97,9 @@ pub trait GpuDevice: Send + Sync + Debug {
             self.backend()
         )))
     }
+    /// The most launch-sized shared memory a block may use, in bytes.
+    fn max_shared_bytes(&self) -> usize {
+        usize::MAX
+    }
     fn as_any(&self) -> &dyn Any;
 }

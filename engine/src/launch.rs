@@ -349,11 +349,22 @@ pub(crate) fn gpu_launch<'a>(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(geometry.block);
-    let block = preferred
+    let mut block = preferred
         .clamp(wave, g.max_block().max(wave))
         .div_ceil(wave)
         * wave;
-    let kernel_bytes = (entry(kernel).shared_bytes)(words, block, wave);
+    let shared = |block: u32| {
+        shared_bytes_total(
+            block,
+            wave,
+            (entry(kernel).shared_bytes)(words, block, wave),
+        )
+    };
+    // Kernels keep per-wave state in shared memory: narrow waves (lavapipe's 8) may need fewer
+    // of them to fit the device. Any multiple of the wave is correct.
+    while block > wave && shared(block) > g.max_shared_bytes() {
+        block -= wave;
+    }
     GpuLaunch {
         kernel,
         dtype,
@@ -361,7 +372,7 @@ pub(crate) fn gpu_launch<'a>(
         bufs,
         grid: geometry.grid,
         block,
-        shared: shared_bytes_total(block, wave, kernel_bytes),
+        shared: shared(block),
     }
 }
 

@@ -29,6 +29,8 @@ pub mod rocm;
 mod sim;
 mod tensor;
 pub mod timing;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use backend::Backend;
 pub(crate) use device::DeviceKind;

@@ -93,9 +93,12 @@ fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
     match backend {
         Backend::Cuda => crate::cuda::slot(id),
         Backend::Rocm => crate::rocm::slot(id),
-        Backend::Wgpu => {
-            Slot::Absent("no WGSL modules: the WGSL port is not implemented yet".into())
-        }
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::slot(id),
+        #[cfg(not(feature = "wgpu"))]
+        Backend::Wgpu => Slot::Absent(
+            "this build of kiln has no wgpu backend (built without the `wgpu` feature)".into(),
+        ),
         Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
     }
 }

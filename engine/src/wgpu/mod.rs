@@ -1,0 +1,913 @@
+//! The wgpu backend: WGSL modules translated from kiln-math at build time (`build.rs`), run
+//! through wgpu on Vulkan (Metal on macOS, DX12 on Windows; wgpu's GL backend is not built, so
+//! a GL-only machine has no wgpu device rather than one without subgroups).
+//!
+//! The wave the kernels see is the adapter's subgroup size when the adapter has SUBGROUP and a
+//! single subgroup size; otherwise the modules' workgroup-memory variant runs with blocks of 64
+//! threads that are one emulated wave of 64.
+//! Pipelines are specialised per kernel × dtype × block size × shared words and cached for the
+//! process.
+
+use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
+use crate::ports::{Port, PortLaunch, Slot};
+use crate::{Backend, DeviceError};
+use kiln_math::{scratch_words, Access, DType, KernelId};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// One generated module (the table is written by build.rs).
+#[derive(Debug)]
+pub(crate) struct WgslModule {
+    pub kernel: &'static str,
+    pub dtype: &'static str,
+    pub subgroups: bool,
+    pub f16_storage: bool,
+    pub uses_shared: bool,
+    pub uses_f16: bool,
+    pub source: &'static str,
+}
+
+pub(crate) static MODULES: &[WgslModule] = include!(concat!(env!("OUT_DIR"), "/wgsl_modules.rs"));
+
+/// Wave and block of the workgroup-memory variant. The emulated wave is the whole block, so a
+/// wave collective reached in wave-uniform control flow (the Block rules) is block-uniform and
+/// its barriers are met by every thread; 64 is the widest wave the sim checks every kernel at.
+const EMULATED_WAVE: u32 = 64;
+
+/// Words the meta buffer needs beyond params: (offset, len) per buffer, then the grid.
+fn meta_words(params: &[u32], l: &GpuLaunch) -> Result<Vec<u32>, DeviceError> {
+    let mut w = params.to_vec();
+    for (k, b) in l.bufs.iter().enumerate() {
+        let size = b.dtype.size();
+        if !b.offset.is_multiple_of(size) {
+            return Err(launch_err(
+                l.kernel,
+                format!(
+                    "buffer {k} starts at byte {} (not a whole element)",
+                    b.offset
+                ),
+            ));
+        }
+        let off = u32::try_from(b.offset / size);
+        let len = u32::try_from(b.len);
+        match (off, len) {
+            (Ok(o), Ok(n)) => w.extend([o, n]),
+            _ => {
+                return Err(launch_err(
+                    l.kernel,
+                    format!("buffer {k} is too large for 32-bit indexing"),
+                ))
+            }
+        }
+    }
+    w.extend(l.grid);
+    Ok(w)
+}
+
+fn launch_err(kernel: KernelId, detail: String) -> DeviceError {
+    DeviceError::Launch {
+        kernel: kernel.name(),
+        detail,
+    }
+}
+
+fn other(msg: impl Into<String>) -> DeviceError {
+    DeviceError::Other(msg.into())
+}
+
+/// The wgpu port slot of a kernel: a port per dtype with a module for this variant set.
+pub(crate) fn slot(id: KernelId) -> Slot {
+    let ports: Vec<Port> = id
+        .dtypes()
+        .iter()
+        .filter(|dt| {
+            MODULES
+                .iter()
+                .any(|m| m.kernel == id.name() && m.dtype == dt.name())
+        })
+        .map(|&dt| Port {
+            kernel: id,
+            dtype: dt,
+            backend: Backend::Wgpu,
+            wave: None,
+            target: None,
+            artifact: Some("WGSL generated at build time (the adapter's subgroup size)".into()),
+            launch: PortLaunch::Artifact {
+                symbol: format!("{}/{}", id.name(), dt.name()),
+            },
+        })
+        .collect();
+    if ports.is_empty() {
+        Slot::Absent("no WGSL module was generated for this kernel".into())
+    } else {
+        Slot::Present(ports)
+    }
+}
+
+/// The process's wgpu device, opened once (`KILN_WGPU_NO_SUBGROUPS` / `KILN_WGPU_NO_F16` take
+/// the workgroup-memory / packed-f16 modules on a device that has the features).
+pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
+    static DEV: OnceLock<Result<Arc<WgpuDevice>, String>> = OnceLock::new();
+    DEV.get_or_init(|| {
+        WgpuDevice::open(Options {
+            subgroups: std::env::var_os("KILN_WGPU_NO_SUBGROUPS").is_none(),
+            f16: std::env::var_os("KILN_WGPU_NO_F16").is_none(),
+        })
+        .map(Arc::new)
+    })
+    .clone()
+    .map(|d| d as Arc<dyn GpuDevice>)
+}
+
+/// Which adapter features a wgpu device may use (tests open one per module variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Use subgroup shuffles when the adapter has them; otherwise workgroup memory.
+    pub subgroups: bool,
+    /// Use `array<f16>` storage when the adapter has SHADER_F16; otherwise packed words.
+    pub f16: bool,
+}
+
+/// A separate wgpu device (its own pipeline cache) restricted to `opts`.
+pub fn open_with(opts: Options) -> Result<crate::Device, crate::PortError> {
+    WgpuDevice::open(opts)
+        .map(|d| crate::Device::from_gpu(Arc::new(d)))
+        .map_err(|e| crate::PortError::Device(DeviceError::Other(format!("wgpu: {e}"))))
+}
+
+struct Ctx {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+}
+
+impl Ctx {
+    /// Waits for all submitted work.
+    fn wait(&self) -> Result<(), DeviceError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| other(format!("wgpu poll: {e}")))
+    }
+
+    /// Copies `len` bytes at `offset` of `buf` (4-byte aligned) to the host.
+    fn read_back(&self, buf: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>, DeviceError> {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln readback"),
+            size: len,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(buf, offset, &staging, 0, len);
+        self.queue.submit([enc.finish()]);
+        self.map_read(&staging)
+    }
+
+    fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, DeviceError> {
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        rx.recv()
+            .map_err(|_| other("wgpu map callback dropped"))?
+            .map_err(|e| other(format!("wgpu map: {e}")))?;
+        let data = slice
+            .get_mapped_range()
+            .map_err(|e| other(format!("wgpu mapped range: {e}")))?
+            .to_vec();
+        staging.unmap();
+        Ok(data)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct PipelineKey {
+    kernel: KernelId,
+    dtype: DType,
+    block: u32,
+    shared_words: u32,
+}
+
+/// A launch ready to dispatch.
+struct Prepared {
+    kernel: KernelId,
+    pipeline: Arc<Pipeline>,
+    bind: wgpu::BindGroup,
+    groups: [u32; 3],
+    fault_buf: wgpu::Buffer,
+    fault_bytes: u64,
+    /// Kept alive until the dispatch is submitted.
+    _meta: wgpu::Buffer,
+}
+
+struct Pipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// An opened wgpu adapter and device.
+pub struct WgpuDevice {
+    ctx: Arc<Ctx>,
+    name: String,
+    wave: u32,
+    subgroups: bool,
+    f16: bool,
+    timestamps: bool,
+    max_block: u32,
+    max_groups: u32,
+    max_shared_bytes: u32,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    last_time: Mutex<Option<Duration>>,
+}
+
+impl std::fmt::Debug for WgpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuDevice")
+            .field("name", &self.name)
+            .field("wave", &self.wave)
+            .finish()
+    }
+}
+
+impl WgpuDevice {
+    fn open(opts: Options) -> Result<WgpuDevice, String> {
+        let backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        }))
+        .map_err(|e| {
+            format!("no Vulkan, Metal or DX12 adapter ({e}); wgpu's GL backend is not used because the kernels' fast path needs subgroups (on Debian: apt-get install mesa-vulkan-drivers)")
+        })?;
+        let info = adapter.get_info();
+        let feats = adapter.features();
+        let limits = adapter.limits();
+        // Subgroup shuffles are only usable when the size the kernels fold over is fixed.
+        let subgroups = feats.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == info.subgroup_max_size
+            && info.subgroup_min_size >= 4
+            && opts.subgroups;
+        let f16 = feats.contains(wgpu::Features::SHADER_F16) && opts.f16;
+        let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let mut required = wgpu::Features::empty();
+        for (on, f) in [
+            (subgroups, wgpu::Features::SUBGROUP),
+            (f16, wgpu::Features::SHADER_F16),
+            (timestamps, wgpu::Features::TIMESTAMP_QUERY),
+        ] {
+            if on {
+                required |= f;
+            }
+        }
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: required,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| format!("wgpu device on {}: {e}", info.name))?;
+        device.on_uncaptured_error(Arc::new(|e| eprintln!("kiln wgpu: uncaptured error: {e}")));
+        let wave = if subgroups {
+            info.subgroup_min_size
+        } else {
+            EMULATED_WAVE
+        };
+        let mut max_block = limits
+            .max_compute_invocations_per_workgroup
+            .min(limits.max_compute_workgroup_size_x)
+            .min(kiln_shaders_wgsl_max_block());
+        if !subgroups {
+            max_block = max_block.min(EMULATED_WAVE);
+            if max_block < EMULATED_WAVE {
+                return Err(format!("{}: workgroups of {max_block} threads are too small for the emulated wave of {EMULATED_WAVE}", info.name));
+            }
+        }
+        Ok(WgpuDevice {
+            ctx: Arc::new(Ctx { device, queue }),
+            name: format!(
+                "{} ({:?}, wgpu {:?}, subgroup {}, {})",
+                info.name,
+                info.device_type,
+                info.backend,
+                if subgroups {
+                    wave.to_string()
+                } else {
+                    format!("emulated {wave}")
+                },
+                if f16 { "f16" } else { "no f16" }
+            ),
+            wave,
+            subgroups,
+            f16,
+            timestamps,
+            max_block,
+            max_groups: limits.max_compute_workgroups_per_dimension,
+            max_shared_bytes: limits.max_compute_workgroup_storage_size,
+            pipelines: Mutex::new(HashMap::new()),
+            last_time: Mutex::new(None),
+        })
+    }
+
+    /// Workgroup memory left for a launch's shared bytes: the modules' fixed scratch (512 words)
+    /// and, without subgroups, the shuffle exchange array (1024 words) come first.
+    fn kernel_shared_limit(&self) -> u32 {
+        let fixed = 512 * 4 + if self.subgroups { 0 } else { 1024 * 4 };
+        self.max_shared_bytes.saturating_sub(fixed)
+    }
+
+    /// GPU time of the last launch's compute pass (timestamp queries), when the adapter has them.
+    pub fn last_kernel_time(&self) -> Option<Duration> {
+        *self.last_time.lock().unwrap()
+    }
+
+    fn module_for(&self, kernel: KernelId, dtype: DType) -> Option<&'static WgslModule> {
+        let has_fixed_f16 = kernel
+            .buffers()
+            .iter()
+            .any(|b| b.elem == kiln_math::Elem::Fixed(DType::F16));
+        let f16_storage = self.f16 && (dtype == DType::F16 || has_fixed_f16);
+        MODULES.iter().find(|m| {
+            m.kernel == kernel.name()
+                && m.dtype == dtype.name()
+                && m.subgroups == self.subgroups
+                && m.f16_storage == f16_storage
+                && (!m.uses_f16 || self.f16)
+        })
+    }
+
+    fn pipeline(&self, key: PipelineKey) -> Result<Arc<Pipeline>, DeviceError> {
+        if let Some(p) = self.pipelines.lock().unwrap().get(&key) {
+            return Ok(p.clone());
+        }
+        let kernel = key.kernel;
+        let m = self.module_for(kernel, key.dtype).ok_or_else(|| {
+            launch_err(
+                kernel,
+                format!("no WGSL module for {} on this adapter", key.dtype.name()),
+            )
+        })?;
+        let dev = &self.ctx.device;
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.name()),
+            source: wgpu::ShaderSource::Wgsl(m.source.into()),
+        });
+        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let bufs = kernel.buffers();
+        let mut entries: Vec<_> = bufs
+            .iter()
+            .enumerate()
+            .map(|(k, b)| storage(k as u32, b.access == Access::Read))
+            .collect();
+        entries.push(storage(bufs.len() as u32, true));
+        entries.push(storage(bufs.len() as u32 + 1, false));
+        let layout = dev.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(kernel.name()),
+            entries: &entries,
+        });
+        let pl = dev.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(kernel.name()),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let mut constants = vec![
+            ("KILN_BLOCK", key.block as f64),
+            ("KILN_WAVE", self.wave as f64),
+        ];
+        if m.uses_shared {
+            constants.push(("KILN_SHARED_WORDS", key.shared_words.max(1) as f64));
+        }
+        let pipeline = dev.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.name()),
+            layout: Some(&pl),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &constants,
+                zero_initialize_workgroup_memory: true,
+            },
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(launch_err(
+                kernel,
+                format!("pipeline for {}: {e}", key.dtype.name()),
+            ));
+        }
+        let p = Arc::new(Pipeline { pipeline, layout });
+        self.pipelines.lock().unwrap().insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Everything a dispatch needs: pipeline, bindings (meta and fault buffers), folded grid.
+    fn prepare(&self, port: &Port, l: &GpuLaunch) -> Result<Prepared, DeviceError> {
+        let kernel = l.kernel;
+        if port.backend != Backend::Wgpu || port.kernel != kernel || port.dtype != l.dtype {
+            return Err(launch_err(
+                kernel,
+                "the port does not match the launch".into(),
+            ));
+        }
+        if l.block == 0 || l.block > self.max_block || !l.block.is_multiple_of(self.wave) {
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "block {} (device max {}, wave {})",
+                    l.block, self.max_block, self.wave
+                ),
+            ));
+        }
+        let scratch = scratch_words(l.block, self.wave) as usize * 4;
+        let kernel_bytes = l.shared.saturating_sub(scratch);
+        if (l.shared as u64) > self.kernel_shared_limit() as u64 {
+            return Err(launch_err(
+                kernel,
+                format!(
+                    "{} bytes of shared memory (device max {} beside the modules' own arrays)",
+                    l.shared,
+                    self.kernel_shared_limit()
+                ),
+            ));
+        }
+        let blocks = l.grid.iter().map(|&g| g as u64).product::<u64>();
+        let groups = self
+            .fold(blocks)
+            .ok_or_else(|| launch_err(kernel, format!("grid {:?} is too large", l.grid)))?;
+        let key = PipelineKey {
+            kernel,
+            dtype: l.dtype,
+            block: l.block,
+            shared_words: kernel_bytes.div_ceil(4) as u32,
+        };
+        let p = self.pipeline(key)?;
+        let dev = &self.ctx.device;
+        let meta = meta_words(l.params, l)?;
+        let meta_buf = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln meta"),
+            size: (meta.len() * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.ctx
+            .queue
+            .write_buffer(&meta_buf, 0, &words_bytes(&meta));
+        let fault_bytes = (kiln_shaders_wgsl_fault_words() * 4) as u64;
+        let fault_buf = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln fault"),
+            size: fault_bytes,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.ctx
+            .queue
+            .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
+        let mut mems = Vec::with_capacity(l.bufs.len());
+        for (k, b) in l.bufs.iter().enumerate() {
+            let m = b
+                .mem
+                .as_any()
+                .downcast_ref::<WgpuMemory>()
+                .ok_or_else(|| launch_err(kernel, format!("buffer {k} is not wgpu memory")))?;
+            mems.push(m);
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = mems
+            .iter()
+            .enumerate()
+            .map(|(k, m)| wgpu::BindGroupEntry {
+                binding: k as u32,
+                resource: m.buf.as_entire_binding(),
+            })
+            .collect();
+        let nb = mems.len() as u32;
+        entries.push(wgpu::BindGroupEntry {
+            binding: nb,
+            resource: meta_buf.as_entire_binding(),
+        });
+        entries.push(wgpu::BindGroupEntry {
+            binding: nb + 1,
+            resource: fault_buf.as_entire_binding(),
+        });
+        let bind = dev.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(kernel.name()),
+            layout: &p.layout,
+            entries: &entries,
+        });
+        Ok(Prepared {
+            kernel,
+            pipeline: p,
+            bind,
+            groups,
+            fault_buf,
+            fault_bytes,
+            _meta: meta_buf,
+        })
+    }
+
+    /// Seconds per launch for each of `runs` passes over `launches` (each launched once per
+    /// pass, in order), timed with timestamp queries after an untimed warm-up pass. This is the
+    /// bench drivers' timing hook (`GpuDevice::time_launches` where that trait method exists).
+    pub fn time_launches(
+        &self,
+        port: &Port,
+        launches: &[GpuLaunch],
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        if !self.timestamps {
+            return Err(other(format!(
+                "{}: the adapter has no timestamp queries",
+                self.name
+            )));
+        }
+        let prepared = launches
+            .iter()
+            .map(|l| self.prepare(port, l))
+            .collect::<Result<Vec<_>, _>>()?;
+        if prepared.is_empty() {
+            return Ok(vec![0.0; runs]);
+        }
+        let mut out = Vec::with_capacity(runs);
+        for run in 0..=runs {
+            let secs = self.timed(|enc, ts| {
+                let last = prepared.len() - 1;
+                for (k, pr) in prepared.iter().enumerate() {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(pr.kernel.name()),
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: ts,
+                            beginning_of_pass_write_index: (k == 0).then_some(0),
+                            end_of_pass_write_index: (k == last).then_some(1),
+                        }),
+                    });
+                    pass.set_pipeline(&pr.pipeline.pipeline);
+                    pass.set_bind_group(0, &pr.bind, &[]);
+                    pass.dispatch_workgroups(pr.groups[0], pr.groups[1], pr.groups[2]);
+                }
+            })?;
+            if run > 0 {
+                out.push(secs / prepared.len() as f64);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Seconds per device-to-device copy of `bytes`, for each of `runs` copies after a warm-up
+    /// copy, timed with timestamp queries around the copy.
+    pub fn time_copy(
+        &self,
+        dst: &dyn DeviceMemory,
+        src: &dyn DeviceMemory,
+        bytes: usize,
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        if !self.timestamps {
+            return Err(other(format!(
+                "{}: the adapter has no timestamp queries",
+                self.name
+            )));
+        }
+        let (d, s) = match (
+            dst.as_any().downcast_ref::<WgpuMemory>(),
+            src.as_any().downcast_ref::<WgpuMemory>(),
+        ) {
+            (Some(d), Some(s)) => (d, s),
+            _ => return Err(other("time_copy: not wgpu memory")),
+        };
+        let n = (bytes / 4 * 4) as u64;
+        if n as usize > d.len.min(s.len) {
+            return Err(other(format!("time_copy: {bytes} bytes past the buffers")));
+        }
+        let mut out = Vec::with_capacity(runs);
+        for run in 0..=runs {
+            let secs = self.timed(|enc, ts| {
+                // Empty passes carry the timestamps on either side of the copy.
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("kiln copy start"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: ts,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: None,
+                    }),
+                });
+                enc.copy_buffer_to_buffer(&s.buf, 0, &d.buf, 0, n);
+                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("kiln copy end"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: ts,
+                        beginning_of_pass_write_index: None,
+                        end_of_pass_write_index: Some(1),
+                    }),
+                });
+            })?;
+            if run > 0 {
+                out.push(secs);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs what `record` encodes between timestamps 0 and 1; returns the seconds between them.
+    fn timed(
+        &self,
+        record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+    ) -> Result<f64, DeviceError> {
+        let dev = &self.ctx.device;
+        let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("kiln timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln timing"),
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut enc = dev.create_command_encoder(&Default::default());
+        record(&mut enc, &set);
+        enc.resolve_query_set(&set, 0..2, &resolve, 0);
+        self.ctx.queue.submit([enc.finish()]);
+        let t = self.ctx.read_back(&resolve, 0, 16)?;
+        let t0 = u64::from_le_bytes(t[0..8].try_into().unwrap());
+        let t1 = u64::from_le_bytes(t[8..16].try_into().unwrap());
+        Ok(t1.saturating_sub(t0) as f64 * self.ctx.queue.get_timestamp_period() as f64 * 1e-9)
+    }
+
+    /// Splits `blocks` over up to three dispatch dimensions of at most `max_groups` each.
+    fn fold(&self, blocks: u64) -> Option<[u32; 3]> {
+        let m = self.max_groups.max(1) as u64;
+        let x = blocks.min(m);
+        let rest = blocks.div_ceil(x);
+        let y = rest.min(m);
+        let z = rest.div_ceil(y);
+        (z <= m).then_some([x as u32, y as u32, z as u32])
+    }
+}
+
+fn kiln_shaders_wgsl_max_block() -> u32 {
+    // The modules' exchange array and scratch are sized for this block (kiln-shaders-wgsl).
+    1024
+}
+
+/// One wgpu allocation.
+pub struct WgpuMemory {
+    ctx: Arc<Ctx>,
+    buf: wgpu::Buffer,
+    len: usize,
+}
+
+impl std::fmt::Debug for WgpuMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuMemory({} bytes)", self.len)
+    }
+}
+
+impl DeviceMemory for WgpuMemory {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError> {
+        if offset + out.len() > self.len {
+            return Err(other(format!(
+                "read of {} bytes at {offset} past a {}-byte buffer",
+                out.len(),
+                self.len
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        // Copies move whole 4-byte words.
+        let start = offset / 4 * 4;
+        let end = (offset + out.len()).div_ceil(4) * 4;
+        let data = self
+            .ctx
+            .read_back(&self.buf, start as u64, (end - start) as u64)?;
+        out.copy_from_slice(&data[offset - start..offset - start + out.len()]);
+        Ok(())
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
+        if offset + data.len() > self.len {
+            return Err(other(format!(
+                "write of {} bytes at {offset} past a {}-byte buffer",
+                data.len(),
+                self.len
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let start = offset / 4 * 4;
+        let end = (offset + data.len()).div_ceil(4) * 4;
+        let mut words = if start == offset && end == offset + data.len() {
+            Vec::new()
+        } else {
+            // Keep the bytes of the edge words that lie outside the write.
+            self.ctx
+                .read_back(&self.buf, start as u64, (end - start) as u64)?
+        };
+        if words.is_empty() {
+            words = data.to_vec();
+        } else {
+            words[offset - start..offset - start + data.len()].copy_from_slice(data);
+        }
+        self.ctx.queue.write_buffer(&self.buf, start as u64, &words);
+        self.ctx.queue.submit([]);
+        self.ctx.wait()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl GpuDevice for WgpuDevice {
+    fn backend(&self) -> Backend {
+        Backend::Wgpu
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn wave(&self) -> u32 {
+        self.wave
+    }
+
+    fn ordinal(&self) -> usize {
+        0
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {
+        // Bindings and copies are whole words; one spare word keeps zero-length tensors bindable.
+        let size = (bytes.div_ceil(4) * 4).max(4) as u64;
+        let scope = self
+            .ctx
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buf = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kiln tensor"),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(other(format!("wgpu allocation of {bytes} bytes: {e}")));
+        }
+        Ok(Box::new(WgpuMemory {
+            ctx: self.ctx.clone(),
+            buf,
+            len: bytes,
+        }))
+    }
+
+    fn max_block(&self) -> u32 {
+        self.max_block
+    }
+
+    fn time_launches(
+        &self,
+        port: &Port,
+        launches: &[GpuLaunch],
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        WgpuDevice::time_launches(self, port, launches, runs)
+    }
+    fn time_copy(
+        &self,
+        dst: &dyn DeviceMemory,
+        src: &dyn DeviceMemory,
+        bytes: usize,
+        runs: usize,
+    ) -> Result<Vec<f64>, DeviceError> {
+        WgpuDevice::time_copy(self, dst, src, bytes, runs)
+    }
+    fn max_shared_bytes(&self) -> usize {
+        self.kernel_shared_limit() as usize
+    }
+
+    fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError> {
+        let kernel = l.kernel;
+        let dev = &self.ctx.device;
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let Prepared {
+            pipeline: p,
+            bind,
+            groups,
+            fault_buf,
+            fault_bytes,
+            ..
+        } = self.prepare(port, l)?;
+        let queries = self.timestamps.then(|| {
+            let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kiln timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln timestamps"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve)
+        });
+        let mut enc = dev.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(kernel.name()),
+                timestamp_writes: queries.as_ref().map(|(set, _)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
+                }),
+            });
+            pass.set_pipeline(&p.pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        }
+        if let Some((set, resolve)) = &queries {
+            enc.resolve_query_set(set, 0..2, resolve, 0);
+        }
+        self.ctx.queue.submit([enc.finish()]);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(launch_err(kernel, format!("{e}")));
+        }
+        let fault = self.ctx.read_back(&fault_buf, 0, fault_bytes)?;
+        if let Some((_, resolve)) = &queries {
+            let t = self.ctx.read_back(resolve, 0, 16)?;
+            let t0 = u64::from_le_bytes(t[0..8].try_into().unwrap());
+            let t1 = u64::from_le_bytes(t[8..16].try_into().unwrap());
+            let ns = t1.saturating_sub(t0) as f64 * self.ctx.queue.get_timestamp_period() as f64;
+            *self.last_time.lock().unwrap() = Some(Duration::from_nanos(ns as u64));
+        }
+        let w: Vec<u32> = fault
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if w[0] != 0 {
+            let block = [w[1], w[2], w[3]];
+            let message = if w[4] == u32::MAX {
+                format!(
+                    "the adapter ran subgroups of {} lanes, the pipeline was built for {}",
+                    w[5], self.wave
+                )
+            } else {
+                let what = kernel
+                    .buffers()
+                    .get(w[4] as usize)
+                    .map(|b| format!("`{}`", b.name))
+                    .unwrap_or_else(|| "shared memory".into());
+                format!(
+                    "view index {} out of bounds of {what} ({} faulting accesses)",
+                    w[5], w[0]
+                )
+            };
+            return Err(DeviceError::KernelFault {
+                kernel: kernel.name(),
+                block,
+                message,
+            });
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn kiln_shaders_wgsl_fault_words() -> usize {
+    // Matches kiln_shaders_wgsl::FAULT_WORDS: flag, block x/y/z, buffer, index.
+    6
+}
+
+fn words_bytes(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}

@@ -1,0 +1,42 @@
+//! Translates a kiln-math source tree and writes every module: `cargo run -p kiln-shaders-wgsl
+//! --example dump -- [SRC_DIR] [OUT_DIR]` (defaults: this workspace's kiln-math, `wgsl-out`).
+//! Reports the first construct outside the subset, with its file and line.
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let src = args
+        .next()
+        .unwrap_or_else(|| kiln_shaders_wgsl::KILN_MATH_SRC.to_string());
+    let out = args.next().unwrap_or_else(|| "wgsl-out".to_string());
+    let sources = kiln_shaders_wgsl::Sources::load(src.as_ref()).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    let kernels = sources.kernels().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
+    std::fs::create_dir_all(&out).unwrap();
+    let mut failed = false;
+    for k in &kernels {
+        for dt in &k.dtypes {
+            for v in kiln_shaders_wgsl::Variant::ALL {
+                match kiln_shaders_wgsl::translate(&sources, k, dt, v) {
+                    Ok(m) => {
+                        let name = format!("{out}/{}_{}_{}.wgsl", k.name, dt, v.tag());
+                        std::fs::write(&name, &m.wgsl).unwrap();
+                    }
+                    Err(e) => {
+                        eprintln!("{} {dt} {}: {e}", k.name, v.tag());
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    println!("{} kernels translated from {src} into {out}", kernels.len());
+    if failed {
+        std::process::exit(1);
+    }
+}

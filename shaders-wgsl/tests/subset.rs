@@ -1,0 +1,136 @@
+//! The translator's contract at its edges: constructs outside the subset are build errors that
+//! name the file, line and construct; every precise libm function translates and validates.
+
+use kiln_shaders_wgsl::{translate, Error, Sources, Variant, KILN_MATH_SRC};
+
+/// kiln-math's real sources with the kernel list replaced by one test kernel in `kernels/probe.rs`.
+fn with_probe(body: &str) -> Sources {
+    let dir = std::path::Path::new(KILN_MATH_SRC);
+    let mut texts = Vec::new();
+    for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
+        texts.push((
+            format!("shared-kernel-math/src/{f}"),
+            std::fs::read_to_string(dir.join(f)).unwrap(),
+        ));
+    }
+    texts.push((
+        "shared-kernel-math/src/list.rs".into(),
+        "macro_rules! for_each_kernel { ($m:ident) => { $m! { probe: Probe [f32, f16] (x: Src<T>, out: Dst<T>); } }; }".into(),
+    ));
+    let kernel = format!(
+        "use crate::{{Block, Dst, Element, Src}};\n\
+         crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\
+         pub fn probe<T: Element, B: Block>(b: &B, p: &ProbeParams, x: Src<T>, out: Dst<T>) {{\n\
+         {body}\n\
+         }}\n"
+    );
+    texts.push(("shared-kernel-math/src/kernels/probe.rs".into(), kernel));
+    Sources::from_texts(texts.iter().map(|(a, b)| (a.as_str(), b.as_str()))).unwrap()
+}
+
+fn translate_probe(body: &str) -> Result<kiln_shaders_wgsl::Module, Error> {
+    let src = with_probe(body);
+    let k = src.kernels().unwrap().remove(0);
+    translate(
+        &src,
+        &k,
+        "f32",
+        Variant {
+            subgroups: true,
+            f16_storage: false,
+        },
+    )
+}
+
+/// The body starts on line 4 of the probe file.
+const BODY_LINE: usize = 4;
+
+#[test]
+fn unsupported_constructs_name_file_line_and_construct() {
+    let cases = [
+        (
+            "    let i = b.thread() as usize;\n    for v in [1u32, 2] {\n        out.set(i, x.get(v as usize));\n    }",
+            1,
+            "`for` over a non-range",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    if i > 4 {\n        panic!(\"no\");\n    }",
+            2,
+            "macro call `panic!`",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    let v: f64 = 1.0;\n    out.set(i, T::from_f32(v as f32));",
+            1,
+            "type `f64`",
+        ),
+        (
+            "    let v = x.get(0).to_f32();\n    out.set(0, T::from_f32(v.sqrt()));",
+            1,
+            "method `sqrt`",
+        ),
+        (
+            "    let i = b.thread() as usize;\n    let w = 1.5f64;\n    out.set(i, x.get(i));",
+            1,
+            "literal suffix `f64`",
+        ),
+    ];
+    for (body, line_in_body, construct) in cases {
+        let e = translate_probe(body).expect_err(construct);
+        eprintln!("{e}");
+        assert_eq!(e.file, "shared-kernel-math/src/kernels/probe.rs", "{e}");
+        assert_eq!(e.line, BODY_LINE + line_in_body, "{e}");
+        assert!(e.construct.contains(construct), "{e}");
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "shared-kernel-math/src/kernels/probe.rs:{}:",
+                e.line
+            )),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn every_precise_libm_function_translates_and_validates() {
+    let calls = [
+        "sqrtf", "expf", "expm1f", "logf", "log1pf", "log2f", "log10f", "exp2f", "tanhf", "sinf",
+        "cosf", "fabsf", "truncf", "floorf", "ceilf", "roundf",
+    ];
+    let mut body = String::from("    let i = b.thread() as usize;\n    let v = x.get(i).to_f32() * p.scale;\n    let mut acc = 0.0f32;\n");
+    for c in calls {
+        body.push_str(&format!("    acc += libm::{c}(v);\n"));
+    }
+    body.push_str(
+        "    acc += libm::copysignf(v, acc) + libm::fmaxf(v, acc) + libm::fminf(v, acc);\n",
+    );
+    body.push_str("    let round = |v: f32| T::from_f32(v).to_f32();\n");
+    body.push_str("    out.set(i, T::from_f32(round(acc) + b.sum(acc)));");
+    let src = with_probe(&body);
+    let k = src.kernels().unwrap().remove(0);
+    for dtype in ["f32", "f16"] {
+        for v in Variant::ALL {
+            let m = translate(&src, &k, dtype, v).unwrap_or_else(|e| panic!("{e}"));
+            let module = naga::front::wgsl::parse_str(&m.wgsl)
+                .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
+            let mut caps = naga::valid::Capabilities::empty();
+            if m.uses_subgroups {
+                caps |= naga::valid::Capabilities::SUBGROUP;
+            }
+            if m.uses_f16 {
+                caps |= naga::valid::Capabilities::SHADER_FLOAT16;
+            }
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
+        }
+    }
+}
+
+#[test]
+fn unknown_libm_function_is_refused() {
+    let e = translate_probe("    out.set(0, T::from_f32(libm::powf(x.get(0).to_f32(), 2.0)));")
+        .unwrap_err();
+    assert_eq!(e.line, BODY_LINE);
+    assert!(e.construct.contains("libm::powf"), "{e}");
+}

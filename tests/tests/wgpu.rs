@@ -1,0 +1,220 @@
+//! The wgpu backend on the adapter found here (Mesa lavapipe in CI): every module variant
+//! passes the parity cases, the wave is the subgroup size, grids wider than a dispatch
+//! dimension fold, and an out-of-bounds view access is a typed kernel fault.
+
+use kiln::gpu::{GpuBuf, GpuLaunch};
+use kiln::parity::run_matrix;
+use kiln::{
+    ports, select_port, Backend, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor,
+};
+
+/// The wgpu device, or `None` (skipped, by name) when absent and not required.
+fn wgpu_device() -> Option<Device> {
+    match Device::open(Backend::Wgpu) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                !kiln_tests::required_backends().contains(&Backend::Wgpu),
+                "required backend wgpu is absent: {e}"
+            );
+            eprintln!("skipped backend wgpu: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn every_module_variant_passes_parity() {
+    let Some(_) = wgpu_device() else { return };
+    let seed = kiln_tests::seed("wgpu variants");
+    // The full-feature variant is the default device, which the parity test covers.
+    for (subgroups, f16) in [(true, false), (false, true), (false, false)] {
+        {
+            let dev =
+                kiln::wgpu::open_with(kiln::wgpu::Options { subgroups, f16 }).expect("wgpu opens");
+            eprintln!(
+                "variant subgroups={subgroups} f16={f16}: {} (wave {})",
+                dev.name(),
+                dev.wave()
+            );
+            let outcomes = run_matrix(std::slice::from_ref(&dev), KernelId::ALL, seed);
+            assert!(!outcomes.is_empty());
+            for o in &outcomes {
+                assert!(
+                    o.pass,
+                    "{} {} subgroups={subgroups} f16={f16} case {} seed {}: {}",
+                    o.kernel.name(),
+                    o.dtype.name(),
+                    o.case,
+                    o.seed,
+                    o.failures.join("; ")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_wave_is_the_adapters_subgroup_size() {
+    let Some(dev) = wgpu_device() else { return };
+    eprintln!("wgpu: {} wave {}", dev.name(), dev.wave());
+    if dev.name().contains("llvmpipe") {
+        assert_eq!(dev.wave(), 8, "lavapipe runs subgroups of 8");
+    }
+    assert!(dev.wave().is_power_of_two() && dev.wave() >= 4);
+}
+
+#[test]
+fn grids_wider_than_a_dispatch_dimension_fold() {
+    let Some(dev) = wgpu_device() else { return };
+    let seed = kiln_tests::seed("wgpu fold");
+    // 70 000 rows: one block per row, more than 65 535 workgroups in x.
+    let (rows, dim) = (70_000usize, 8usize);
+    let mut rng = kiln::rng::Rng::new(seed);
+    let x: Vec<f32> = (0..rows * dim).map(|_| rng.normal() as f32).collect();
+    let r: Vec<f32> = (0..rows * dim).map(|_| rng.normal() as f32).collect();
+    let w: Vec<f32> = (0..dim).map(|_| rng.normal() as f32).collect();
+    let run = |d: &Device| {
+        let xt = Tensor::from_f32(d, DType::F32, &[rows, dim], &x).unwrap();
+        let mut rt = Tensor::from_f32(d, DType::F32, &[rows, dim], &r).unwrap();
+        let wt = Tensor::from_f32(d, DType::F32, &[dim], &w).unwrap();
+        let mut out = Tensor::zeros(d, DType::F32, &[rows, dim]).unwrap();
+        let ran = kiln::ops::fused_add_rms_norm(d, &xt, &mut rt, &wt, 1e-6, &mut out).unwrap();
+        assert!(!ran.is_fallback(), "{ran:?}");
+        (rt.to_f32_vec().unwrap(), out.to_f32_vec().unwrap())
+    };
+    let (gr, go) = run(&dev);
+    let (wr, wo) = run(&Device::cpu());
+    assert_eq!(gr, wr, "the residual sum is exact");
+    for (i, (g, w)) in go.iter().zip(&wo).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+            "row {} col {}: {g} vs {w}",
+            i / dim,
+            i % dim
+        );
+    }
+}
+
+#[test]
+fn an_out_of_bounds_view_access_is_a_kernel_fault() {
+    let Some(dev) = wgpu_device() else { return };
+    let g = dev.gpu().expect("a GPU device").clone();
+    let kernel = KernelId::FusedAddRmsNorm;
+    let port = select_port(ports::ports(kernel), &dev, DType::F32).unwrap();
+    // Params say a row of 64 but every buffer holds 4 elements: the body reads past them.
+    let mut params = kiln::launch::default_params(kernel);
+    params[0] = 1;
+    params[1] = 64;
+    let mems: Vec<_> = (0..4).map(|_| g.alloc(16).unwrap()).collect();
+    let bufs: Vec<GpuBuf> = mems
+        .iter()
+        .map(|m| GpuBuf {
+            mem: m.as_ref(),
+            offset: 0,
+            len: 4,
+            dtype: DType::F32,
+        })
+        .collect();
+    let block = dev.wave() * 2;
+    let l = GpuLaunch {
+        kernel,
+        dtype: DType::F32,
+        params: &params,
+        bufs: &bufs,
+        grid: [1, 1, 1],
+        block,
+        shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
+    };
+    match g.launch(port, &l) {
+        Err(DeviceError::KernelFault {
+            kernel: k,
+            block,
+            message,
+        }) => {
+            eprintln!("fault: {message}");
+            assert_eq!(k, kernel.name());
+            assert_eq!(block, [0, 0, 0]);
+            assert!(message.contains("out of bounds of `x`"), "{message}");
+        }
+        other => panic!("expected a kernel fault, got {other:?}"),
+    }
+    // The device is still usable afterwards.
+    let t = Tensor::from_f32(&dev, DType::F32, &[2, 4], &[1.0; 8]).unwrap();
+    let mut r = Tensor::from_f32(&dev, DType::F32, &[2, 4], &[0.0; 8]).unwrap();
+    let w = Tensor::from_f32(&dev, DType::F32, &[4], &[1.0; 4]).unwrap();
+    let mut o = Tensor::zeros(&dev, DType::F32, &[2, 4]).unwrap();
+    let res: Result<_, PortError> = kiln::launch(
+        &dev,
+        kernel,
+        &kiln::launch::default_params(kernel),
+        &mut [
+            kiln::Arg::In(&t),
+            kiln::Arg::Out(&mut r),
+            kiln::Arg::In(&w),
+            kiln::Arg::Out(&mut o),
+        ],
+        Mode::PortOnly,
+    );
+    res.unwrap();
+    let got = o.to_f32_vec().unwrap();
+    assert!(got.iter().all(|v| (v - 1.0).abs() < 1e-5), "{got:?}");
+}
+
+#[test]
+fn timestamp_queries_time_launches_and_copies() {
+    let Some(dev) = wgpu_device() else { return };
+    let g = dev.gpu().expect("a GPU device").clone();
+    let w = g
+        .as_any()
+        .downcast_ref::<kiln::wgpu::WgpuDevice>()
+        .expect("a wgpu device");
+    let kernel = KernelId::FusedAddRmsNorm;
+    let (rows, dim) = (256usize, 4096usize);
+    let port = select_port(ports::ports(kernel), &dev, DType::F32).unwrap();
+    let mut params = kiln::launch::default_params(kernel);
+    params[0] = rows as u32;
+    params[1] = dim as u32;
+    let bytes = rows * dim * 4;
+    let mems: Vec<_> = [bytes, bytes, dim * 4, bytes]
+        .iter()
+        .map(|&n| g.alloc(n).unwrap())
+        .collect();
+    let lens = [rows * dim, rows * dim, dim, rows * dim];
+    let bufs: Vec<GpuBuf> = mems
+        .iter()
+        .zip(lens)
+        .map(|(m, len)| GpuBuf {
+            mem: m.as_ref(),
+            offset: 0,
+            len,
+            dtype: DType::F32,
+        })
+        .collect();
+    let block = 256u32.min(g.max_block()) / dev.wave() * dev.wave();
+    let l = GpuLaunch {
+        kernel,
+        dtype: DType::F32,
+        params: &params,
+        bufs: &bufs,
+        grid: [rows as u32, 1, 1],
+        block,
+        shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
+    };
+    match w.time_launches(port, std::slice::from_ref(&l), 3) {
+        Ok(t) => {
+            eprintln!(
+                "fused_add_rms_norm f32 {rows}x{dim} on {}: {t:?} s per launch",
+                dev.name()
+            );
+            assert_eq!(t.len(), 3);
+            assert!(t.iter().all(|s| s.is_finite() && *s > 0.0), "{t:?}");
+            let copy = w
+                .time_copy(mems[3].as_ref(), mems[0].as_ref(), bytes, 3)
+                .unwrap();
+            eprintln!("copy of {bytes} bytes: {copy:?} s");
+            assert!(copy.iter().all(|s| s.is_finite() && *s > 0.0), "{copy:?}");
+        }
+        Err(e) => eprintln!("skipped timing: {e}"),
+    }
+}
