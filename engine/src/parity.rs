@@ -500,11 +500,19 @@ pub fn devices_for(backends: &[Backend]) -> (Vec<Device>, Vec<(Backend, String)>
 }
 
 /// Runs every case of every kernel × dtype on every device.
+/// A kernel × dtype whose port a device's backend declares absent (or holds back) is skipped,
+/// with the reason on stderr: the port tables, not the harness, say where a port exists.
 pub fn run_matrix(devs: &[Device], kernels: &[KernelId], base: u64) -> Vec<Outcome> {
     let mut out = Vec::new();
     for &k in kernels {
         for &dt in k.dtypes() {
             for dev in devs {
+                if let Err(e) = crate::ports::select_port(crate::ports::ports(k), dev, dt) {
+                    if e.is_fallback() {
+                        eprintln!("skipped {} {} on {}: {e}", k.name(), dt.name(), dev.name());
+                        continue;
+                    }
+                }
                 for case in cases(k, dt) {
                     let label = format!(
                         "{}/{}/{}/{}/{}",
