@@ -202,7 +202,9 @@ fn link(
         .arg(&internal)
         .arg("-o")
         .arg(&optimized)
-        .arg("-passes=default<O3>"))?;
+        // `strip` drops the names of internal functions: their mangled names carry a crate hash
+        // that cargo derives from the checkout's path, so a clone elsewhere would differ.
+        .arg("-passes=default<O3>,strip"))?;
     let ptx_path = work.join("out.ptx");
     run(Command::new(tools.join("llc"))
         .arg(&optimized)
