@@ -141,6 +141,13 @@ pub fn run(dev: &Device, opts: &BenchOptions) -> Result<BenchReport, PortError> 
     let mut rows = Vec::new();
     for &kernel in &opts.kernels {
         for &dtype in kernel.dtypes() {
+            // The port tables say where a kernel runs: an absent or held-back port is skipped.
+            if let Err(e) = kiln::select_port(kiln::ports::ports(kernel), dev, dtype) {
+                if e.is_fallback() {
+                    eprintln!("skipped {} {}: {e}", kernel.name(), dtype.name());
+                    continue;
+                }
+            }
             for case in bench_cases(kernel, dtype) {
                 let set_bytes: usize = kernel
                     .buffers()
