@@ -86,6 +86,9 @@ const HELD_BACK: &[(KernelId, &str)] = &[(
      past the spec's f32/f16 bound (parity failed on lavapipe at nmax 1.28e-2 vs 1.2e-2)",
 )];
 
+/// Bytes of the modules' `kiln_scratch` array (the prelude's `KILN_SCRATCH_WORDS`).
+const KILN_SCRATCH_BYTES: usize = 512 * 4;
+
 /// The wgpu port slot of a kernel: a port per dtype with a module for this variant set.
 pub(crate) fn slot(id: KernelId) -> Slot {
     if let Some((_, why)) = HELD_BACK.iter().find(|(k, _)| *k == id) {
@@ -333,7 +336,7 @@ impl WgpuDevice {
     /// Workgroup memory left for a launch's shared bytes: the modules' fixed scratch (512 words)
     /// and, without subgroups, the shuffle exchange array (1024 words) come first.
     fn kernel_shared_limit(&self) -> u32 {
-        let fixed = 512 * 4 + if self.subgroups { 0 } else { 1024 * 4 };
+        let fixed = KILN_SCRATCH_BYTES as u32 + if self.subgroups { 0 } else { 1024 * 4 };
         self.max_shared_bytes.saturating_sub(fixed)
     }
 
@@ -450,12 +453,14 @@ impl WgpuDevice {
         }
         let scratch = scratch_words(l.block, self.wave) as usize * 4;
         let kernel_bytes = l.shared.saturating_sub(scratch);
-        if (l.shared as u64) > self.kernel_shared_limit() as u64 {
+        // The collectives' scratch lives in the modules' own `kiln_scratch` array: only the
+        // kernel's part competes for the rest of the device's shared memory.
+        if scratch > KILN_SCRATCH_BYTES || kernel_bytes > self.kernel_shared_limit() as usize {
             return Err(launch_err(
                 kernel,
                 format!(
-                    "{} bytes of shared memory (device max {} beside the modules' own arrays)",
-                    l.shared,
+                    "{kernel_bytes} bytes of kernel shared memory and {scratch} of scratch \
+                     (device max {} beside the modules' own arrays, scratch max {KILN_SCRATCH_BYTES})",
                     self.kernel_shared_limit()
                 ),
             ));
