@@ -18,6 +18,9 @@ pub struct Args {
     /// 1, 4, 8 (D 128, Hq 32, Hkv 8, f16 pool) for v1, v2 and the fallback, as CSV.
     #[arg(long)]
     paged: bool,
+    /// Only these kernels (comma-separated names).
+    #[arg(long)]
+    kernel: Option<String>,
 }
 
 fn paged(dev: &kiln::Device) -> anyhow::Result<()> {
@@ -52,6 +55,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);
+    opts.kernels = crate::parse_kernels(a.kernel.as_deref())?;
     let report = kiln_benches::run(&dev, &opts)?;
     if a.json {
         println!("{}", report.json());

@@ -47,6 +47,19 @@ pub(crate) fn parse_backends(s: &str) -> anyhow::Result<Vec<Backend>> {
         .collect()
 }
 
+/// Comma-separated kernel names; `None` means every kernel.
+pub(crate) fn parse_kernels(s: Option<&str>) -> anyhow::Result<Vec<kiln::KernelId>> {
+    let Some(s) = s else {
+        return Ok(kiln::KernelId::ALL.to_vec());
+    };
+    s.split(',')
+        .map(|k| {
+            kiln::KernelId::from_name(k.trim())
+                .ok_or_else(|| anyhow::anyhow!("unknown kernel `{k}`"))
+        })
+        .collect()
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
         Cmd::Devices => {

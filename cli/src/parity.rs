@@ -1,7 +1,7 @@
 //! `kiln parity`.
 
 use kiln::parity::{base_seed, devices_for, run_matrix, Outcome};
-use kiln::{Backend, KernelId};
+use kiln::Backend;
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -45,15 +45,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
         Some(s) => crate::parse_backends(s)?,
         None => Backend::ALL.to_vec(),
     };
-    let kernels: Vec<KernelId> = match &a.kernel {
-        Some(s) => s
-            .split(',')
-            .map(|k| {
-                KernelId::from_name(k.trim()).ok_or_else(|| anyhow::anyhow!("unknown kernel `{k}`"))
-            })
-            .collect::<anyhow::Result<_>>()?,
-        None => KernelId::ALL.to_vec(),
-    };
+    let kernels = crate::parse_kernels(a.kernel.as_deref())?;
     let (devs, skipped) = devices_for(&backends);
     let explicit = a.backend.is_some();
     for (b, why) in &skipped {

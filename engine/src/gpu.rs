@@ -61,9 +61,14 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError>;
     /// Launches `port` (one of this backend's ports) and waits for it to finish.
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError>;
-    /// The largest block the device runs for this kernel (≥ wave).
+    /// The largest block the device runs (≥ wave).
     fn max_block(&self) -> u32 {
         1024
+    }
+    /// The largest block the device runs `port`'s entry with: the entry's registers may allow
+    /// fewer threads than `max_block`.
+    fn max_block_for(&self, _port: &Port) -> u32 {
+        self.max_block()
     }
     /// Bytes of the device's last-level cache, when it reports one (benchmarks rotate inputs
     /// over enough copies to defeat it).

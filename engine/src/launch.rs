@@ -305,7 +305,7 @@ fn launch_views(
             if let Some(v) = view_lens {
                 bufs.iter_mut().zip(v).for_each(|(b, &n)| b.len = n);
             }
-            let l = gpu_launch(g.as_ref(), kernel, dtype, &words, &geometry, &bufs);
+            let l = gpu_launch(g.as_ref(), port, kernel, dtype, &words, &geometry, &bufs);
             g.launch(port, &l)?;
         }
         _ => {
@@ -337,6 +337,7 @@ pub(crate) fn gpu_bufs<'a>(args: &'a [Arg]) -> Vec<GpuBuf<'a>> {
 /// wave, with the shared memory that block needs.
 pub(crate) fn gpu_launch<'a>(
     g: &dyn GpuDevice,
+    port: &crate::ports::Port,
     kernel: KernelId,
     dtype: DType,
     words: &'a [u32],
@@ -350,7 +351,7 @@ pub(crate) fn gpu_launch<'a>(
         .and_then(|v| v.parse().ok())
         .unwrap_or(geometry.block);
     let mut block = preferred
-        .clamp(wave, g.max_block().max(wave))
+        .clamp(wave, g.max_block_for(port).max(wave))
         .div_ceil(wave)
         * wave;
     let shared = |block: u32| {

@@ -34,7 +34,7 @@ pub fn time_kernel(
                 .iter()
                 .zip(&bufs)
                 .map(|((dt, words, geometry), b)| {
-                    gpu_launch(g.as_ref(), kernel, *dt, words, geometry, b)
+                    gpu_launch(g.as_ref(), port, kernel, *dt, words, geometry, b)
                 })
                 .collect();
             Ok(g.time_launches(port, &launches, runs)?)

@@ -6,6 +6,8 @@
 #![no_std]
 // nvptx converts f16 in hardware (element.rs).
 #![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), feature(f16))]
+// nvptx converts bf16 through inline PTX (element.rs).
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 
 mod block;
 mod element;

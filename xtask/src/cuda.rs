@@ -204,7 +204,11 @@ fn link(
         .arg(&optimized)
         // `strip` drops the names of internal functions: their mangled names carry a crate hash
         // that cargo derives from the checkout's path, so a clone elsewhere would differ.
-        .arg("-passes=default<O3>,strip"))?;
+        .arg("-passes=default<O3>,strip")
+        // Fully unroll the kernels' fixed-size chunk loops: a loop left rolled indexes its
+        // arrays dynamically, which nvptx can only do in local memory (the f16 add-RMSNorm
+        // body spilled 128 bytes per thread at the default threshold).
+        .arg("-unroll-threshold=1000"))?;
     let ptx_path = work.join("out.ptx");
     run(Command::new(tools.join("llc"))
         .arg(&optimized)

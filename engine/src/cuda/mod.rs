@@ -84,6 +84,23 @@ pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
         .map(|g| g as Arc<dyn GpuDevice>)
 }
 
+/// The PTX named by `KILN_CUDA_PTX`, loaded instead of the embedded module so a kernel author
+/// can A/B a rebuilt PTX without rebuilding the engine (the port table still follows the
+/// embedded PTX; an entry the file lacks fails at launch with the driver's error).
+fn ptx_override(path: &std::ffi::OsStr) -> Result<(String, &'static str), String> {
+    let name = std::path::Path::new(path).display().to_string();
+    let mut text =
+        std::fs::read_to_string(path).map_err(|err| format!("KILN_CUDA_PTX={name}: {err}"))?;
+    if !text.contains(".entry") {
+        return Err(format!(
+            "KILN_CUDA_PTX={name}: not a PTX module (no .entry)"
+        ));
+    }
+    text.push('\0');
+    // The module text must outlive the process's module; it is read once per process.
+    Ok((name, Box::leak(text.into_boxed_str())))
+}
+
 impl CudaGpu {
     fn open() -> Result<CudaGpu, String> {
         // SAFETY: only probes whether the driver library can be loaded.
@@ -113,7 +130,7 @@ impl CudaGpu {
         let max_shared = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
         let l2_bytes = attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
         let dev_name = result::device::get_name(device).map_err(e("cuDeviceGetName"))?;
-        let ptx = artifacts::PTX
+        let embedded = artifacts::PTX
             .iter()
             .find(|p| cc >= p.min_cc)
             .ok_or_else(|| {
@@ -122,21 +139,22 @@ impl CudaGpu {
                     cc.0, cc.1
                 )
             })?;
+        let (ptx_name, ptx_text) = match std::env::var_os("KILN_CUDA_PTX") {
+            Some(path) => ptx_override(&path)?,
+            None => (embedded.name.to_string(), embedded.text),
+        };
         // SAFETY: `device` came from cuDeviceGet; the context is retained for the process.
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(e("cuDevicePrimaryCtxRetain"))?;
         // SAFETY: a retained primary context.
         unsafe { result::ctx::set_current(ctx) }.map_err(e("cuCtxSetCurrent"))?;
         // SAFETY: the image is NUL-terminated PTX text that lives for the process.
-        let module = unsafe { result::module::load_data(ptx.text.as_ptr() as *const c_void) }
-            .map_err(|err| format!("cuModuleLoadData({}): {}", ptx.name, error_name(&err)))?;
+        let module = unsafe { result::module::load_data(ptx_text.as_ptr() as *const c_void) }
+            .map_err(|err| format!("cuModuleLoadData({ptx_name}): {}", error_name(&err)))?;
         Ok(CudaGpu {
             ctx,
             module,
-            name: format!(
-                "{dev_name} (sm_{}{}, {}, warp {warp})",
-                cc.0, cc.1, ptx.name
-            ),
+            name: format!("{dev_name} (sm_{}{}, {ptx_name}, warp {warp})", cc.0, cc.1),
             warp,
             max_block,
             max_shared,
@@ -329,6 +347,26 @@ impl GpuDevice for CudaGpu {
     }
     fn max_block(&self) -> u32 {
         self.max_block
+    }
+    fn max_block_for(&self, port: &Port) -> u32 {
+        let PortLaunch::Artifact { symbol } = &port.launch else {
+            return self.max_block;
+        };
+        let limit = self
+            .enter()
+            .and_then(|()| self.function(symbol))
+            .and_then(|f| {
+                // SAFETY: `f` was resolved from the loaded module.
+                unsafe {
+                    result::function::get_function_attribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                    )
+                }
+                .map_err(|e| other("cuFuncGetAttribute", e))
+            });
+        // Unknown → the device's limit; the launch then reports the driver's refusal.
+        limit.map_or(self.max_block, |n| (n as u32).min(self.max_block))
     }
     fn l2_bytes(&self) -> Option<usize> {
         Some(self.l2_bytes)
