@@ -13,6 +13,12 @@ use std::process::Command;
 /// Target cpus built, and the file each PTX goes to (the engine embeds these names).
 pub const TARGETS: &[(&str, &str)] = &[("sm_80", "kiln_sm80.ptx"), ("sm_90", "kiln_sm90.ptx")];
 
+/// LLVM's full-unroll budget for the nvptx build (default 300 at O3). Kernel bodies index small
+/// fixed-size arrays inside loops with constant bounds (per-lane registers: the paged decode's
+/// per-head accumulators, chunked loads); a loop left rolled turns its arrays into `.local`
+/// memory, so the budget is raised until those loops unroll.
+const UNROLL_THRESHOLD: u32 = 1200;
+
 /// Where the PTX is committed, relative to the repository root.
 pub const OUT_DIR: &str = "engine/kernels/cuda";
 
@@ -111,7 +117,10 @@ fn build_rlibs(root: &Path, cpu: &str) -> Result<Vec<PathBuf>, String> {
         .args(["--message-format", "json-render-diagnostics"])
         .arg("--target-dir")
         .arg(&target_dir)
-        .env("CARGO_ENCODED_RUSTFLAGS", format!("-Ctarget-cpu={cpu}"));
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            format!("-Ctarget-cpu={cpu}\x1f-Cllvm-args=-unroll-threshold={UNROLL_THRESHOLD}"),
+        );
     // The outer `cargo xtask` sets these for the stable host build; they must not leak in.
     for v in [
         "RUSTFLAGS",
@@ -204,7 +213,8 @@ fn link(
         .arg(&optimized)
         // `strip` drops the names of internal functions: their mangled names carry a crate hash
         // that cargo derives from the checkout's path, so a clone elsewhere would differ.
-        .arg("-passes=default<O3>,strip"))?;
+        .arg("-passes=default<O3>,strip")
+        .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}")))?;
     let ptx_path = work.join("out.ptx");
     run(Command::new(tools.join("llc"))
         .arg(&optimized)
