@@ -60,6 +60,7 @@ pub(crate) struct CudaGpu {
     max_block: u32,
     max_shared: usize,
     l2_bytes: usize,
+    multiprocessors: usize,
     functions: Mutex<HashMap<String, usize>>,
     /// Set once a kernel faulted: the context is then unusable for the rest of the process.
     fault: Mutex<Option<String>>,
@@ -112,6 +113,7 @@ impl CudaGpu {
         let max_block = attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let max_shared = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
         let l2_bytes = attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
+        let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
         let dev_name = result::device::get_name(device).map_err(e("cuDeviceGetName"))?;
         let ptx = artifacts::PTX
             .iter()
@@ -122,6 +124,10 @@ impl CudaGpu {
                     cc.0, cc.1
                 )
             })?;
+        let ptx = match std::env::var_os(artifacts::PTX_OVERRIDE_ENV) {
+            Some(path) => artifacts::ptx_from_file(&path)?,
+            None => ptx,
+        };
         // SAFETY: `device` came from cuDeviceGet; the context is retained for the process.
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(e("cuDevicePrimaryCtxRetain"))?;
@@ -141,6 +147,7 @@ impl CudaGpu {
             max_block,
             max_shared,
             l2_bytes,
+            multiprocessors,
             functions: Mutex::new(HashMap::new()),
             fault: Mutex::new(None),
         })
@@ -332,6 +339,32 @@ impl GpuDevice for CudaGpu {
     }
     fn l2_bytes(&self) -> Option<usize> {
         Some(self.l2_bytes)
+    }
+
+    fn resident_blocks(&self, port: &Port, block: u32, shared: usize) -> Option<usize> {
+        let PortLaunch::Artifact { symbol } = &port.launch else {
+            return None;
+        };
+        self.enter().ok()?;
+        let f = self.function(symbol).ok()?;
+        if shared > 48 * 1024 {
+            // Occupancy counts the dynamic shared memory the launch will opt into.
+            // SAFETY: `f` is a function of the loaded module.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+            }
+            .ok()?;
+        }
+        // SAFETY: `f` is a function of the loaded module.
+        let per_sm = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(f, block as i32, shared)
+        }
+        .ok()?;
+        Some(per_sm.max(0) as usize * self.multiprocessors)
     }
 
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {
