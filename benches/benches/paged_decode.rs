@@ -12,7 +12,7 @@ fn main() {
     let dev = Device::cpu();
     let copy = host_copy_bandwidth(512 << 20, 5);
     println!(
-        "# cpu copy bandwidth: {:.2} GB/s (512 MiB memcpy, best of 5)",
+        "# cpu copy bandwidth: {:.2} GB/s (512 MiB memcpy, read + write bytes, best of 5)",
         copy / 1e9
     );
     println!(

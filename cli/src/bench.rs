@@ -21,26 +21,57 @@ pub struct Args {
     /// Only these kernels (comma-separated names).
     #[arg(long)]
     kernel: Option<String>,
+    /// With --paged: contexts to run (comma-separated; default 1024,4096,16384,32768).
+    #[arg(long, value_delimiter = ',')]
+    contexts: Vec<usize>,
+    /// With --paged: batch sizes to run (comma-separated; default 1,4,8).
+    #[arg(long, value_delimiter = ',')]
+    batches: Vec<usize>,
+    /// With --paged: arms to run (comma-separated v1, v2, fallback; default all three).
+    #[arg(long, value_delimiter = ',')]
+    arms: Vec<String>,
+    /// With --paged: skip the v1/v2 crossover measurement.
+    #[arg(long)]
+    no_crossover: bool,
 }
 
-fn paged(dev: &kiln::Device) -> anyhow::Result<()> {
+fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
     use kiln_benches::paged::{crossover, run_paged_decode, PagedBenchConfig, PagedBenchRow};
-    // Bytes read per second of a 256 MiB device copy, median of 20, measured in this run.
+    // Bytes read and written per second of a 256 MiB device copy, median of 20, measured in
+    // this run (the same figure `kiln bench` compares every kernel with).
     let mut t = kiln::timing::time_copy(dev, 256 << 20, 20)?;
     t.sort_by(f64::total_cmp);
-    let copy = (256 << 20) as f64 / t[t.len() / 2];
+    let copy = 2.0 * (256 << 20) as f64 / t[t.len() / 2];
     println!(
-        "# {} copy: {:.1} GB/s read (256 MiB, median of 20)",
+        "# {} copy: {:.1} GB/s read + write (256 MiB, median of 20)",
         dev.name(),
         copy / 1e9
     );
-    let (points, from) = crossover(dev, &[1024, 2048, 4096, 8192, 16384, 32768])?;
-    println!("# crossover (batch 1, Hq 8, Hkv 1, D 128, f16): context,v1_s,v2_s");
-    for p in &points {
-        println!("# {},{:.4e},{:.4e}", p.context, p.v1_seconds, p.v2_seconds);
+    if !a.no_crossover {
+        let (points, from) = crossover(dev, &[512, 1024, 2048, 4096, 8192, 16384, 32768])?;
+        println!("# crossover (batch 1, Hq 8, Hkv 1, D 128, f16; kernel time): context,v1_s,v2_s");
+        for p in &points {
+            println!("# {},{:.4e},{:.4e}", p.context, p.v1_seconds, p.v2_seconds);
+        }
+        println!("# v2 faster from context: {from:?}");
     }
-    println!("# v2 faster from context: {from:?}");
-    let cfg = PagedBenchConfig::default();
+    let mut cfg = PagedBenchConfig::default();
+    if !a.contexts.is_empty() {
+        cfg.contexts = a.contexts.clone();
+    }
+    if !a.batches.is_empty() {
+        cfg.batches = a.batches.clone();
+    }
+    if !a.arms.is_empty() {
+        cfg.arms = a
+            .arms
+            .iter()
+            .map(|s| {
+                kiln::paged::DecodeArm::parse(s)
+                    .ok_or_else(|| anyhow::anyhow!("unknown arm `{s}` (v1, v2 or fallback)"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
     println!("{}", PagedBenchRow::CSV_HEADER);
     run_paged_decode(dev, &cfg, copy, |r| println!("{}", r.csv(&cfg)))?;
     Ok(())
@@ -51,7 +82,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("unknown backend `{}`", a.backend))?;
     let dev = kiln::Device::open(b)?;
     if a.paged {
-        return paged(&dev);
+        return paged(&dev, &a);
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);

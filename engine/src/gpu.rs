@@ -106,5 +106,11 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn max_shared_bytes(&self) -> usize {
         usize::MAX
     }
+    /// How many blocks of `port` (`block` threads, `shared` bytes of launch-sized shared memory)
+    /// the whole device holds at once: multiprocessors × blocks resident per multiprocessor,
+    /// when the backend can say (planners size split work to fill the device in one wave).
+    fn resident_blocks(&self, _port: &Port, _block: u32, _shared: usize) -> Option<usize> {
+        None
+    }
     fn as_any(&self) -> &dyn Any;
 }

@@ -344,12 +344,34 @@ pub(crate) fn gpu_launch<'a>(
     geometry: &kiln_math::Launch,
     bufs: &'a [GpuBuf<'a>],
 ) -> GpuLaunch<'a> {
+    let (block, shared) = gpu_block(g, port, kernel, words, geometry.block);
+    GpuLaunch {
+        kernel,
+        dtype,
+        params: words,
+        bufs,
+        grid: geometry.grid,
+        block,
+        shared,
+    }
+}
+
+/// The block a GPU launch of bound `words` runs with (the kernel's `preferred` block, or
+/// `KILN_GPU_BLOCK`, clamped to what the device runs `port`'s entry with and rounded to its wave) and the launch-sized shared
+/// memory that block needs.
+fn gpu_block(
+    g: &dyn GpuDevice,
+    port: &crate::ports::Port,
+    kernel: KernelId,
+    words: &[u32],
+    preferred: u32,
+) -> (u32, usize) {
     let wave = g.wave();
     // `KILN_GPU_BLOCK` overrides the kernel's preferred block (tuning experiments).
     let preferred = std::env::var("KILN_GPU_BLOCK")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(geometry.block);
+        .unwrap_or(preferred);
     let mut block = preferred
         .clamp(wave, g.max_block_for(port).max(wave))
         .div_ceil(wave)
@@ -366,15 +388,24 @@ pub(crate) fn gpu_launch<'a>(
     while block > wave && shared(block) > g.max_shared_bytes() {
         block -= wave;
     }
-    GpuLaunch {
-        kernel,
-        dtype,
-        params: words,
-        bufs,
-        grid: geometry.grid,
-        block,
-        shared: shared(block),
-    }
+    (block, shared(block))
+}
+
+/// How many blocks of `kernel` launched with bound `words` (preferred block `preferred`) a GPU
+/// holds at once, when its backend can say; `None` on host devices.
+pub fn resident_blocks(
+    dev: &Device,
+    kernel: KernelId,
+    dtype: DType,
+    words: &[u32],
+    preferred: u32,
+) -> Option<usize> {
+    let DeviceKind::Gpu(g) = dev.kind() else {
+        return None;
+    };
+    let port = select_port(ports(kernel), dev, dtype).ok()?;
+    let (block, shared) = gpu_block(g.as_ref(), port, kernel, words, preferred);
+    g.resident_blocks(port, block, shared)
 }
 
 /// Runs the reference chain on host copies of the tensors and writes the outputs back.

@@ -31,6 +31,28 @@ fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
+/// Bytes of the staging buffer that fills device memory.
+const FILL_CHUNK: usize = 64 << 20;
+
+/// `len` zeroed words from the allocator's zeroed path: the pages of a large allocation come
+/// from the OS untouched and cost memory only once written. A refusal is an error, not an
+/// abort, so a caller can skip what does not fit.
+fn zeroed_words(len: usize) -> Result<Vec<u64>, PortError> {
+    let layout = std::alloc::Layout::array::<u64>(len)
+        .map_err(|_| other(format!("{len} words do not fit an allocation")))?;
+    // SAFETY: the layout is non-zero (len ≥ 1) and valid.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut u64;
+    if ptr.is_null() {
+        return Err(other(format!(
+            "host allocation of {} bytes refused",
+            layout.size()
+        )));
+    }
+    // SAFETY: allocated above by the global allocator with the layout of `len` u64s, all
+    // initialised (zeroed); the Vec frees it with that same layout.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 fn other(msg: String) -> PortError {
     PortError::Device(DeviceError::Other(msg))
 }
@@ -56,20 +78,42 @@ impl Tensor {
             .and_then(|n| n.checked_mul(dtype.size()))
             .ok_or_else(|| other(format!("tensor of shape {shape:?} is too large")))?;
         let offset = guard * dtype.size();
-        let mut bytes = vec![guard_fill; n];
-        bytes[offset..n - offset].fill(body_fill);
+        // The fill as ranges; zero ranges need no writes (fresh host memory is zeroed and its
+        // untouched pages stay unallocated, so a huge zero tensor costs only what is written).
+        let fills = [
+            (0, offset, guard_fill),
+            (offset, n - offset, body_fill),
+            (n - offset, n, guard_fill),
+        ];
         let mem = match dev.kind() {
             DeviceKind::Cpu | DeviceKind::Sim(_) => {
-                let mut words = vec![0u64; n.div_ceil(8).max(1)];
+                let mut words = zeroed_words(n.div_ceil(8).max(1))?;
                 // SAFETY: the u64 storage holds at least n bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr() as *mut u8, n)
-                };
+                let all =
+                    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, n) };
+                for &(lo, hi, fill) in &fills {
+                    if fill != 0 {
+                        all[lo..hi].fill(fill);
+                    }
+                }
                 Mem::Host(words)
             }
             DeviceKind::Gpu(g) => {
                 let m = g.alloc(n.max(1))?;
-                m.write(0, &bytes)?;
+                // Device memory starts undefined: write every range, a staging chunk at a time.
+                let chunk = n.clamp(1, FILL_CHUNK);
+                let mut staged = (0u8, Vec::new());
+                for &(lo, hi, fill) in &fills {
+                    if staged.1.is_empty() || staged.0 != fill {
+                        staged = (fill, vec![fill; chunk]);
+                    }
+                    let mut at = lo;
+                    while at < hi {
+                        let len = (hi - at).min(chunk);
+                        m.write(at, &staged.1[..len])?;
+                        at += len;
+                    }
+                }
                 Mem::Gpu(m)
             }
         };
@@ -189,16 +233,31 @@ impl Tensor {
                 self.byte_len()
             )));
         }
+        self.write_bytes_at(0, bytes)
+    }
+
+    /// Writes `bytes` at byte `at` of the tensor's elements, leaving the rest as it is.
+    pub fn write_bytes_at(&mut self, at: usize, bytes: &[u8]) -> Result<(), PortError> {
+        if at
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > self.byte_len())
+        {
+            return Err(other(format!(
+                "{} bytes written at byte {at} of a tensor of {} bytes",
+                bytes.len(),
+                self.byte_len()
+            )));
+        }
         match &mut self.mem {
             Mem::Host(words) => {
                 // SAFETY: as in read_range.
                 let all = unsafe {
                     std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, self.total)
                 };
-                all[self.offset..self.offset + bytes.len()].copy_from_slice(bytes);
+                all[self.offset + at..self.offset + at + bytes.len()].copy_from_slice(bytes);
                 Ok(())
             }
-            Mem::Gpu(m) => Ok(m.write(self.offset, bytes)?),
+            Mem::Gpu(m) => Ok(m.write(self.offset + at, bytes)?),
         }
     }
 

@@ -64,6 +64,9 @@ pub unsafe trait Scalar: Copy + Send + Sync + 'static {
 /// A kernel element type: stored as `Self`, computed in f32.
 pub trait Element: Scalar + PartialEq + core::fmt::Debug {
     fn to_f32(self) -> f32;
+    /// The value as f32 for kernels that only propagate NaNs: exact for every number, but a
+    /// NaN's payload may differ by target (on GPUs one hardware conversion, no NaN select).
+    fn widen(self) -> f32;
     fn from_f32(v: f32) -> Self;
     /// Storage bits, widened; used by tests and poison patterns.
     fn to_bits32(self) -> u32;
@@ -105,6 +108,10 @@ impl Element for f32 {
         self
     }
     #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v
     }
@@ -122,6 +129,13 @@ impl Element for F16 {
         f16_bits_to_f32(self.0)
     }
     #[inline(always)]
+    fn widen(self) -> f32 {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        return f16::from_bits(self.0) as f32;
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        return f16_bits_to_f32_soft(self.0);
+    }
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         F16(f32_to_f16_bits(v))
     }
@@ -137,6 +151,10 @@ impl Element for Bf16 {
     #[inline(always)]
     fn to_f32(self) -> f32 {
         f32::from_bits((self.0 as u32) << 16)
+    }
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self.to_f32()
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {

@@ -4,13 +4,21 @@
 //! The same source is compiled for the host (the engine's `cpu` and `sim` backends), for
 //! `nvptx64-nvidia-cuda`, for `amdgcn-amd-amdhsa`, and translated to WGSL. `no_std`, no alloc.
 #![no_std]
-// nvptx converts f16 in hardware (element.rs).
-#![cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), feature(f16))]
-// nvptx converts bf16 through inline PTX (element.rs).
+// nvptx converts f16 in hardware (element.rs); GPUs take exp2 and fma from their instructions (fast_math.rs).
+#![cfg_attr(
+    any(target_arch = "nvptx64", target_arch = "amdgpu"),
+    feature(f16, core_intrinsics)
+)]
+#![cfg_attr(
+    any(target_arch = "nvptx64", target_arch = "amdgpu"),
+    allow(internal_features)
+)]
+// nvptx rounds bf16 through inline PTX (element.rs).
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 
 mod block;
 mod element;
+mod fast_math;
 mod kernel;
 pub mod kernels;
 mod list;
@@ -22,6 +30,7 @@ pub use element::{
     f16_bits_to_f32, f16_bits_to_f32_soft, f32_to_bf16_bits, f32_to_f16_bits, f32_to_f16_bits_soft,
     Bf16, DType, Element, Scalar, F16,
 };
+pub use fast_math::{exp2_approx, exp2_poly, mul_add};
 pub use kernel::{
     shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,
     Waves,

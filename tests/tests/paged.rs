@@ -2,7 +2,6 @@
 //! and the host plan, the shape sweep on the cpu backend, and refusals of bad inputs.
 
 use kiln::parity::run_matrix;
-use kiln::KernelId;
 
 const PAGED: [KernelId; 3] = [
     KernelId::PagedAttentionDecode,
@@ -44,7 +43,7 @@ use kiln::paged::{
     KvGeometry, PageTable, PlanConfig, PlanError, ARM_ENV, MAX_CHUNKS,
 };
 use kiln::rng::Rng;
-use kiln::{ops, DType, Device, PortError, Tensor};
+use kiln::{ops, DType, Device, KernelId, PortError, SimConfig, Tensor};
 
 /// One request of a test batch: `visible` tokens from entry `offset` of its first page.
 #[derive(Clone, Copy, Debug)]
@@ -208,10 +207,12 @@ fn bound(dtype: DType) -> f64 {
     }
 }
 
-fn policy(dev: &Device, ppc: Option<usize>) -> DecodePolicy {
+/// The device's policy for the batch in `q`, `k`, `v`, with pages per chunk pinned or not.
+fn policy(dev: &Device, q: &Tensor, k: &Tensor, v: &Tensor, ppc: Option<usize>) -> DecodePolicy {
+    let geo = KvGeometry::of(KernelId::PagedAttentionDecode, q, k, v).unwrap();
     DecodePolicy {
         pages_per_chunk: ppc,
-        ..DecodePolicy::for_device(dev)
+        ..DecodePolicy::for_device(dev, &geo)
     }
 }
 
@@ -246,7 +247,7 @@ fn check_dispatch(
         &bt.table,
         0.0,
         &mut out,
-        &policy(dev, ppc),
+        &policy(dev, &q, &k, &v, ppc),
         arm,
     )
     .unwrap_or_else(|e| panic!("{label} {arm:?}: {e}"));
@@ -538,7 +539,7 @@ fn bad_inputs_are_invalid_shape_before_any_launch() {
             t,
             0.0,
             out,
-            &policy(&dev, None),
+            &policy(&dev, &q, &k, &v, None),
             Some(DecodeArm::V2),
         )
     };
@@ -656,4 +657,224 @@ fn every_arm_matches_on_the_sim() {
             );
         }
     }
+}
+
+/// Both sweeps of `decode_attention` at every emulated wave and several block sizes: head dims
+/// whose slices fill a lane group, pad it (24, 100: spare lanes, a partial slice, element-wise
+/// loads) or exceed the wave (the strided sweep), query-head groups of 1, 3 and 4 and two
+/// groups per KV head, windows, an empty request and tokens that end mid-tile.
+#[test]
+fn both_sweeps_match_at_every_wave_block_and_head_dim() {
+    let mut rng = Rng::new(kiln_tests::seed("paged sweeps"));
+    // (wave, block, head dim, Hq, Hkv, pool dtype)
+    let shapes = [
+        (4, 4, 24, 2, 2, DType::F32),
+        (4, 12, 64, 8, 2, DType::F16),
+        (8, 8, 64, 6, 2, DType::Bf16),
+        (8, 24, 100, 8, 1, DType::F16),
+        (16, 16, 128, 4, 1, DType::F32),
+        (16, 48, 100, 6, 2, DType::F16),
+        (32, 32, 128, 8, 1, DType::F16),
+        (32, 96, 256, 4, 2, DType::Bf16),
+        (32, 128, 80, 16, 2, DType::F32),
+        (64, 64, 96, 8, 2, DType::F16),
+        (64, 128, 24, 4, 4, DType::F16),
+    ];
+    for (wave, block, d, hq, hkv, dtype) in shapes {
+        let dev = Device::sim_with(SimConfig {
+            block: Some(block),
+            ..SimConfig::new(wave)
+        })
+        .unwrap();
+        let bt = batch(
+            &mut rng,
+            hq,
+            hkv,
+            d,
+            16,
+            &[req(45, 3), req(0, 0), req(7, 9), req(33, 0)],
+            dtype,
+        );
+        let label = format!("sim wave {wave} block {block} d{d} hq{hq} hkv{hkv}");
+        check_arm(&dev, &bt, dtype, DecodeArm::V1, None, &label);
+        check_arm(&dev, &bt, dtype, DecodeArm::V2, Some(1), &label);
+    }
+}
+
+/// With the device's round size known, the plan fills one round rather than spilling a few
+/// blocks into a second: 1024 pages over 8 KV heads on 264 resident blocks (an H200 holding 2
+/// partial blocks per multiprocessor) is 32 chunks of 32 pages (256 blocks), not 34 of 31.
+#[test]
+fn the_plan_fills_whole_rounds_of_the_device() {
+    let cfg = |target| PlanConfig {
+        target_blocks: target,
+        pages_per_chunk: None,
+    };
+    let p = plan_decode(&[1024], 32, 8, 128, cfg(264)).unwrap();
+    assert_eq!(
+        (p.pages_per_chunk, p.chunks(), p.blocks),
+        (32, 32, 256),
+        "{p:?}"
+    );
+    // Two rounds' worth of blocks still make whole rounds: 8 requests of 1024 pages.
+    let p = plan_decode(&[1024; 8], 32, 8, 128, cfg(264)).unwrap();
+    assert!(p.blocks <= 264, "{} blocks", p.blocks);
+    // A small device splits less.
+    let p = plan_decode(&[1024], 32, 8, 128, cfg(16)).unwrap();
+    assert_eq!(p.chunks(), 2, "{p:?}");
+}
+
+/// A pool past 2^32 elements: rows whose element offset exceeds `u32::MAX` must be read from
+/// there, not from the offset wrapped to 32 bits (which here holds other, known values). The
+/// f16 pools are zero tensors whose untouched pages stay unallocated (2 × 8.6 GB reserved, a
+/// few pages written), so the cpu and the sim run it in CI; a GPU backend runs it where its
+/// memory allows, and says when it does not.
+#[test]
+fn a_pool_past_2_32_elements_is_addressed_in_64_bits() {
+    let (hq, hkv, d, ps) = (4usize, 1usize, 64usize, 16usize);
+    let row_elems = ps * hkv * d;
+    let num_blocks = (1usize << 32) / row_elems + 8;
+    assert!(num_blocks * row_elems > u32::MAX as usize);
+    let mut rng = Rng::new(kiln_tests::seed("paged 64-bit pool"));
+    // Request 0 reads the last rows (offsets past 2^32) and one low row; request 1 a window of
+    // one high row.
+    let high = |k: usize| (num_blocks - 1 - k) as i32;
+    let table = PageTable {
+        indices: vec![high(0), 3, high(2), high(1)],
+        indptr: vec![0, 3, 4],
+        last_page_len: vec![9, 16],
+        first_page_offset: vec![2, 5],
+    };
+    let rows: Vec<i32> = table.indices.clone();
+    // f16 pools: 8.6 GB each. Values as stored (rounded to f16), widened.
+    let f16 = |x: f64| kiln::math::F16::from_f32(x as f32);
+    let mut values = std::collections::HashMap::new();
+    for &r in &rows {
+        let k: Vec<f32> = (0..row_elems).map(|_| f16(rng.normal()).to_f32()).collect();
+        let v: Vec<f32> = (0..row_elems).map(|_| f16(rng.normal()).to_f32()).collect();
+        values.insert(r, (k, v));
+    }
+    let q: Vec<f32> = (0..2 * hq * d).map(|_| rng.normal() as f32).collect();
+    let bt = Batch {
+        hq,
+        hkv,
+        d,
+        ps,
+        num_blocks,
+        table,
+        q,
+        k: Vec::new(),
+        v: Vec::new(),
+    };
+    let want = expected_sparse(&bt, &values, 1.0 / (d as f64).sqrt());
+
+    let mut devs = vec![Device::cpu(), Device::sim(32).unwrap()];
+    devs.extend(
+        kiln_tests::test_devices()
+            .into_iter()
+            .filter(|d| d.gpu().is_some() && d.backend() != kiln::Backend::Wgpu),
+    );
+    for dev in devs {
+        let pool = [num_blocks, ps, hkv, d];
+        let (mut k, mut v) = match (
+            Tensor::zeros(&dev, DType::F16, &pool),
+            Tensor::zeros(&dev, DType::F16, &pool),
+        ) {
+            (Ok(k), Ok(v)) => (k, v),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!(
+                    "{}: skipped, the 2^32-element pools do not fit: {e}",
+                    dev.name()
+                );
+                continue;
+            }
+        };
+        let bytes = |x: &[f32]| {
+            x.iter()
+                .flat_map(|&f| f16(f as f64).0.to_le_bytes())
+                .collect::<Vec<u8>>()
+        };
+        for (&r, (kr, vr)) in &values {
+            let at = r as usize * row_elems;
+            k.write_bytes_at(2 * at, &bytes(kr)).unwrap();
+            v.write_bytes_at(2 * at, &bytes(vr)).unwrap();
+            // Where a 32-bit offset would land, other values.
+            if at > u32::MAX as usize {
+                let wrapped = 2 * (at % (1usize << 32));
+                k.write_bytes_at(wrapped, &bytes(&vec![3.0; row_elems]))
+                    .unwrap();
+                v.write_bytes_at(wrapped, &bytes(&vec![-7.0; row_elems]))
+                    .unwrap();
+            }
+        }
+        let qs = [2, hq, 1, d];
+        let qt = Tensor::from_f32(&dev, DType::F32, &qs, &bt.q).unwrap();
+        for arm in [DecodeArm::V1, DecodeArm::V2] {
+            let mut out = Tensor::from_f32(&dev, DType::F32, &qs, &[f32::NAN; 8 * 64]).unwrap();
+            let run = paged_decode_with(
+                &dev,
+                &qt,
+                &k,
+                &v,
+                &bt.table,
+                0.0,
+                &mut out,
+                &policy(&dev, &qt, &k, &v, Some(1)),
+                Some(arm),
+            )
+            .unwrap_or_else(|e| panic!("{} {arm:?}: {e}", dev.name()));
+            let rel = max_rel(&out.to_f32_vec().unwrap(), &want);
+            eprintln!("{} {}: max_rel {rel:.3e}", dev.name(), run.arm.name());
+            assert!(
+                rel < 2e-2,
+                "{} {}: max_rel {rel:.3e}",
+                dev.name(),
+                arm.name()
+            );
+        }
+    }
+}
+
+/// [`Batch::expected`] for a pool given only by the rows the table names.
+fn expected_sparse(
+    bt: &Batch,
+    rows: &std::collections::HashMap<i32, (Vec<f32>, Vec<f32>)>,
+    scale: f64,
+) -> Vec<f64> {
+    let (hq, hkv, d, ps) = (bt.hq, bt.hkv, bt.d, bt.ps);
+    let mut out = vec![0.0; bt.b() * hq * d];
+    for r in 0..bt.b() {
+        let pages = &bt.table.indices[bt.table.indptr[r] as usize..bt.table.indptr[r + 1] as usize];
+        let first = bt.table.first_page_offset[r] as usize;
+        let visible = (pages.len() - 1) * ps + bt.table.last_page_len[r] as usize - first;
+        for h in 0..hq {
+            let kvh = h / (hq / hkv);
+            let qr = &bt.q[(r * hq + h) * d..(r * hq + h + 1) * d];
+            let entry = |i: usize, side: usize| {
+                let e = first + i;
+                let (k, v) = &rows[&pages[e / ps]];
+                let at = ((e % ps) * hkv + kvh) * d;
+                if side == 0 {
+                    &k[at..at + d]
+                } else {
+                    &v[at..at + d]
+                }
+            };
+            let s: Vec<f64> = (0..visible)
+                .map(|i| {
+                    let k = entry(i, 0);
+                    scale * (0..d).map(|j| qr[j] as f64 * k[j] as f64).sum::<f64>()
+                })
+                .collect();
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+            for (i, x) in s.iter().enumerate() {
+                let v = entry(i, 1);
+                for j in 0..d {
+                    out[(r * hq + h) * d + j] += (x - m).exp() / z * v[j] as f64;
+                }
+            }
+        }
+    }
+    out
 }

@@ -13,6 +13,12 @@ use std::process::Command;
 /// Target cpus built, and the file each PTX goes to (the engine embeds these names).
 pub const TARGETS: &[(&str, &str)] = &[("sm_80", "kiln_sm80.ptx"), ("sm_90", "kiln_sm90.ptx")];
 
+/// LLVM's full-unroll budget for the nvptx build (default 300 at O3). Kernel bodies index small
+/// fixed-size arrays inside loops with constant bounds (per-lane registers: the paged decode's
+/// per-head accumulators, chunked loads); a loop left rolled turns its arrays into `.local`
+/// memory, so the budget is raised until those loops unroll.
+const UNROLL_THRESHOLD: u32 = 1200;
+
 /// Where the PTX is committed, relative to the repository root.
 pub const OUT_DIR: &str = "engine/kernels/cuda";
 
@@ -111,7 +117,13 @@ fn build_rlibs(root: &Path, cpu: &str) -> Result<Vec<PathBuf>, String> {
         .args(["--message-format", "json-render-diagnostics"])
         .arg("--target-dir")
         .arg(&target_dir)
-        .env("CARGO_ENCODED_RUSTFLAGS", format!("-Ctarget-cpu={cpu}"));
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            // The unroll budget applies at the link-time O3 only: given to rustc too, the crate-level
+            // pass unrolls the f16 add-RMSNorm chunk loop partially and the link cannot finish it
+            // (128 bytes of local memory per thread again).
+            format!("-Ctarget-cpu={cpu}"),
+        );
     // The outer `cargo xtask` sets these for the stable host build; they must not leak in.
     for v in [
         "RUSTFLAGS",
@@ -205,10 +217,7 @@ fn link(
         // `strip` drops the names of internal functions: their mangled names carry a crate hash
         // that cargo derives from the checkout's path, so a clone elsewhere would differ.
         .arg("-passes=default<O3>,strip")
-        // Fully unroll the kernels' fixed-size chunk loops: a loop left rolled indexes its
-        // arrays dynamically, which nvptx can only do in local memory (the f16 add-RMSNorm
-        // body spilled 128 bytes per thread at the default threshold).
-        .arg("-unroll-threshold=1000"))?;
+        .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}")))?;
     let ptx_path = work.join("out.ptx");
     run(Command::new(tools.join("llc"))
         .arg(&optimized)

@@ -29,6 +29,23 @@ pub(crate) static PTX: &[Ptx] = &[
     },
 ];
 
+/// Loads this PTX file instead of the embedded module (A/B runs of kernel variants built from
+/// the same kernel list: the entries, params and shared-memory sizes must match this build's).
+pub(crate) const PTX_OVERRIDE_ENV: &str = "KILN_CUDA_PTX";
+
+/// A PTX module read from `path` (kept for the process, as the embedded ones are).
+pub(crate) fn ptx_from_file(path: &std::ffi::OsStr) -> Result<&'static Ptx, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{PTX_OVERRIDE_ENV}={}: {e}", path.to_string_lossy()))?;
+    let name: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
+    let text: &'static str = Box::leak(format!("{text}\0").into_boxed_str());
+    Ok(Box::leak(Box::new(Ptx {
+        name,
+        min_cc: (0, 0),
+        text,
+    })))
+}
+
 /// The entry symbol of a kernel × dtype (`shaders-cuda` names them `<kernel>_<dtype>`).
 pub(crate) fn symbol(kernel: KernelId, dtype: kiln_math::DType) -> String {
     format!("{}_{}", kernel.name(), dtype.name())

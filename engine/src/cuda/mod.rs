@@ -60,6 +60,7 @@ pub(crate) struct CudaGpu {
     max_block: u32,
     max_shared: usize,
     l2_bytes: usize,
+    multiprocessors: usize,
     functions: Mutex<HashMap<String, usize>>,
     /// Set once a kernel faulted: the context is then unusable for the rest of the process.
     fault: Mutex<Option<String>>,
@@ -82,23 +83,6 @@ pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
     GPU.get_or_init(|| CudaGpu::open().map(Arc::new))
         .clone()
         .map(|g| g as Arc<dyn GpuDevice>)
-}
-
-/// The PTX named by `KILN_CUDA_PTX`, loaded instead of the embedded module so a kernel author
-/// can A/B a rebuilt PTX without rebuilding the engine (the port table still follows the
-/// embedded PTX; an entry the file lacks fails at launch with the driver's error).
-fn ptx_override(path: &std::ffi::OsStr) -> Result<(String, &'static str), String> {
-    let name = std::path::Path::new(path).display().to_string();
-    let mut text =
-        std::fs::read_to_string(path).map_err(|err| format!("KILN_CUDA_PTX={name}: {err}"))?;
-    if !text.contains(".entry") {
-        return Err(format!(
-            "KILN_CUDA_PTX={name}: not a PTX module (no .entry)"
-        ));
-    }
-    text.push('\0');
-    // The module text must outlive the process's module; it is read once per process.
-    Ok((name, Box::leak(text.into_boxed_str())))
 }
 
 impl CudaGpu {
@@ -129,8 +113,9 @@ impl CudaGpu {
         let max_block = attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let max_shared = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as usize;
         let l2_bytes = attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
+        let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
         let dev_name = result::device::get_name(device).map_err(e("cuDeviceGetName"))?;
-        let embedded = artifacts::PTX
+        let ptx = artifacts::PTX
             .iter()
             .find(|p| cc >= p.min_cc)
             .ok_or_else(|| {
@@ -139,9 +124,9 @@ impl CudaGpu {
                     cc.0, cc.1
                 )
             })?;
-        let (ptx_name, ptx_text) = match std::env::var_os("KILN_CUDA_PTX") {
-            Some(path) => ptx_override(&path)?,
-            None => (embedded.name.to_string(), embedded.text),
+        let ptx = match std::env::var_os(artifacts::PTX_OVERRIDE_ENV) {
+            Some(path) => artifacts::ptx_from_file(&path)?,
+            None => ptx,
         };
         // SAFETY: `device` came from cuDeviceGet; the context is retained for the process.
         let ctx = unsafe { result::primary_ctx::retain(device) }
@@ -149,16 +134,20 @@ impl CudaGpu {
         // SAFETY: a retained primary context.
         unsafe { result::ctx::set_current(ctx) }.map_err(e("cuCtxSetCurrent"))?;
         // SAFETY: the image is NUL-terminated PTX text that lives for the process.
-        let module = unsafe { result::module::load_data(ptx_text.as_ptr() as *const c_void) }
-            .map_err(|err| format!("cuModuleLoadData({ptx_name}): {}", error_name(&err)))?;
+        let module = unsafe { result::module::load_data(ptx.text.as_ptr() as *const c_void) }
+            .map_err(|err| format!("cuModuleLoadData({}): {}", ptx.name, error_name(&err)))?;
         Ok(CudaGpu {
             ctx,
             module,
-            name: format!("{dev_name} (sm_{}{}, {ptx_name}, warp {warp})", cc.0, cc.1),
+            name: format!(
+                "{dev_name} (sm_{}{}, {}, warp {warp})",
+                cc.0, cc.1, ptx.name
+            ),
             warp,
             max_block,
             max_shared,
             l2_bytes,
+            multiprocessors,
             functions: Mutex::new(HashMap::new()),
             fault: Mutex::new(None),
         })
@@ -370,6 +359,32 @@ impl GpuDevice for CudaGpu {
     }
     fn l2_bytes(&self) -> Option<usize> {
         Some(self.l2_bytes)
+    }
+
+    fn resident_blocks(&self, port: &Port, block: u32, shared: usize) -> Option<usize> {
+        let PortLaunch::Artifact { symbol } = &port.launch else {
+            return None;
+        };
+        self.enter().ok()?;
+        let f = self.function(symbol).ok()?;
+        if shared > 48 * 1024 {
+            // Occupancy counts the dynamic shared memory the launch will opt into.
+            // SAFETY: `f` is a function of the loaded module.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared as i32,
+                )
+            }
+            .ok()?;
+        }
+        // SAFETY: `f` is a function of the loaded module.
+        let per_sm = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(f, block as i32, shared)
+        }
+        .ok()?;
+        Some(per_sm.max(0) as usize * self.multiprocessors)
     }
 
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {

@@ -7,12 +7,16 @@
 
 use super::plan::{plan_decode, DecodePlan, PlanConfig};
 use super::table::{KvGeometry, PageTable, RequestSpan};
-use crate::launch::{forced_fallback, FallbackReason, Path, Ran};
+use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
 use crate::ports::{ports, select_port};
-use crate::reference::ops::attend;
+use crate::reference::ops::attend_heads;
 use crate::{ops, Backend, Device, PortError, Tensor};
 use kiln_math::kernels::decode_attention::group_heads;
-use kiln_math::{DType, Element, KernelId};
+use kiln_math::kernels::paged_attention_decode::{PagedAttentionDecode, PagedDecodeParams};
+use kiln_math::kernels::paged_attention_decode_v2_partial::{
+    PagedAttentionDecodeV2Partial, PagedDecodeV2Params,
+};
+use kiln_math::{DType, Element, KernelDef, KernelId, Params};
 
 /// The environment variable that forces an arm.
 pub const ARM_ENV: &str = "KILN_PAGED_DECODE";
@@ -56,16 +60,16 @@ impl DecodeArm {
 }
 
 /// When v2 is worth its second launch on a device, from measurements (`kiln-benches`' paged
-/// driver; figures and commands in `docs/results/paged-decode-cpu.md`).
+/// driver; figures and commands in `docs/results/paged-decode-*.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodePolicy {
     /// Blocks the device runs at once; v1 with at least this many blocks already fills it.
-    /// `None`: not measured for this backend, so auto never prefers v2.
+    /// `None`: not known for this backend, so auto never prefers v2.
     pub concurrent_blocks: Option<usize>,
     /// Below this many visible tokens in the longest request, v2's split does not pay
     /// (`usize::MAX`: it paid at no measured context).
     pub v2_min_tokens: usize,
-    /// The planner's aim in partial blocks.
+    /// Partial blocks the device runs at once: the planner's round size.
     pub target_blocks: usize,
     /// Pinned pages per chunk (`KILN_PAGED_V2_PAGES_PER_CHUNK`).
     pub pages_per_chunk: Option<usize>,
@@ -75,26 +79,64 @@ fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// The planner's round size where the device cannot say how many partial blocks it holds (a
+/// forced v2 on such a backend): a few blocks per multiprocessor of a large GPU.
+pub const UNKNOWN_TARGET_BLOCKS: usize = 256;
+
 impl DecodePolicy {
-    /// The policy for `dev`, with `KILN_PAGED_V2_MIN_TOKENS`, `KILN_PAGED_V2_TARGET_BLOCKS` and
-    /// `KILN_PAGED_V2_PAGES_PER_CHUNK` overriding the measured defaults.
-    pub fn for_device(dev: &Device) -> DecodePolicy {
-        let concurrent_blocks = match dev.backend() {
-            // Blocks are spread over the rayon pool, one per worker at a time.
-            Backend::Cpu => Some(rayon::current_num_threads()),
-            // The emulator runs one block at a time.
-            Backend::Sim => Some(1),
-            _ => None,
+    /// The policy for batches of geometry `geo` on `dev`, with `KILN_PAGED_V2_MIN_TOKENS`,
+    /// `KILN_PAGED_V2_TARGET_BLOCKS` and `KILN_PAGED_V2_PAGES_PER_CHUNK` overriding the
+    /// measured defaults. On a GPU both block counts come from the device (multiprocessors ×
+    /// blocks of that kernel resident on each, for this head dim and group).
+    pub fn for_device(dev: &Device, geo: &KvGeometry) -> DecodePolicy {
+        let per_kv = (geo.heads_q / geo.heads_kv.max(1)).max(1) as u32;
+        let group = group_heads(per_kv);
+        let head_dim = geo.head_dim as u32;
+        let v1 = PagedDecodeParams {
+            head_dim,
+            group_heads: group,
+            ..Default::default()
         };
-        let full = concurrent_blocks.unwrap_or(1);
+        let v2 = PagedDecodeV2Params {
+            head_dim,
+            group_heads: group,
+            ..Default::default()
+        };
+        let gpu_blocks = |kernel, words: &[u32], preferred| {
+            resident_blocks(dev, kernel, geo.pool_dtype, words, preferred)
+        };
+        let (concurrent_blocks, partial_blocks) = match dev.backend() {
+            // Blocks are spread over the rayon pool, one per worker at a time; two per worker
+            // keeps every worker busy while chunk lengths differ.
+            Backend::Cpu => {
+                let workers = rayon::current_num_threads();
+                (Some(workers), Some(2 * workers))
+            }
+            // The emulator runs one block at a time.
+            Backend::Sim => (Some(1), Some(2)),
+            _ => (
+                gpu_blocks(
+                    KernelId::PagedAttentionDecode,
+                    v1.words(),
+                    PagedAttentionDecode::launch(&v1).block,
+                ),
+                gpu_blocks(
+                    KernelId::PagedAttentionDecodeV2Partial,
+                    v2.words(),
+                    PagedAttentionDecodeV2Partial::launch(&v2).block,
+                ),
+            ),
+        };
         DecodePolicy {
             concurrent_blocks,
             v2_min_tokens: env_usize("KILN_PAGED_V2_MIN_TOKENS").unwrap_or(match dev.backend() {
                 Backend::Cpu => CPU_V2_MIN_TOKENS,
+                Backend::Cuda => CUDA_V2_MIN_TOKENS,
                 _ => usize::MAX,
             }),
-            // Two blocks per worker keeps every worker busy while chunk lengths differ.
-            target_blocks: env_usize("KILN_PAGED_V2_TARGET_BLOCKS").unwrap_or(2 * full),
+            target_blocks: env_usize("KILN_PAGED_V2_TARGET_BLOCKS")
+                .or(partial_blocks)
+                .unwrap_or(UNKNOWN_TARGET_BLOCKS),
             pages_per_chunk: env_usize("KILN_PAGED_V2_PAGES_PER_CHUNK"),
         }
     }
@@ -106,6 +148,11 @@ impl DecodePolicy {
 /// context, so auto never picks it on the cpu; rerun the crossover on a larger host and set
 /// `KILN_PAGED_V2_MIN_TOKENS` (or this figure) from what it prints.
 pub const CPU_V2_MIN_TOKENS: usize = usize::MAX;
+
+/// The same on the cuda backend: on an H200 (kernel time, device events) v2 beat v1 at every
+/// measured context from 512 tokens, the shortest measured (31 µs against 112 µs there;
+/// `docs/results/paged-decode-cuda-h200-2026-11-29-v2.md`).
+pub const CUDA_V2_MIN_TOKENS: usize = 512;
 
 /// The arm for a batch, why, and the v2 plan when v2 runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -249,6 +296,7 @@ pub fn paged_decode(
     out: &mut Tensor,
 ) -> Result<DecodeRun, PortError> {
     let forced = DecodeArm::forced()?;
+    let geo = KvGeometry::of(KernelId::PagedAttentionDecode, q, k_pool, v_pool)?;
     paged_decode_with(
         dev,
         q,
@@ -257,7 +305,7 @@ pub fn paged_decode(
         table,
         scale,
         out,
-        &DecodePolicy::for_device(dev),
+        &DecodePolicy::for_device(dev, &geo),
         forced,
     )
 }
@@ -422,20 +470,16 @@ fn gather_attend(
             keys.extend(widen(geo.pool_dtype, &k_pool.element_bytes(at, n)?));
             values.extend(widen(geo.pool_dtype, &v_pool.element_bytes(at, n)?));
         }
-        for h in 0..hq {
-            let row = (r * hq + h) * d;
-            let (o, _) = attend(
-                &qv[row..row + d],
-                &keys,
-                &values,
-                hkv,
-                h / (hq / hkv),
-                scale,
-            );
-            for (dst, v) in result[row..row + d].iter_mut().zip(o) {
-                *dst = v as f32;
-            }
-        }
+        let rows = r * hq * d..(r + 1) * hq * d;
+        attend_heads(
+            &qv[rows.clone()],
+            &keys,
+            &values,
+            hkv,
+            d,
+            scale,
+            &mut result[rows],
+        );
     }
     out.write(&result)
 }

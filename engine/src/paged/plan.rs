@@ -11,7 +11,7 @@ pub const MAX_CHUNKS: usize = MAX_GRID_DIM as usize;
 /// What the planner aims for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanConfig {
-    /// Partial blocks wanted on the device at once (enough to fill it).
+    /// Partial blocks the device runs at once (one round of the grid).
     pub target_blocks: usize,
     /// Pages per chunk, pinned (an override for A/B runs and tests); `None` lets the planner
     /// choose.
@@ -63,10 +63,17 @@ fn chunk_count(pages: &[usize], ppc: usize) -> usize {
     pages.iter().map(|&p| p.div_ceil(ppc).max(1)).sum()
 }
 
-/// Plans a v2 decode of requests with `pages[r]` pages each (spec §9.5): the largest pages per
-/// chunk that still gives `target_blocks` partial blocks, but never so small that the chunk
-/// count passes [`MAX_CHUNKS`]; every request gets at least one chunk so an empty request
-/// still yields its (zero) row.
+/// A block's fixed cost (staging the queries, merging its parts, writing its partial) in pages
+/// of sweep: the planner's model charges each block `pages_per_chunk + BLOCK_OVERHEAD_PAGES`.
+pub const BLOCK_OVERHEAD_PAGES: usize = 2;
+
+/// Plans a v2 decode of requests with `pages[r]` pages each (spec §9.5, with a wave-aware
+/// choice): `target_blocks` is how many partial blocks the device runs at once, so a grid of
+/// `n` blocks takes `ceil(n / target)` rounds, each as long as one chunk. The planner picks the
+/// pages per chunk with the shortest modelled time, `rounds × (ppc + BLOCK_OVERHEAD_PAGES)`
+/// (ties to the larger chunk: fewer partials to merge), among the chunk sizes that split the
+/// longest request evenly; never so small that the chunk count passes [`MAX_CHUNKS`]. Every
+/// request gets at least one chunk so an empty request still yields its (zero) row.
 pub fn plan_decode(
     pages: &[usize],
     heads_q: usize,
@@ -98,22 +105,26 @@ pub fn plan_decode(
             let floor = total
                 .div_ceil(MAX_CHUNKS.saturating_sub(batch).max(1))
                 .max(1);
-            let enough = |p: usize| chunk_count(pages, p) * blocks_per_chunk >= cfg.target_blocks;
-            if floor >= most || !enough(floor) {
-                floor.min(most)
-            } else {
-                // The chunk count only falls as ppc grows: find the last ppc that is enough.
-                let (mut lo, mut hi) = (floor, most);
-                while lo < hi {
-                    let mid = lo + (hi - lo).div_ceil(2);
-                    if enough(mid) {
-                        lo = mid;
-                    } else {
-                        hi = mid - 1;
-                    }
+            let target = cfg.target_blocks.max(1);
+            let cost = |p: usize| {
+                (chunk_count(pages, p) * blocks_per_chunk).div_ceil(target)
+                    * (p + BLOCK_OVERHEAD_PAGES)
+            };
+            // Splits of the longest request into k even chunks, largest first (so ties keep
+            // the larger chunk); more than `target` chunks of it can only add rounds.
+            let mut best = most;
+            let mut k = 2;
+            while k <= most && k <= target {
+                let p = most.div_ceil(k);
+                if p >= floor && cost(p) < cost(best) {
+                    best = p;
                 }
-                lo
+                k += 1;
             }
+            if floor < most && cost(floor) < cost(best) {
+                best = floor;
+            }
+            best
         }
     };
     let mut plan = DecodePlan {

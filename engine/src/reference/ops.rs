@@ -127,6 +127,37 @@ pub fn attend(
     (out, max + total.ln())
 }
 
+/// [`attend`] for every query head of one request: `q` and `out` are its `[Hq, D]` rows (query
+/// head `h` uses KV head `h / (Hq / heads_kv)`); returns each head's natural-log LSE.
+pub fn attend_heads(
+    q: &[f32],
+    keys: &[f64],
+    values: &[f64],
+    heads_kv: usize,
+    head_dim: usize,
+    scale: f64,
+    out: &mut [f32],
+) -> Vec<f64> {
+    let hq = q.len() / head_dim;
+    (0..hq)
+        .map(|h| {
+            let row = h * head_dim..(h + 1) * head_dim;
+            let (o, lse) = attend(
+                &q[row.clone()],
+                keys,
+                values,
+                heads_kv,
+                h / (hq / heads_kv),
+                scale,
+            );
+            for (dst, v) in out[row].iter_mut().zip(o) {
+                *dst = v as f32;
+            }
+            lse
+        })
+        .collect()
+}
+
 /// LayerNorm over rows of `weight.len()`, in f32 as the unfused graph computes it: `mean` and
 /// the centred sum of squares summed in index order, `inv = 1 / sqrt(var + eps)`, then
 /// `rnd_T(w · ((x − mean) · inv) + bias)`; `bias` has one value per column or one in all.

@@ -1,7 +1,7 @@
 //! Paged decode v1, unfused (spec §9.2): gather each sequence's visible K/V, then f64
 //! single-query attention per query head.
 
-use super::ops::{attend, gather_visible, KvPoolShape};
+use super::ops::{attend_heads, gather_visible, KvPoolShape};
 use super::paged_cases::{self, PagedCase};
 use crate::parity::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
@@ -44,13 +44,8 @@ pub fn paged_attention_decode<T: Element>(
             seq_out.fill(f32::NAN);
             continue;
         };
-        for h in 0..hq {
-            let q_row = &q[(s * hq + h) * d..(s * hq + h + 1) * d];
-            let (o, _) = attend(q_row, &keys, &values, hkv, h / (hq / hkv), p.scale as f64);
-            for (dst, v) in seq_out[h * d..(h + 1) * d].iter_mut().zip(o) {
-                *dst = v as f32;
-            }
-        }
+        let q_rows = &q[s * hq * d..(s + 1) * hq * d];
+        attend_heads(q_rows, &keys, &values, hkv, d, p.scale as f64, seq_out);
     }
 }
 

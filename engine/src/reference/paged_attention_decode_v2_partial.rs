@@ -1,7 +1,7 @@
 //! Paged decode v2 partials, unfused (spec §9.3): per chunk, gather the chunk's visible K/V and
 //! run f64 attention; the LSE is reported in log2 units.
 
-use super::ops::{attend, gather_visible, KvPoolShape};
+use super::ops::{attend_heads, gather_visible, KvPoolShape};
 use super::paged_cases::{self, PagedCase};
 use crate::parity::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
@@ -85,13 +85,10 @@ pub fn paged_attention_decode_v2_partial<T: Element>(
             chunk_lse.fill(f32::NAN);
             continue;
         };
-        for h in 0..hq {
-            let q_row = &q[(r * hq + h) * d..(r * hq + h + 1) * d];
-            let (o, lse) = attend(q_row, &keys, &values, hkv, h / (hq / hkv), p.scale as f64);
-            for (dst, v) in chunk_v[h * d..(h + 1) * d].iter_mut().zip(o) {
-                *dst = v as f32;
-            }
-            chunk_lse[h] = (lse * std::f64::consts::LOG2_E) as f32;
+        let q_rows = &q[r * hq * d..(r + 1) * hq * d];
+        let lse = attend_heads(q_rows, &keys, &values, hkv, d, p.scale as f64, chunk_v);
+        for (dst, l) in chunk_lse.iter_mut().zip(lse) {
+            *dst = (l * std::f64::consts::LOG2_E) as f32;
         }
     }
 }

@@ -156,7 +156,7 @@ impl KernelDef for PagedAttentionDecode {
     }
 
     fn shared_bytes(p: &PagedDecodeParams, block: u32, wave: u32) -> usize {
-        4 * shared_words(p.group_heads, p.head_dim, block.div_ceil(wave))
+        4 * shared_words(p.group_heads, p.head_dim, block, wave)
     }
 }
 

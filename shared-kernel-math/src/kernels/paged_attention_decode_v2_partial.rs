@@ -120,7 +120,7 @@ impl KernelDef for PagedAttentionDecodeV2Partial {
     }
 
     fn shared_bytes(p: &PagedDecodeV2Params, block: u32, wave: u32) -> usize {
-        4 * shared_words(p.group_heads, p.head_dim, block.div_ceil(wave))
+        4 * shared_words(p.group_heads, p.head_dim, block, wave)
     }
 }
 

@@ -7,7 +7,7 @@
 //! with a running maximum, so the kernel has no barrier and no lane operation.
 
 use crate::kernel::shape;
-use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use crate::{exp2_approx, Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
 use super::paged_attention_decode::MAX_GRID_DIM;
 
@@ -119,8 +119,8 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
             let lse = lse_in.get(i * heads + head).to_f32();
             if lse.is_finite() {
                 let m_new = if lse > m { lse } else { m };
-                let corr = libm::exp2f(m - m_new);
-                let w = libm::exp2f(lse - m_new);
+                let corr = exp2_approx(m - m_new);
+                let w = exp2_approx(lse - m_new);
                 l = l * corr + w;
                 acc = acc * corr + w * v_in.get((i * heads + head) * d_len + d).to_f32();
                 m = m_new;
