@@ -69,3 +69,8 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         })
         .collect()
 }
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}

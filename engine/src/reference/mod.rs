@@ -1,6 +1,8 @@
 //! The reference chains: each fused kernel as a composition of simple host ops, written from
 //! the spec and independently of the fused bodies. They are the fallback when a device has no
-//! port, and the parity harness's oracle. Each module also declares its parity cases.
+//! port, and the parity harness's oracle. Each module also declares its parity cases
+//! (`cases`) and the shapes `kiln bench` times it at (`bench_cases`: model shapes, or its parity
+//! cases when it has none).
 //!
 //! Intermediate values are computed in f64 and rounded to `T` exactly where the unfused chain
 //! stores a tensor.
