@@ -126,11 +126,17 @@ fn gumbel_max_sample(c: &mut Criterion) {
             let data: Vec<f32> = (0..rows * vocab).map(|i| (i % 251) as f32 / 25.0).collect();
             let logits = Tensor::from_f32(&dev, dtype, &[rows, vocab], &data).unwrap();
             let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
-            // Bytes the kernel must move: the logits read once.
+            // Bytes the kernel must move: the logits read once. One block per row against
+            // spec §5's split count (64 and 8 here).
             g.throughput(Throughput::Bytes((rows * vocab * dtype.size()) as u64));
-            g.bench_function(format!("{}/{rows}x{vocab}", dtype.name()), |b| {
-                b.iter(|| ops::gumbel_max_sample(&dev, &logits, [1, 2], 0.8, &mut index).unwrap())
-            });
+            for splits in [1, ops::gumbel_splits(rows, vocab)] {
+                g.bench_function(format!("{}/{rows}x{vocab}/S{splits}", dtype.name()), |b| {
+                    b.iter(|| {
+                        ops::gumbel_max_sample_split(&dev, &logits, [1, 2], 0.8, splits, &mut index)
+                            .unwrap()
+                    })
+                });
+            }
         }
     }
     g.finish();
@@ -153,21 +159,22 @@ fn rejection_sample(c: &mut Criterion) {
         let mut ids = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
         let mut accepted = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
         let mut rounds = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
-        for (name, f) in [
+        let top_p = ops::SamplingFilters {
+            top_p: 0.9,
+            ..Default::default()
+        };
+        let top_k_p = ops::SamplingFilters {
+            top_k: 40,
+            top_p: 0.95,
+            ..Default::default()
+        };
+        for (name, filters) in [
+            ("top-p 0.9", vec![top_p; rows]),
+            ("top-k 40 + top-p 0.95", vec![top_k_p; rows]),
+            // Rows alternate between the two.
             (
-                "top-p 0.9",
-                ops::SamplingFilters {
-                    top_p: 0.9,
-                    ..Default::default()
-                },
-            ),
-            (
-                "top-k 40 + top-p 0.95",
-                ops::SamplingFilters {
-                    top_k: 40,
-                    top_p: 0.95,
-                    ..Default::default()
-                },
+                "mixed rows",
+                (0..rows).map(|r| [top_p, top_k_p][r % 2]).collect(),
             ),
         ] {
             // Bytes the kernel must read at least once: probs and probs_draw.
@@ -178,7 +185,7 @@ fn rejection_sample(c: &mut Criterion) {
                         &dev,
                         &probs,
                         &probs,
-                        f,
+                        &filters,
                         [1, 2],
                         &mut ids,
                         &mut accepted,

@@ -9,7 +9,7 @@
 pub mod paged;
 
 use kiln::launch::{default_params, set_param, Arg};
-use kiln::parity::{cases, draw, Case, Check, Fill};
+use kiln::parity::{bench_cases, draw, Case};
 use kiln::rng::Rng;
 use kiln::timing::{time_copy, time_kernel};
 use kiln::{DType, Device, KernelId, PortError, Tensor};
@@ -74,30 +74,6 @@ pub struct BenchReport {
     pub device: String,
     pub copy: CopyBandwidth,
     pub rows: Vec<BenchRow>,
-}
-
-/// The shapes a kernel is benchmarked at: the model shapes for the kernels that have them,
-/// else the kernel's parity cases.
-pub fn bench_cases(kernel: KernelId, dtype: DType) -> Vec<Case> {
-    match kernel {
-        KernelId::FusedAddRmsNorm => [(1usize, 4096usize), (32, 4096), (4096, 8192)]
-            .into_iter()
-            .map(|(rows, dim)| Case {
-                label: format!("{rows}x{dim}"),
-                shapes: vec![vec![rows, dim], vec![rows, dim], vec![dim], vec![rows, dim]],
-                params: vec![("eps", "1e-6".into())],
-                fill: vec![
-                    Fill::normal(0.0, 1.0),
-                    Fill::normal(0.0, 1.0),
-                    Fill::normal(1.0, 0.1),
-                    Fill::Output,
-                ],
-                checks: vec![Check::None; 4],
-            })
-            .collect(),
-        #[allow(unreachable_patterns)] // kernels added to the list later
-        _ => cases(kernel, dtype),
-    }
 }
 
 /// Bytes a launch must move: reads once, writes once, read-write buffers both.

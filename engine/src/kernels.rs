@@ -99,6 +99,8 @@ pub(crate) struct KernelEntry {
     pub get_param: fn(&[u32], &str) -> Option<ParamValue>,
     /// The parity cases its reference module declares.
     pub cases: fn(DType) -> Vec<crate::parity::Case>,
+    /// The shapes its reference module says to benchmark at.
+    pub bench_cases: fn(DType) -> Vec<crate::parity::Case>,
     pub instances: &'static [Instance],
 }
 
@@ -216,6 +218,7 @@ macro_rules! engine_kernels {
                 set_param: set,
                 get_param: get,
                 cases: crate::reference::$name::cases,
+                bench_cases: crate::reference::$name::bench_cases,
                 instances: &[$(Instance {
                     dtype: <kiln_math::elem!($dt) as kiln_math::Scalar>::DTYPE,
                     cpu: [<i_ $dt>]::cpu,

@@ -9,15 +9,16 @@ use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
-use kiln_math::kernels::gumbel_max_sample::GumbelParams;
+use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
+use kiln_math::kernels::gumbel_max_sample::{GumbelParams, MAX_SPLITS};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
-use kiln_math::kernels::rejection_sample::RejectionParams;
+use kiln_math::kernels::rejection_sample::{RejectionParams, FILTER_WORDS};
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
 };
-use kiln_math::{KernelId, Params};
+use kiln_math::{DType, KernelId, Params};
 
 /// Residual add + RMSNorm (spec §3), in place on the residual stream.
 ///
@@ -231,7 +232,8 @@ pub fn fused_rope_qk_append(
 ///
 /// Shapes: `logits [B, V]` (f32, f16 or bf16; −inf entries allowed), `index [B]` u32. `key` is
 /// the Philox key: draw a fresh one per call (the same key and logits give the same tokens on
-/// every backend). `temperature > 0`. A row that is all −inf yields index 0.
+/// every backend, however the rows are split). `temperature > 0`. A row that is all −inf yields
+/// index 0. Rows are split over blocks by spec §5's rule ([`gumbel_splits`]).
 pub fn gumbel_max_sample(
     dev: &Device,
     logits: &Tensor,
@@ -239,23 +241,76 @@ pub fn gumbel_max_sample(
     temperature: f32,
     index: &mut Tensor,
 ) -> Result<Ran, PortError> {
+    // A malformed shape is refused by the split launch.
+    let splits = match *logits.shape() {
+        [rows, vocab] => gumbel_splits(rows, vocab),
+        _ => 1,
+    };
+    gumbel_max_sample_split(dev, logits, key, temperature, splits, index)
+}
+
+/// Spec §5's split count for `rows × vocab` logits: enough blocks per row that a small batch
+/// fills the device (64 blocks in all), at most one per chunk of 1024 entries and at most 64.
+pub fn gumbel_splits(rows: usize, vocab: usize) -> usize {
+    kiln_math::kernels::gumbel_max_sample::splits_for(rows, vocab)
+}
+
+/// [`gumbel_max_sample`] with `splits` blocks per row (1 ..= 64); the token does not depend on
+/// it. With more than one split, `gumbel_max_merge` takes the first maximum over the splits on
+/// the device: a comparison of the splits' (value, index) pairs in the order the splits use
+/// themselves, so every split count gives the same bits, without a copy back to the host.
+pub fn gumbel_max_sample_split(
+    dev: &Device,
+    logits: &Tensor,
+    key: [u32; 2],
+    temperature: f32,
+    splits: usize,
+    index: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let kernel = KernelId::GumbelMaxSample;
+    let rows = match *logits.shape() {
+        [rows, _] => rows,
+        _ => return Err(PortError::invalid(kernel, "logits must be [rows, vocab]")),
+    };
+    if index.shape() != [rows] {
+        return Err(PortError::invalid(kernel, "index must be [rows]"));
+    }
+    if !(1..=MAX_SPLITS).contains(&splits) {
+        return Err(PortError::invalid(
+            kernel,
+            format!("splits is {splits}, must be in 1..={MAX_SPLITS}"),
+        ));
+    }
     let p = GumbelParams {
         key0: key[0],
         key1: key[1],
         temperature,
         ..Default::default()
     };
-    let mut args = [Arg::In(logits), Arg::Out(index)];
-    launch(
+    if splits == 1 {
+        // One split: the kernel's per-split index is the token.
+        let mut vals = Tensor::zeros(dev, DType::F32, &[rows])?;
+        let mut args = [Arg::In(logits), Arg::Out(&mut vals), Arg::Out(index)];
+        return launch(dev, kernel, p.words(), &mut args, Mode::Auto);
+    }
+    let mut vals = Tensor::zeros(dev, DType::F32, &[rows, splits])?;
+    let mut idxs = Tensor::zeros(dev, DType::U32, &[rows, splits])?;
+    let mut args = [Arg::In(logits), Arg::Out(&mut vals), Arg::Out(&mut idxs)];
+    let split = launch(dev, kernel, p.words(), &mut args, Mode::Auto)?;
+    let mut args = [Arg::In(&vals), Arg::In(&idxs), Arg::Out(index)];
+    let merge = launch(
         dev,
-        KernelId::GumbelMaxSample,
-        p.words(),
+        KernelId::GumbelMaxMerge,
+        GumbelMergeParams::default().words(),
         &mut args,
         Mode::Auto,
-    )
+    )?;
+    // Report the fallback if either step took it.
+    Ok(if merge.is_fallback() { merge } else { split })
 }
 
-/// Truncation filters of [`rejection_sample`], evaluated jointly on the untempered row.
+/// Truncation filters of [`rejection_sample`] for one row, evaluated jointly on its
+/// untempered probabilities.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SamplingFilters {
     /// Keep the k most probable tokens, ties kept; 0 (or the vocabulary size) is off.
@@ -276,46 +331,88 @@ impl Default for SamplingFilters {
     }
 }
 
+impl SamplingFilters {
+    /// Why these filters are refused for a `vocab`-token row, if they are.
+    pub fn check(&self, vocab: usize) -> Result<(), String> {
+        if self.top_k as usize > vocab {
+            return Err(format!(
+                "top_k is {}, must be at most the vocabulary ({vocab}); 0 is off",
+                self.top_k
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(format!(
+                "top_p is {}, must be in (0, 1]; 1 is off",
+                self.top_p
+            ));
+        }
+        if !(self.min_p >= 0.0 && self.min_p < 1.0) {
+            return Err(format!(
+                "min_p is {}, must be in [0, 1); 0 is off",
+                self.min_p
+            ));
+        }
+        Ok(())
+    }
+
+    /// The row of the kernel's `filters` buffer: top_k, top_p, min_p as f32 (exact: a checked
+    /// top_k is at most the vocabulary, which is below 2^24).
+    pub fn words(&self) -> [f32; FILTER_WORDS] {
+        [self.top_k as f32, self.top_p, self.min_p]
+    }
+}
+
 /// Sorting-free top-k / top-p / min-p sampling (spec §6): one token per row, distributed as
-/// `probs_draw` truncated to the support the filters keep on `probs`, renormalised.
+/// `probs_draw` truncated to the support the row's filters keep on `probs`, renormalised.
 ///
 /// Shapes: `probs [B, V]` (softmax of the untempered logits), `probs_draw [B, V]` (softmax of
-/// logits / T; the same tensor when T = 1), f32; outputs u32 `ids [B]`, `accepted [B]` (1 when
-/// the row converged within 32 rounds; 0 rows carry their argmax) and `rounds [B]`. `key` is the
-/// Philox key, fresh per call. A row without positive mass yields its argmax (index 0 if none).
+/// logits / T; the same tensor when T = 1), f32; `filters` one per row (rows may differ; each
+/// is checked here and uploaded as the kernel's `filters [B, 3]`); outputs u32 `ids [B]`,
+/// `accepted [B]` (1 when the row converged within 32 rounds; 0 rows carry their argmax) and
+/// `rounds [B]`. `key` is the Philox key, fresh per call. A row without positive mass yields
+/// its argmax (index 0 if none).
 #[allow(clippy::too_many_arguments)] // one tensor per buffer, plus filters and key
 pub fn rejection_sample(
     dev: &Device,
     probs: &Tensor,
     probs_draw: &Tensor,
-    filters: SamplingFilters,
+    filters: &[SamplingFilters],
     key: [u32; 2],
     ids: &mut Tensor,
     accepted: &mut Tensor,
     rounds: &mut Tensor,
 ) -> Result<Ran, PortError> {
+    let kernel = KernelId::RejectionSample;
+    let (rows, vocab) = match *probs.shape() {
+        [rows, vocab] => (rows, vocab),
+        _ => return Err(PortError::invalid(kernel, "probs must be [rows, vocab]")),
+    };
+    if filters.len() != rows {
+        return Err(PortError::invalid(
+            kernel,
+            format!("{} filter rows given for {rows} rows", filters.len()),
+        ));
+    }
+    for (r, f) in filters.iter().enumerate() {
+        f.check(vocab)
+            .map_err(|e| PortError::invalid(kernel, format!("filters row {r}: {e}")))?;
+    }
+    let words: Vec<f32> = filters.iter().flat_map(SamplingFilters::words).collect();
+    let filters = Tensor::from_slice(dev, &[rows, FILTER_WORDS], &words)?;
     let p = RejectionParams {
         key0: key[0],
         key1: key[1],
-        top_k: filters.top_k,
-        top_p: filters.top_p,
-        min_p: filters.min_p,
         ..Default::default()
     };
     let mut args = [
         Arg::In(probs),
         Arg::In(probs_draw),
+        Arg::In(&filters),
         Arg::Out(ids),
         Arg::Out(accepted),
         Arg::Out(rounds),
     ];
-    launch(
-        dev,
-        KernelId::RejectionSample,
-        p.words(),
-        &mut args,
-        Mode::Auto,
-    )
+    launch(dev, kernel, p.words(), &mut args, Mode::Auto)
 }
 
 /// How [`speculative_accept`] decides whether the target keeps a draft token (spec §6.6).

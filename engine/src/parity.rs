@@ -170,6 +170,12 @@ pub fn cases(kernel: KernelId, dtype: DType) -> Vec<Case> {
     (entry(kernel).cases)(dtype)
 }
 
+/// The shapes a kernel is benchmarked at (its reference module's model shapes, or its parity
+/// cases).
+pub fn bench_cases(kernel: KernelId, dtype: DType) -> Vec<Case> {
+    (entry(kernel).bench_cases)(dtype)
+}
+
 /// The base seed: `KILN_SEED` if set, else fresh from the clock.
 pub fn base_seed() -> u64 {
     std::env::var("KILN_SEED")

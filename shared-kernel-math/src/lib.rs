@@ -23,6 +23,7 @@ mod kernel;
 pub mod kernels;
 mod list;
 pub mod random;
+pub mod sampling;
 mod view;
 
 pub use block::{argmax_beats, max_total, scratch_words, shared_bytes_total, Block};

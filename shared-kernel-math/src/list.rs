@@ -35,11 +35,14 @@ macro_rules! for_each_kernel {
             fused_rope_qk_append: FusedRopeQkAppend [f32, f16, bf16]
                 (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
             gumbel_max_sample: GumbelMaxSample [f32, f16, bf16]
-                (logits: Src<T>, index: Dst<u32>);
+                (logits: Src<T>, vals: Dst<f32>, idxs: Dst<u32>);
+            // The splits' partial maxima are f32; T is f32.
+            gumbel_max_merge: GumbelMaxMerge [f32]
+                (vals: Src<T>, idxs: Src<u32>, index: Dst<u32>);
             // f32 only: the rows are softmax outputs, f32 by spec §6.1.
             rejection_sample: RejectionSample [f32]
-                (probs: Src<T>, probs_draw: Src<T>, ids: Dst<u32>, accepted: Dst<u32>,
-                 rounds: Dst<u32>);
+                (probs: Src<T>, probs_draw: Src<T>, filters: Src<f32>, ids: Dst<u32>,
+                 accepted: Dst<u32>, rounds: Dst<u32>);
             // f32 only: target and draft distributions are softmax outputs, as for rejection.
             speculative_accept: SpeculativeAccept [f32]
                 (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,

@@ -5,6 +5,7 @@
 //! counter includes the row); the sim covers the structural checks at small shapes.
 
 use kiln::reference::gumbel_max_sample as gumbel_ref;
+use kiln::reference::sampling as sampling_ref;
 use kiln::rng::Rng;
 use kiln::{ops, DType, Device, Tensor};
 use kiln_math::random::{mulhilo32, philox4x32_10, uniform_open};
@@ -97,7 +98,7 @@ fn philox_matches_the_known_answers() {
             want,
             "kiln-math philox, ctr {ctr:x?} key {key:x?}"
         );
-        assert_eq!(gumbel_ref::philox(ctr, key), want, "reference philox");
+        assert_eq!(sampling_ref::philox(ctr, key), want, "reference philox");
     }
     // The example's uniforms and Gumbel noise.
     let words = philox4x32_10([0; 4], [1, 2]);
@@ -260,7 +261,40 @@ fn gumbel_decided_rows_match_the_host_with_a_fixed_key() {
 }
 
 #[test]
-fn gumbel_tokens_are_identical_on_every_backend() {
+fn gumbel_split_counts_follow_the_spec_rule() {
+    // Spec §5's examples, then the edges: large batches take one split, small vocabularies
+    // at most one per chunk of 1024.
+    for (rows, vocab, want) in [
+        (1, 152_064, 64),
+        (4, 152_064, 16),
+        (8, 152_064, 8),
+        (1, 32_768, 32),
+        (64, 152_064, 1),
+        (1000, 152_064, 1),
+        (1, 1024, 1),
+        (1, 2048, 2),
+        (1, 3000, 2),
+        (2, 5003, 4),
+    ] {
+        assert_eq!(ops::gumbel_splits(rows, vocab), want, "{rows} x {vocab}");
+    }
+}
+
+/// Tokens of one launch with `splits` blocks per row (0: the op's rule).
+fn gumbel_tokens(dev: &Device, logits: &Tensor, key: [u32; 2], t: f32, splits: usize) -> Vec<u32> {
+    let mut index = Tensor::zeros(dev, DType::U32, &[logits.shape()[0]]).unwrap();
+    let ran = if splits == 0 {
+        ops::gumbel_max_sample(dev, logits, key, t, &mut index)
+    } else {
+        ops::gumbel_max_sample_split(dev, logits, key, t, splits, &mut index)
+    }
+    .unwrap();
+    assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
+    to_u32(&index)
+}
+
+#[test]
+fn gumbel_tokens_are_identical_on_every_backend_and_split_count() {
     let seed = kiln_tests::seed("gumbel backends");
     let mut rng = Rng::new(seed);
     let (rows, vocab) = (6usize, 5003usize);
@@ -268,37 +302,33 @@ fn gumbel_tokens_are_identical_on_every_backend() {
         .map(|_| rng.normal() as f32 * 2.0)
         .collect();
     // Row 3 all −inf (→ 0); row 4 one finite logit at the end; row 5 a two-way exact tie
-    // far above the noise (→ the lower index).
+    // far above the noise in different chunks (→ the lower index, whatever splits hold them).
     logits[3 * vocab..4 * vocab].fill(f32::NEG_INFINITY);
     logits[4 * vocab..5 * vocab].fill(f32::NEG_INFINITY);
     logits[5 * vocab - 1] = 0.0;
-    logits[5 * vocab + 100] = 1e30;
     logits[5 * vocab + 2000] = 1e30;
+    logits[5 * vocab + 4000] = 1e30;
     let key = [rng.next_u64() as u32, rng.next_u64() as u32];
+    // One split, the rule's (4 here), two, more splits than chunks (empty splits), the most.
+    let split_counts = [1usize, 0, 2, 8, 64];
     for dtype in [DType::F32, DType::Bf16] {
         let mut want: Option<Vec<u32>> = None;
         for dev in kiln_tests::test_devices() {
             let lt = Tensor::from_f32(&dev, dtype, &[rows, vocab], &logits).unwrap();
-            let mut index = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
-            let ran = ops::gumbel_max_sample(&dev, &lt, key, 0.8, &mut index).unwrap();
-            assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
-            let got = to_u32(&index);
-            assert_eq!(got[3], 0, "{}: all −inf row", dev.name());
-            assert_eq!(
-                got[4],
-                vocab as u32 - 1,
-                "{}: single finite logit",
-                dev.name()
-            );
-            assert_eq!(
-                got[5],
-                100,
-                "{}: exact tie goes to the lower index",
-                dev.name()
-            );
-            match &want {
-                None => want = Some(got),
-                Some(w) => assert_eq!(&got, w, "{} differs from {}", dev.name(), "cpu"),
+            for splits in split_counts {
+                // The sim spawns a thread per lane: 64 splits of 6 rows take it a minute.
+                if splits == 64 && dev.backend() == kiln::Backend::Sim {
+                    continue;
+                }
+                let got = gumbel_tokens(&dev, &lt, key, 0.8, splits);
+                let at = format!("{} {} splits {splits}", dev.name(), dtype.name());
+                assert_eq!(got[3], 0, "{at}: all −inf row");
+                assert_eq!(got[4], vocab as u32 - 1, "{at}: single finite logit");
+                assert_eq!(got[5], 2000, "{at}: exact tie goes to the lower index");
+                match &want {
+                    None => want = Some(got),
+                    Some(w) => assert_eq!(&got, w, "{at} differs from cpu with one split"),
+                }
             }
         }
     }
@@ -316,9 +346,20 @@ fn gumbel_refuses_bad_input() {
             "T {t}: {e}"
         );
     }
+    for splits in [0, 65] {
+        let e =
+            ops::gumbel_max_sample_split(&dev, &lt, [1, 2], 1.0, splits, &mut index).unwrap_err();
+        assert!(
+            matches!(e, kiln::PortError::InvalidShape { .. }),
+            "splits {splits}: {e}"
+        );
+    }
     let mut short = Tensor::zeros(&dev, DType::U32, &[3]).unwrap();
-    let e = ops::gumbel_max_sample(&dev, &lt, [1, 2], 1.0, &mut short).unwrap_err();
-    assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
+    for splits in [1, 2] {
+        let e =
+            ops::gumbel_max_sample_split(&dev, &lt, [1, 2], 1.0, splits, &mut short).unwrap_err();
+        assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
+    }
 }
 
 /// The support the filters keep on `probs` (spec §6.1), jointly on the untempered row.
@@ -383,22 +424,32 @@ struct Sampled {
     rounds: Vec<u32>,
 }
 
+/// One launch over `rows` rows of `probs`/`draw`, row `r` with `filters[r]`.
 fn run_rejection(
     dev: &Device,
     probs: &[f32],
     draw: &[f32],
-    rows: usize,
-    f: ops::SamplingFilters,
+    filters: &[ops::SamplingFilters],
     key: [u32; 2],
 ) -> Sampled {
+    let rows = filters.len();
     let vocab = probs.len() / rows;
     let pt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], probs).unwrap();
     let dt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], draw).unwrap();
     let mut ids = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
     let mut accepted = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
     let mut rounds = Tensor::zeros(dev, DType::U32, &[rows]).unwrap();
-    let ran =
-        ops::rejection_sample(dev, &pt, &dt, f, key, &mut ids, &mut accepted, &mut rounds).unwrap();
+    let ran = ops::rejection_sample(
+        dev,
+        &pt,
+        &dt,
+        filters,
+        key,
+        &mut ids,
+        &mut accepted,
+        &mut rounds,
+    )
+    .unwrap();
     assert!(!ran.is_fallback(), "{} ran the fallback", dev.name());
     Sampled {
         ids: to_u32(&ids),
@@ -407,163 +458,228 @@ fn run_rejection(
     }
 }
 
+fn filters(top_k: u32, top_p: f32, min_p: f32) -> ops::SamplingFilters {
+    ops::SamplingFilters {
+        top_k,
+        top_p,
+        min_p,
+    }
+}
+
+/// Row configurations a batch mixes: (name, filters, temperature of `probs_draw`). Every filter
+/// alone and in combination, no filter, and top-k = V (off).
+fn mixed_configs(vocab: usize) -> Vec<(&'static str, ops::SamplingFilters, f64)> {
+    vec![
+        ("none, T 0.8", filters(0, 1.0, 0.0), 0.8),
+        ("top-k 7, T 1.2", filters(7, 1.0, 0.0), 1.2),
+        ("top-p 0.9, T 1", filters(0, 0.9, 0.0), 1.0),
+        ("min-p 0.05, T 1.5", filters(0, 1.0, 0.05), 1.5),
+        ("top-k 20 + top-p 0.95, T 0.7", filters(20, 0.95, 0.0), 0.7),
+        ("top-p 0.9 + min-p 0.05, T 1.5", filters(0, 0.9, 0.05), 1.5),
+        (
+            "top-k 12 + top-p 0.8 + min-p 0.01, T 1.3",
+            filters(12, 0.8, 0.01),
+            1.3,
+        ),
+        ("top-k V (off), T 1", filters(vocab as u32, 1.0, 0.0), 1.0),
+    ]
+}
+
+/// A batch of `rows` rows cycling over `configs`, row `r` from `logits(r)` at its
+/// configuration's temperature: `(probs, probs_draw, filters)`.
+fn mixed_batch(
+    configs: &[(&str, ops::SamplingFilters, f64)],
+    rows: usize,
+    mut logits: impl FnMut(usize) -> Vec<f64>,
+) -> (Vec<f32>, Vec<f32>, Vec<ops::SamplingFilters>) {
+    let (mut probs, mut draw, mut fs) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rows {
+        let (_, f, t) = configs[r % configs.len()];
+        let (p, d) = probs_pair(&logits(r), t);
+        probs.extend(p);
+        draw.extend(d);
+        fs.push(f);
+    }
+    (probs, draw, fs)
+}
+
 #[test]
-fn rejection_draws_follow_the_truncated_law() {
-    let seed = kiln_tests::seed("rejection chi-square");
+fn rejection_mixed_rows_follow_their_truncated_laws() {
+    let seed = kiln_tests::seed("rejection mixed chi-square");
     let mut rng = Rng::new(seed);
-    let dev = Device::cpu();
     let vocab = 100;
     let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 1.5).collect();
-    let configs = [
-        (
-            "top-p 0.9, T 1",
-            1.0,
-            ops::SamplingFilters {
-                top_p: 0.9,
-                ..Default::default()
-            },
-        ),
-        (
-            "top-k 20 + top-p 0.95, T 0.7",
-            0.7,
-            ops::SamplingFilters {
-                top_k: 20,
-                top_p: 0.95,
-                ..Default::default()
-            },
-        ),
-        (
-            "min-p 0.05 + top-p 0.9, T 1.5",
-            1.5,
-            ops::SamplingFilters {
-                top_p: 0.9,
-                min_p: 0.05,
-                ..Default::default()
-            },
-        ),
-        (
-            "top-k 7, T 1.2",
-            1.2,
-            ops::SamplingFilters {
-                top_k: 7,
-                ..Default::default()
-            },
-        ),
-    ];
-    let rows = 20_000;
-    for (name, t, f) in configs {
-        let (p, d) = probs_pair(&logits, t);
-        let law = truncated_law(&p, &d, f);
-        let probs: Vec<f32> = (0..rows).flat_map(|_| p.iter().copied()).collect();
-        let draw: Vec<f32> = (0..rows).flat_map(|_| d.iter().copied()).collect();
-        let mut counts = vec![0u64; vocab];
-        let mut max_rounds = 0;
-        for _ in 0..1_000_000 / rows {
+    let configs = mixed_configs(vocab);
+    for dev in kiln_tests::test_devices() {
+        // Per launch and configuration: 2500 rows × 400 launches (10^6 draws) on the cpu;
+        // 250 × 20 on the GPU ports (lavapipe runs a launch of 2000 rows in about a second).
+        // The sim checks exact rows only (below).
+        let (per_config, launches) = match dev.backend() {
+            kiln::Backend::Cpu => (2500, 400),
+            kiln::Backend::Sim => continue,
+            _ => (250, 20),
+        };
+        let rows = per_config * configs.len();
+        let (probs, draw, fs) = mixed_batch(&configs, rows, |_| logits.clone());
+        let mut counts = vec![vec![0u64; vocab]; configs.len()];
+        let mut max_rounds = vec![0u32; configs.len()];
+        for _ in 0..launches {
             let key = [rng.next_u64() as u32, rng.next_u64() as u32];
-            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
-            assert!(
-                s.accepted.iter().all(|&a| a == 1),
-                "{name}: a row did not converge"
-            );
-            max_rounds = max_rounds.max(*s.rounds.iter().max().unwrap());
-            for i in s.ids {
-                counts[i as usize] += 1;
+            let s = run_rejection(&dev, &probs, &draw, &fs, key);
+            for r in 0..rows {
+                let c = r % configs.len();
+                assert_eq!(
+                    s.accepted[r],
+                    1,
+                    "{}: {} did not converge",
+                    dev.name(),
+                    configs[c].0
+                );
+                max_rounds[c] = max_rounds[c].max(s.rounds[r]);
+                counts[c][s.ids[r] as usize] += 1;
             }
         }
-        let (stat, df, crit) = chi_square(&counts, &law);
-        eprintln!(
-            "rejection {name}: chi2 {stat:.1} df {df} critical {crit:.1}, max rounds {max_rounds}"
-        );
-        assert!(
-            stat < crit,
-            "rejection {name}: chi-square {stat:.1} >= {crit:.1} (df {df})"
-        );
+        for (c, (name, f, _)) in configs.iter().enumerate() {
+            let law = truncated_law(
+                &probs[c * vocab..][..vocab],
+                &draw[c * vocab..][..vocab],
+                *f,
+            );
+            let (stat, df, crit) = chi_square(&counts[c], &law);
+            eprintln!(
+                "rejection {} {name}: chi2 {stat:.1} df {df} critical {crit:.1}, {} draws, max rounds {}",
+                dev.name(),
+                counts[c].iter().sum::<u64>(),
+                max_rounds[c]
+            );
+            assert!(
+                stat < crit,
+                "rejection {} {name}: chi-square {stat:.1} >= {crit:.1} (df {df})",
+                dev.name()
+            );
+        }
     }
 }
 
-/// Host answer for a min-p-only row: round 0 always accepts, so the token is the inverse CDF of
-/// `draw` over `{p ≥ min_p · p_max}` in index order at `u0 · mass`. Also returns whether the
-/// target lies at least 1e-5 of the mass away from every cumulative boundary.
-fn host_min_p(probs: &[f32], draw: &[f32], min_p: f32, key: [u32; 2], row: u32) -> (u32, bool) {
-    let p_max = probs.iter().cloned().fold(0.0f32, f32::max);
-    let floor = min_p * p_max;
-    let kept: Vec<usize> = (0..probs.len()).filter(|&i| probs[i] >= floor).collect();
-    let mass: f64 = kept.iter().map(|&i| draw[i] as f64).sum();
-    let u = uniform_open(gumbel_ref::philox([0, 0, row, 0], key)[0]) as f64;
-    let target = u * mass;
-    let (mut cum, mut margin) = (0.0f64, f64::INFINITY);
-    let mut pick = None;
-    for &i in &kept {
-        margin = margin.min((cum - target).abs());
-        cum += draw[i] as f64;
-        if pick.is_none() && cum > target {
-            pick = Some(i as u32);
+/// The host's run of spec §6.2 on one row, in f64 sums: `(token, accepted, rounds)` and whether
+/// the row is decided — every round's CDF target at least 1e-5 of the proposal mass from a
+/// cumulative boundary and every top-p test at least 1e-5 of the row's mass from its
+/// threshold, so f32 sums in any order take the same decisions.
+fn host_rejection(
+    probs: &[f32],
+    draw: &[f32],
+    f: ops::SamplingFilters,
+    key: [u32; 2],
+    row: u32,
+) -> ((u32, u32, u32), bool) {
+    let v = probs.len();
+    let (mut p_max, mut arg) = (f32::NEG_INFINITY, 0usize);
+    for (i, &p) in probs.iter().enumerate() {
+        if p > p_max {
+            (p_max, arg) = (p, i);
         }
     }
-    margin = margin.min((cum - target).abs());
-    (pick.expect("u < 1"), margin >= 1e-5 * mass)
+    if p_max.is_nan() || p_max <= 0.0 {
+        return ((arg as u32, 1, 0), true);
+    }
+    let total: f64 = probs.iter().map(|&p| p as f64).sum();
+    let top_k_on = f.top_k >= 1 && (f.top_k as usize) < v;
+    let top_p_on = f.top_p > 0.0 && f.top_p < 1.0;
+    // The kernel's floor: one float below min_p · p_max (both f32), so `p > low` keeps p ≥ it.
+    let mut low = 0.0f32;
+    if f.min_p > 0.0 && f.min_p < 1.0 && (f.min_p * p_max).to_bits() > 0 {
+        low = f32::from_bits((f.min_p * p_max).to_bits() - 1);
+    }
+    let mut high = p_max;
+    let target_p = f.top_p as f64 * total;
+    let mut decided = true;
+    for round in 0..32u32 {
+        let eligible: Vec<usize> = (0..v).filter(|&i| probs[i] > low).collect();
+        let mass: f64 = eligible.iter().map(|&i| draw[i] as f64).sum();
+        let u = uniform_open(sampling_ref::philox([round, 0, row, 0], key)[0]) as f64;
+        let goal = u * mass;
+        let (mut cum, mut pick) = (0.0f64, None);
+        for &i in &eligible {
+            decided &= (cum - goal).abs() >= 1e-5 * mass;
+            cum += draw[i] as f64;
+            if pick.is_none() && cum > goal {
+                pick = Some(i);
+            }
+        }
+        decided &= (cum - goal).abs() >= 1e-5 * mass;
+        let cand = pick.unwrap_or(arg);
+        let pivot0 = probs[cand];
+        let top = pivot0.max(high);
+        let pivot1 = f32::from_bits(((pivot0.to_bits() as u64 + top.to_bits() as u64) / 2) as u32);
+        let mut fails = |pivot: f32| {
+            let above: Vec<f64> = probs
+                .iter()
+                .filter(|&&p| p > pivot)
+                .map(|&p| p as f64)
+                .collect();
+            let mass_above: f64 = above.iter().sum();
+            if top_p_on {
+                decided &= (mass_above - target_p).abs() >= 1e-5 * total;
+            }
+            (top_k_on && above.len() >= f.top_k as usize) || (top_p_on && mass_above > target_p)
+        };
+        if !(top_k_on || top_p_on) || !fails(pivot0) {
+            return ((cand as u32, 1, round + 1), decided);
+        }
+        if fails(pivot1) {
+            low = pivot1;
+        } else {
+            (low, high) = (pivot0, pivot1);
+        }
+    }
+    ((arg as u32, 0, 32), decided)
 }
 
 #[test]
-fn rejection_min_p_decided_rows_match_the_host_on_every_backend() {
+fn rejection_mixed_rows_match_the_host_on_decided_rows_on_every_backend() {
     let seed = kiln_tests::seed("rejection fixed key");
     let mut rng = Rng::new(seed);
     let key = [rng.next_u64() as u32, rng.next_u64() as u32];
-    let min_p = 0.02;
-    let f = ops::SamplingFilters {
-        min_p,
-        ..Default::default()
-    };
-    // 48 x 5003 on the cpu; a smaller matrix on every backend.
-    for (rows, vocab, all) in [(48usize, 5003usize, false), (6, 777, true)] {
-        let mut probs = Vec::new();
-        let mut draw = Vec::new();
-        for _ in 0..rows {
-            let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 2.0).collect();
-            let (p, d) = probs_pair(&logits, 0.8);
-            probs.extend(p);
-            draw.extend(d);
-        }
+    // 64 x 5003 on the cpu; a smaller batch on every backend.
+    for (rows, vocab, all) in [(64usize, 5003usize, false), (16, 777, true)] {
+        let configs = mixed_configs(vocab);
+        let (mut probs, draw, fs) = mixed_batch(&configs, rows, |_| {
+            (0..vocab).map(|_| rng.normal() * 2.0).collect()
+        });
         // The last row has no mass: index 0, accepted, no rounds.
         probs[(rows - 1) * vocab..].fill(0.0);
+        let want: Vec<_> = (0..rows)
+            .map(|r| {
+                let row = |x: &[f32]| x[r * vocab..][..vocab].to_vec();
+                host_rejection(&row(&probs), &row(&draw), fs[r], key, r as u32)
+            })
+            .collect();
+        let decided = want.iter().filter(|w| w.1).count();
+        eprintln!("{rows}x{vocab}: {decided} of {rows} rows decided");
+        assert!(
+            decided >= rows * 3 / 4,
+            "only {decided} of {rows} rows decided"
+        );
+        assert_eq!(want[rows - 1], ((0, 1, 0), true));
         let devs = if all {
             kiln_tests::test_devices()
         } else {
             vec![Device::cpu()]
         };
         for dev in devs {
-            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
-            let mut decided = 0;
-            for r in 0..rows - 1 {
-                let (want, clear) = host_min_p(
-                    &probs[r * vocab..][..vocab],
-                    &draw[r * vocab..][..vocab],
-                    min_p,
-                    key,
-                    r as u32,
-                );
-                assert_eq!(
-                    (s.accepted[r], s.rounds[r]),
-                    (1, 1),
-                    "{} row {r}",
-                    dev.name()
-                );
+            let s = run_rejection(&dev, &probs, &draw, &fs, key);
+            for (r, &((id, ok, used), clear)) in want.iter().enumerate() {
                 if clear {
-                    decided += 1;
-                    assert_eq!(s.ids[r], want, "{} row {r}", dev.name());
+                    let got = (s.ids[r], s.accepted[r], s.rounds[r]);
+                    assert_eq!(
+                        got,
+                        (id, ok, used),
+                        "{} row {r} ({})",
+                        dev.name(),
+                        configs[r % configs.len()].0
+                    );
                 }
             }
-            assert!(
-                decided >= (rows - 1) * 9 / 10,
-                "only {decided} rows decided"
-            );
-            let last = rows - 1;
-            assert_eq!(
-                (s.ids[last], s.accepted[last], s.rounds[last]),
-                (0, 1, 0),
-                "{}",
-                dev.name()
-            );
         }
     }
 }
@@ -572,26 +688,17 @@ fn rejection_min_p_decided_rows_match_the_host_on_every_backend() {
 fn rejection_tokens_stay_in_the_support_on_every_backend() {
     let seed = kiln_tests::seed("rejection support");
     let mut rng = Rng::new(seed);
-    let (rows, vocab) = (4usize, 300usize);
-    let f = ops::SamplingFilters {
-        top_k: 10,
-        top_p: 0.8,
-        min_p: 0.01,
-    };
-    let mut probs = Vec::new();
-    let mut draw = Vec::new();
-    for _ in 0..rows {
-        let logits: Vec<f64> = (0..vocab).map(|_| rng.normal() * 2.0).collect();
-        let (p, d) = probs_pair(&logits, 1.3);
-        probs.extend(p);
-        draw.extend(d);
-    }
+    let (rows, vocab) = (8usize, 300usize);
+    let configs = mixed_configs(vocab);
+    let (probs, draw, fs) = mixed_batch(&configs, rows, |_| {
+        (0..vocab).map(|_| rng.normal() * 2.0).collect()
+    });
     for dev in kiln_tests::test_devices() {
         for _ in 0..3 {
             let key = [rng.next_u64() as u32, rng.next_u64() as u32];
-            let s = run_rejection(&dev, &probs, &draw, rows, f, key);
+            let s = run_rejection(&dev, &probs, &draw, &fs, key);
             for r in 0..rows {
-                let keep = kept(&probs[r * vocab..][..vocab], f);
+                let keep = kept(&probs[r * vocab..][..vocab], fs[r]);
                 assert_eq!(s.accepted[r], 1, "{} row {r}", dev.name());
                 assert!(s.rounds[r] >= 1 && s.rounds[r] <= 32);
                 assert!(
@@ -606,47 +713,43 @@ fn rejection_tokens_stay_in_the_support_on_every_backend() {
 }
 
 #[test]
-fn rejection_refuses_bad_filters() {
+fn rejection_refuses_a_bad_filter_row_by_row_and_value() {
     let dev = Device::cpu();
-    let probs = vec![0.25f32; 8];
+    let (rows, vocab) = (3usize, 4usize);
+    let probs = vec![0.25f32; rows * vocab];
+    let pt = Tensor::from_f32(&dev, DType::F32, &[rows, vocab], &probs).unwrap();
+    let mut ids = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+    let mut acc = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+    let mut rounds = Tensor::zeros(&dev, DType::U32, &[rows]).unwrap();
+    let good = ops::SamplingFilters::default();
     let bad = [
-        ops::SamplingFilters {
-            top_k: 5,
-            ..Default::default()
-        },
-        ops::SamplingFilters {
-            top_p: 0.0,
-            ..Default::default()
-        },
-        ops::SamplingFilters {
-            top_p: 1.5,
-            ..Default::default()
-        },
-        ops::SamplingFilters {
-            top_p: f32::NAN,
-            ..Default::default()
-        },
-        ops::SamplingFilters {
-            min_p: 1.0,
-            ..Default::default()
-        },
-        ops::SamplingFilters {
-            min_p: -0.1,
-            ..Default::default()
-        },
+        (filters(5, 1.0, 0.0), "top_k is 5"),
+        (filters(0, 0.0, 0.0), "top_p is 0"),
+        (filters(0, 1.5, 0.0), "top_p is 1.5"),
+        (filters(0, -0.5, 0.0), "top_p is -0.5"),
+        (filters(0, f32::NAN, 0.0), "top_p is NaN"),
+        (filters(0, 1.0, 1.0), "min_p is 1"),
+        (filters(0, 1.0, -0.1), "min_p is -0.1"),
+        (filters(0, 1.0, f32::NAN), "min_p is NaN"),
     ];
-    let pt = Tensor::from_f32(&dev, DType::F32, &[2, 4], &probs).unwrap();
-    let mut ids = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
-    let mut acc = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
-    let mut rounds = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
-    for f in bad {
-        let e = ops::rejection_sample(&dev, &pt, &pt, f, [1, 2], &mut ids, &mut acc, &mut rounds)
-            .unwrap_err();
+    let mut run = |fs: &[ops::SamplingFilters]| {
+        ops::rejection_sample(&dev, &pt, &pt, fs, [1, 2], &mut ids, &mut acc, &mut rounds)
+    };
+    for (f, what) in bad {
+        // The bad row last, after good ones: the error names it.
+        let e = run(&[good, filters(4, 0.5, 0.1), f]).unwrap_err();
+        let kiln::PortError::InvalidShape { msg, .. } = &e else {
+            panic!("{f:?}: {e}");
+        };
         assert!(
-            matches!(e, kiln::PortError::InvalidShape { .. }),
-            "{f:?}: {e}"
+            msg.contains("filters row 2") && msg.contains(what),
+            "{f:?}: `{msg}` should name row 2 and `{what}`"
         );
     }
+    // k = V and top_p = 1 are the filters' off values, not errors; one filter row per row.
+    run(&[filters(4, 1.0, 0.0); 3]).unwrap();
+    let e = run(&[good; 2]).unwrap_err();
+    assert!(matches!(e, kiln::PortError::InvalidShape { .. }), "{e}");
 }
 
 /// Host draw from a distribution by inverse CDF on an f64 uniform.

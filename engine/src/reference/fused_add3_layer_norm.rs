@@ -92,3 +92,8 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         })
         .collect()
 }
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}

@@ -56,22 +56,14 @@ pub fn cases(dtype: DType) -> Vec<Case> {
     ];
     let mut cases: Vec<Case> = shapes
         .iter()
-        .map(|&(rows, d)| Case {
-            label: format!("{rows}x{d}"),
-            shapes: vec![vec![rows, d], vec![rows, d], vec![d], vec![rows, d]],
-            params: vec![("eps", "1e-6".into())],
-            fill: vec![
-                Fill::normal(0.0, 1.0),
-                Fill::normal(0.0, 1.0),
-                Fill::normal(1.0, 0.1),
-                Fill::Output,
-            ],
-            checks: vec![
+        .map(|&(rows, d)| {
+            let checks = vec![
                 Check::None,
                 residual_check(dtype),
                 Check::None,
                 tolerance(dtype),
-            ],
+            ];
+            rows_case(rows, d, checks)
         })
         .collect();
     // Gemma: gain (1 + w) with w small; a LoRA-scaled weight; a 3-D input.
@@ -110,4 +102,28 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         ],
     });
     cases
+}
+
+/// `rows × d`: unit-normal x and residual, a weight near 1, eps 1e-6.
+fn rows_case(rows: usize, d: usize, checks: Vec<Check>) -> Case {
+    Case {
+        label: format!("{rows}x{d}"),
+        shapes: vec![vec![rows, d], vec![rows, d], vec![d], vec![rows, d]],
+        params: vec![("eps", "1e-6".into())],
+        fill: vec![
+            Fill::normal(0.0, 1.0),
+            Fill::normal(0.0, 1.0),
+            Fill::normal(1.0, 0.1),
+            Fill::Output,
+        ],
+        checks,
+    }
+}
+
+/// Llama's hidden size at decode (1 and 32 rows) and a prefill-sized block of 4096 × 8192.
+pub fn bench_cases(_dtype: DType) -> Vec<Case> {
+    [(1usize, 4096usize), (32, 4096), (4096, 8192)]
+        .into_iter()
+        .map(|(rows, dim)| rows_case(rows, dim, vec![Check::None; 4]))
+        .collect()
 }

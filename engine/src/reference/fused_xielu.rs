@@ -82,3 +82,8 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         ),
     ]
 }
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}

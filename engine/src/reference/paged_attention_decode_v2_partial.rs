@@ -150,3 +150,8 @@ pub fn v2_case(c: &PagedCase, dtype: DType) -> Case {
         ],
     }
 }
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}

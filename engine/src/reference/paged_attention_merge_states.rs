@@ -95,3 +95,8 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         ],
     }]
 }
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}

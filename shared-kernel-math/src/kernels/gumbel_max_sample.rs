@@ -1,24 +1,63 @@
 //! Softmax-free categorical sampling: `argmax_i (logit_i / T + G_i)` (spec §5).
 //!
 //! `G_i` is Gumbel noise from word `i mod 4` of `philox((⌊i/4⌋, 0, row, 0), key)`, a pure
-//! function of (key, row, i): the draw does not depend on the block size. Ties go to the lower
-//! index; a row whose candidates are all −inf (or NaN) yields index 0.
+//! function of (key, row, i). A row may be split over `S` blocks (spec §5's `NumSplits`, so a
+//! small batch with a large vocabulary fills a GPU): split `s` takes every `S`-th chunk of 1024
+//! entries starting at chunk `s` and writes its first maximum to `vals [B, S]`, `idxs [B, S]`;
+//! `gumbel_max_merge` then takes the first maximum over the splits. Ties go to the lower index
+//! and a row whose candidates are all −inf (or NaN) yields index 0, so the token is the same
+//! for every `S` and every block size.
 
-use crate::kernel::shape;
 use crate::random::{gumbel_noise, philox4x32_10};
+use crate::sampling::rows_and_vocab;
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+
+/// Groups of four entries (one Philox call) per chunk: spec §5's 256 threads × 4 entries.
+pub const CHUNK_GROUPS: u32 = 256;
+/// Entries per chunk.
+pub const CHUNK: usize = 4 * CHUNK_GROUPS as usize;
+/// Most splits of a row (spec §5).
+pub const MAX_SPLITS: usize = 64;
+/// Blocks a launch should reach before rows are split further (spec §5's `want` rule).
+pub const TARGET_BLOCKS: usize = 64;
+
+/// Spec §5's split count: `want`, the smallest power of two with `rows · want ≥ 64`, and
+/// `cap`, the largest power of two ≤ `ceil(vocab / 1024)`, both at most 64; `S = min(want, cap)`.
+pub fn splits_for(rows: usize, vocab: usize) -> usize {
+    let mut want = 1;
+    while want < MAX_SPLITS && rows.saturating_mul(want) < TARGET_BLOCKS {
+        want *= 2;
+    }
+    let chunks = vocab.div_ceil(CHUNK);
+    let mut cap = 1;
+    while cap < MAX_SPLITS && 2 * cap <= chunks {
+        cap *= 2;
+    }
+    want.min(cap)
+}
 
 crate::params! {
     /// Params of `gumbel_max_sample`.
     pub struct GumbelParams {
         pub rows: u32,
         pub vocab: u32,
+        /// Blocks per row (the second dimension of `vals` and `idxs`).
+        pub splits: u32,
         /// Philox key, low word (draw a fresh key per call).
         pub key0: u32 = 0,
         /// Philox key, high word.
         pub key1: u32 = 0,
         /// Softmax temperature, > 0 (greedy decoding never reaches this kernel).
         pub temperature: f32 = 1.0,
+    }
+}
+
+/// The split count of per-split outputs shaped `[rows, S]`, or `[rows]` for one split.
+fn splits_of(out: &[usize], rows: usize) -> Option<usize> {
+    match *out {
+        [r, s] if r == rows => Some(s),
+        [r] if r == rows => Some(1),
+        _ => None,
     }
 }
 
@@ -29,21 +68,33 @@ impl KernelDef for GumbelMaxSample {
     type Params = GumbelParams;
     const NAME: &'static str = "gumbel_max_sample";
 
-    /// Buffers: `logits [B, V]`, `index [B]` (u32).
+    /// Buffers: `logits [B, V]`, then per split the first maximum `vals [B, S]` (f32) and its
+    /// index `idxs [B, S]` (u32). With one split both may be `[B]`: `idxs` is then the token.
     fn bind(p: &mut GumbelParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
-        let [logits, index] = shapes else {
+        let [logits, vals, idxs] = shapes else {
             return Err(ShapeError::BufferCount {
                 got: shapes.len(),
-                want: 2,
+                want: 3,
             });
         };
         let &[rows, vocab] = *logits else {
             return Err(ShapeError::Invalid("logits must be [rows, vocab]"));
         };
-        shape::nonzero("rows", rows)?;
-        shape::nonzero("vocab", vocab)?;
-        if *index != [rows] {
-            return Err(ShapeError::Invalid("index must be [rows]"));
+        // Group counters and flat offsets stay in u32.
+        (p.rows, p.vocab) = rows_and_vocab("rows", rows, vocab, u32::MAX as usize, rows * vocab)?;
+        let Some(splits) = splits_of(vals, rows) else {
+            return Err(ShapeError::Invalid("vals must be [rows, splits] or [rows]"));
+        };
+        if idxs != vals {
+            return Err(ShapeError::Invalid("idxs must have the shape of vals"));
+        }
+        if !(1..=MAX_SPLITS).contains(&splits) {
+            return Err(ShapeError::Range {
+                what: "splits",
+                got: splits as f64,
+                lo: 1.0,
+                hi: MAX_SPLITS as f64,
+            });
         }
         if !(p.temperature.is_finite() && p.temperature > 0.0) {
             return Err(ShapeError::Range {
@@ -53,55 +104,62 @@ impl KernelDef for GumbelMaxSample {
                 hi: f32::MAX as f64,
             });
         }
-        p.rows = shape::to_u32("rows", rows)?;
-        p.vocab = shape::to_u32("vocab", vocab)?;
-        // Group counters and flat offsets stay in u32.
-        shape::to_u32("logits elements", rows * vocab)?;
+        p.splits = splits as u32;
         Ok(())
     }
 
     fn launch(p: &GumbelParams) -> Launch {
         Launch {
-            grid: [p.rows, 1, 1],
+            grid: [p.rows, p.splits, 1],
             block: 256,
         }
     }
 }
 
-/// The body: one block per row; each thread takes groups of four entries (one Philox call),
-/// strided by the block size, then the block's argmax picks the lowest-index maximum.
+/// The body: block `(row, split)` sweeps its chunks, each thread taking groups of four entries
+/// (one Philox call) strided by the block size; the block's argmax picks the lowest-index
+/// maximum.
 pub fn gumbel_max_sample<T: Element, B: Block>(
     b: &B,
     p: &GumbelParams,
     logits: Src<T>,
-    index: Dst<u32>,
+    vals: Dst<f32>,
+    idxs: Dst<u32>,
 ) {
-    let row = b.block_x();
+    let (row, split) = (b.block_x(), b.block_y());
     let vocab = p.vocab as usize;
     let base = row as usize * vocab;
     let groups = p.vocab.div_ceil(4);
+    let chunks = groups.div_ceil(CHUNK_GROUPS);
     // Index 0 is the answer when nothing beats −inf, so it is every thread's starting point.
     let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
-    let mut g = b.thread();
-    while g < groups {
-        let words = philox4x32_10([g, 0, row, 0], [p.key0, p.key1]);
-        let mut j = 0;
-        while j < 4 {
-            let i = (4 * g + j) as usize;
-            if i < vocab {
-                let c =
-                    logits.get(base + i).to_f32() / p.temperature + gumbel_noise(words[j as usize]);
-                if c > best {
-                    best = c;
-                    best_i = i as u32;
+    let mut chunk = split;
+    while chunk < chunks {
+        let end = ((chunk + 1) * CHUNK_GROUPS).min(groups);
+        let mut g = chunk * CHUNK_GROUPS + b.thread();
+        while g < end {
+            let words = philox4x32_10([g, 0, row, 0], [p.key0, p.key1]);
+            let mut j = 0;
+            while j < 4 {
+                let i = (4 * g + j) as usize;
+                if i < vocab {
+                    let c = logits.get(base + i).to_f32() / p.temperature
+                        + gumbel_noise(words[j as usize]);
+                    if c > best {
+                        best = c;
+                        best_i = i as u32;
+                    }
                 }
+                j += 1;
             }
-            j += 1;
+            g += b.size();
         }
-        g += b.size();
+        chunk += p.splits;
     }
-    let (_, winner) = b.argmax(best, best_i);
+    let (value, winner) = b.argmax(best, best_i);
     if b.thread() == 0 {
-        index.set(row as usize, winner);
+        let at = row as usize * p.splits as usize + split as usize;
+        vals.set(at, value);
+        idxs.set(at, winner);
     }
 }

@@ -1,27 +1,27 @@
 //! Sorting-free top-k / top-p / min-p sampling by dual-pivot rejection (spec §6.1–6.2).
 //!
-//! The kept support is `{i : p_i ≥ τ}` for one threshold τ that top-k (k-th largest, ties kept),
-//! top-p (descending prefix whose exclusive mass is ≤ `top_p · total`) and min-p
+//! Each row carries its own filters (`filters [B, 3]`: top_k, top_p, min_p). The kept support
+//! is `{i : p_i ≥ τ}` for one threshold τ that top-k (k-th largest, ties kept), top-p
+//! (descending prefix whose exclusive mass is ≤ `top_p · total`) and min-p
 //! (`p_i ≥ min_p · p_max`) set jointly on the untempered `probs`; the token is distributed as
 //! `probs_draw` truncated to that support. Each round proposes a token from `probs_draw` over
 //! `{p > low}` by inverse CDF, accepts it when it passes every filter, else raises `low` to a
 //! pivot that is known to fail (the accept test is monotone in p) and halves the bit-space
 //! bracket `[low, high]`.
 //!
-//! The CDF runs in natural index order (thread `t` owns the contiguous slice
-//! `[t·chunk, (t+1)·chunk)`), so the token for a key does not depend on the block size beyond
-//! the rounding of the sums. Round `r` draws its uniform from word 0 of
-//! `philox((r, 0, row, 0), key)`.
+//! The CDF runs in natural index order (thread `t` owns a contiguous slice), so the token for
+//! a key does not depend on the block size beyond the rounding of the sums. Round `r` draws its
+//! uniform from word 0 of `philox((r, 0, row, 0), key)`.
 
-use crate::kernel::shape;
 use crate::random::{philox4x32_10, uniform_open};
+use crate::sampling::{inverse_cdf, rows_and_vocab, thread_slice, MAX_VOCAB};
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
-/// Longest vocabulary: counts are summed as f32, exact below 2^24.
-pub const MAX_VOCAB: usize = 1 << 24;
+/// Words per row of the `filters` buffer: top_k, top_p, min_p.
+pub const FILTER_WORDS: usize = 3;
 
 crate::params! {
-    /// Params of `rejection_sample`. Filters apply to every row.
+    /// Params of `rejection_sample`; the filters come per row in the `filters` buffer.
     pub struct RejectionParams {
         pub rows: u32,
         pub vocab: u32,
@@ -29,12 +29,6 @@ crate::params! {
         pub key0: u32 = 0,
         /// Philox key, high word.
         pub key1: u32 = 0,
-        /// Keep the k most probable tokens (ties kept); 0 or `vocab` turns it off.
-        pub top_k: u32 = 0,
-        /// Keep the smallest prefix of mass `top_p`, in (0, 1]; 1 turns it off.
-        pub top_p: f32 = 1.0,
-        /// Keep tokens with `p ≥ min_p · p_max`, in [0, 1); 0 turns it off.
-        pub min_p: f32 = 0.0,
         /// Rounds before giving up with the row's argmax (`accepted = 0`); 32 always suffice.
         pub max_rounds: u32 = 32,
     }
@@ -48,23 +42,29 @@ impl KernelDef for RejectionSample {
     const NAME: &'static str = "rejection_sample";
 
     /// Buffers: `probs [B, V]` (softmax of the untempered logits: the filters read it),
-    /// `probs_draw [B, V]` (softmax of logits / T: the draw is weighted by it), then u32
-    /// outputs `ids [B]`, `accepted [B]`, `rounds [B]`.
+    /// `probs_draw [B, V]` (softmax of logits / T: the draw is weighted by it), `filters [B, 3]`
+    /// f32 (per row top_k, top_p, min_p), then u32 outputs `ids [B]`, `accepted [B]`,
+    /// `rounds [B]`. The filter values are the op's to check (they live in a buffer); the body
+    /// applies spec §6.1's activation rules to whatever a row holds.
     fn bind(p: &mut RejectionParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
-        let [probs, probs_draw, ids, accepted, rounds] = shapes else {
+        let [probs, probs_draw, filters, ids, accepted, rounds] = shapes else {
             return Err(ShapeError::BufferCount {
                 got: shapes.len(),
-                want: 5,
+                want: 6,
             });
         };
         let &[rows, vocab] = *probs else {
             return Err(ShapeError::Invalid("probs must be [rows, vocab]"));
         };
-        shape::nonzero("rows", rows)?;
-        shape::nonzero("vocab", vocab)?;
+        (p.rows, p.vocab) = rows_and_vocab("rows", rows, vocab, MAX_VOCAB, rows * vocab)?;
         if probs_draw != probs {
             return Err(ShapeError::Invalid(
                 "probs_draw must have the shape of probs",
+            ));
+        }
+        if *filters != [rows, FILTER_WORDS] {
+            return Err(ShapeError::Invalid(
+                "filters must be [rows, 3]: top_k, top_p, min_p per row",
             ));
         }
         for s in [ids, accepted, rounds] {
@@ -74,38 +74,6 @@ impl KernelDef for RejectionSample {
                 ));
             }
         }
-        if vocab > MAX_VOCAB {
-            return Err(ShapeError::Range {
-                what: "vocab",
-                got: vocab as f64,
-                lo: 1.0,
-                hi: MAX_VOCAB as f64,
-            });
-        }
-        if p.top_k as usize > vocab {
-            return Err(ShapeError::Range {
-                what: "top_k",
-                got: p.top_k as f64,
-                lo: 0.0,
-                hi: vocab as f64,
-            });
-        }
-        if !(p.top_p > 0.0 && p.top_p <= 1.0) {
-            return Err(ShapeError::Range {
-                what: "top_p",
-                got: p.top_p as f64,
-                lo: f32::MIN_POSITIVE as f64,
-                hi: 1.0,
-            });
-        }
-        if !(p.min_p >= 0.0 && p.min_p < 1.0) {
-            return Err(ShapeError::Range {
-                what: "min_p",
-                got: p.min_p as f64,
-                lo: 0.0,
-                hi: 1.0 - f32::EPSILON as f64,
-            });
-        }
         if !(1..=64).contains(&p.max_rounds) {
             return Err(ShapeError::Range {
                 what: "max_rounds",
@@ -114,9 +82,6 @@ impl KernelDef for RejectionSample {
                 hi: 64.0,
             });
         }
-        p.rows = shape::to_u32("rows", rows)?;
-        p.vocab = shape::to_u32("vocab", vocab)?;
-        shape::to_u32("probs elements", rows * vocab)?;
         Ok(())
     }
 
@@ -136,21 +101,20 @@ pub fn bit_midpoint(a: f32, b: f32) -> f32 {
 }
 
 /// The body: one block per row.
+#[allow(clippy::too_many_arguments)] // one view per buffer of the list
 pub fn rejection_sample<T: Element, B: Block>(
     b: &B,
     p: &RejectionParams,
     probs: Src<T>,
     probs_draw: Src<T>,
+    filters: Src<f32>,
     ids: Dst<u32>,
     accepted: Dst<u32>,
     rounds: Dst<u32>,
 ) {
     let row = b.block_x();
-    let vocab = p.vocab as usize;
-    let base = row as usize * vocab;
-    let chunk = vocab.div_ceil(b.size() as usize);
-    let first = (b.thread() as usize * chunk).min(vocab);
-    let end = (first + chunk).min(vocab);
+    let base = row as usize * p.vocab as usize;
+    let (first, end) = thread_slice(b, p.vocab as usize);
     let prob = |i: usize| probs.get(base + i).to_f32();
     let draw = |i: usize| probs_draw.get(base + i).to_f32();
 
@@ -181,52 +145,30 @@ pub fn rejection_sample<T: Element, B: Block>(
         return;
     }
 
-    let top_k_on = p.top_k >= 1 && p.top_k < p.vocab;
-    let top_p_on = p.top_p > 0.0 && p.top_p < 1.0;
+    // Spec §6.1's activation rules; a NaN activates nothing.
+    let at = row as usize * FILTER_WORDS;
+    let (top_k, top_p, min_p) = (filters.get(at), filters.get(at + 1), filters.get(at + 2));
+    let top_k_on = top_k >= 1.0 && top_k < p.vocab as f32;
+    let keep_k = libm::floorf(top_k);
+    let top_p_on = top_p > 0.0 && top_p < 1.0;
     let mut low = 0.0f32;
-    if p.min_p > 0.0 && p.min_p < 1.0 {
-        let floor = p.min_p * p_max;
+    if min_p > 0.0 && min_p < 1.0 {
+        let floor = min_p * p_max;
         // `p > low` with low one float below the floor keeps exactly `p ≥ min_p · p_max`.
         if floor.to_bits() > 0 {
             low = f32::from_bits(floor.to_bits() - 1);
         }
     }
     let mut high = p_max;
-    let target_p = p.top_p * total;
+    let target_p = top_p * total;
 
     let mut round = 0u32;
     while round < p.max_rounds {
         // Proposal: inverse CDF of probs_draw over {p > low}, natural index order.
-        let mut mine = 0.0f32;
-        let mut i = first;
-        while i < end {
-            if prob(i) > low {
-                mine += draw(i);
-            }
-            i += 1;
-        }
-        let (below, proposal_mass) = b.scan_sum(mine);
         let u = uniform_open(philox4x32_10([round, 0, row, 0], [p.key0, p.key1])[0]);
-        let target = u * proposal_mass;
-        let (mut claim, mut pick) = (0.0f32, 0u32);
-        if mine > 0.0 && below + mine > target {
-            // This slice holds the target (or a later one does and the lowest claim wins).
-            let mut running = below;
-            let mut i = first;
-            while i < end {
-                if prob(i) > low {
-                    pick = i as u32;
-                    running += draw(i);
-                    if running > target {
-                        break;
-                    }
-                }
-                i += 1;
-            }
-            claim = 1.0;
-        }
-        let (claimed, lowest) = b.argmax(claim, pick);
-        let candidate = if claimed > 0.0 { lowest } else { arg_max };
+        let eligible = |i: usize| if prob(i) > low { draw(i) } else { 0.0 };
+        let (claimed, pick, _) = inverse_cdf(b, first, end, u, eligible);
+        let candidate = if claimed { pick } else { arg_max };
 
         let pivot0 = prob(candidate as usize);
         let pivot1 = bit_midpoint(pivot0, if high > pivot0 { high } else { pivot0 });
@@ -250,9 +192,8 @@ pub fn rejection_sample<T: Element, B: Block>(
             above1 = b.sum(above1);
             mass1 = b.sum(mass1);
         }
-        let fails = |above: f32, mass: f32| {
-            (top_k_on && above >= p.top_k as f32) || (top_p_on && mass > target_p)
-        };
+        let fails =
+            |above: f32, mass: f32| (top_k_on && above >= keep_k) || (top_p_on && mass > target_p);
         if !fails(above0, mass0) {
             write(candidate, 1, round + 1);
             return;

@@ -13,12 +13,9 @@
 //! uniform from word 1 of `philox((j, 0, r, 0), key)`. Draws are inverse CDFs in natural index
 //! order (as in `rejection_sample`). A draft token outside the vocabulary is rejected.
 
-use crate::kernel::shape;
 use crate::random::{philox4x32_10, uniform_open};
+use crate::sampling::{inverse_cdf, rows_and_vocab, thread_slice, MAX_VOCAB};
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
-
-/// Longest vocabulary (masses are f32 sums; kept as for the rejection sampler).
-pub const MAX_VOCAB: usize = 1 << 24;
 
 /// `tokens` entries after the emitted ones.
 pub const NO_TOKEN: u32 = u32::MAX;
@@ -67,8 +64,8 @@ impl KernelDef for SpeculativeAccept {
                 "target_probs must be [batch, drafts + 1, vocab]",
             ));
         };
-        shape::nonzero("batch", batch)?;
-        shape::nonzero("vocab", vocab)?;
+        (p.batch, p.vocab) =
+            rows_and_vocab("batch", batch, vocab, MAX_VOCAB, batch * positions * vocab)?;
         if positions < 2 {
             return Err(ShapeError::Invalid(
                 "target_probs needs drafts + 1 >= 2 positions",
@@ -89,14 +86,6 @@ impl KernelDef for SpeculativeAccept {
         if *emitted != [batch] {
             return Err(ShapeError::Invalid("emitted must be [batch]"));
         }
-        if vocab > MAX_VOCAB {
-            return Err(ShapeError::Range {
-                what: "vocab",
-                got: vocab as f64,
-                lo: 1.0,
-                hi: MAX_VOCAB as f64,
-            });
-        }
         if p.rule > RULE_GREEDY {
             return Err(ShapeError::Range {
                 what: "rule",
@@ -105,10 +94,8 @@ impl KernelDef for SpeculativeAccept {
                 hi: RULE_GREEDY as f64,
             });
         }
-        p.batch = shape::to_u32("batch", batch)?;
-        p.drafts = shape::to_u32("drafts", drafts)?;
-        p.vocab = shape::to_u32("vocab", vocab)?;
-        shape::to_u32("target_probs elements", shape::numel(target))?;
+        // Fits: rows_and_vocab bounded batch · positions · vocab.
+        p.drafts = drafts as u32;
         Ok(())
     }
 
@@ -118,74 +105,6 @@ impl KernelDef for SpeculativeAccept {
             block: 256,
         }
     }
-}
-
-/// The draw weight of element `i`: `p_i`, or the residual `max(p_i − q_i, 0)`.
-#[inline(always)]
-fn weight<T: Element>(
-    target: Src<T>,
-    t_base: usize,
-    draft: Src<T>,
-    d_base: usize,
-    residual: bool,
-    i: usize,
-) -> f32 {
-    let p = target.get(t_base + i).to_f32();
-    if !residual {
-        return p;
-    }
-    let r = p - draft.get(d_base + i).to_f32();
-    if r > 0.0 {
-        r
-    } else {
-        0.0
-    }
-}
-
-/// Inverse-CDF draw over `[0, vocab)` in natural index order: the first index whose running
-/// weight exceeds `u · Σ weight`. Thread `t` owns the slice `[first, end)`. Returns
-/// `(index, total weight)`; the index is meaningless when the total is not positive.
-#[allow(clippy::too_many_arguments)] // the two rows and the slice, passed as plain values
-#[inline(always)]
-fn draw_index<T: Element, B: Block>(
-    b: &B,
-    target: Src<T>,
-    t_base: usize,
-    draft: Src<T>,
-    d_base: usize,
-    residual: bool,
-    first: usize,
-    end: usize,
-    u: f32,
-) -> (u32, f32) {
-    let mut mine = 0.0f32;
-    let mut i = first;
-    while i < end {
-        mine += weight(target, t_base, draft, d_base, residual, i);
-        i += 1;
-    }
-    let (below, mass) = b.scan_sum(mine);
-    let goal = u * mass;
-    let (mut claim, mut pick) = (0.0f32, 0u32);
-    if mine > 0.0 && below + mine > goal {
-        let mut running = below;
-        let mut i = first;
-        while i < end {
-            let w = weight(target, t_base, draft, d_base, residual, i);
-            if w > 0.0 {
-                pick = i as u32;
-                running += w;
-                if running > goal {
-                    break;
-                }
-            }
-            i += 1;
-        }
-        claim = 1.0;
-    }
-    // The lowest claiming slice holds the goal.
-    let (_, lowest) = b.argmax(claim, pick);
-    (lowest, mass)
 }
 
 /// Argmax of `target[t_base..][..vocab]`, lowest index on ties.
@@ -223,9 +142,7 @@ pub fn speculative_accept<T: Element, B: Block>(
 ) {
     let row = b.block_x() as usize;
     let (drafts, vocab) = (p.drafts as usize, p.vocab as usize);
-    let chunk = vocab.div_ceil(b.size() as usize);
-    let first = (b.thread() as usize * chunk).min(vocab);
-    let end = (first + chunk).min(vocab);
+    let (first, end) = thread_slice(b, vocab);
     let key = [p.key0, p.key1];
     let lead = b.thread() == 0;
 
@@ -245,58 +162,36 @@ pub fn speculative_accept<T: Element, B: Block>(
                 (row * drafts + j) * vocab,
             )
         };
+        let target = |i: usize| target_probs.get(t_base + i).to_f32();
+        // The residual max(p − q, 0) of a rejected draft.
+        let residual = |i: usize| {
+            let r = target(i) - draft_probs.get(d_base + i).to_f32();
+            if r > 0.0 {
+                r
+            } else {
+                0.0
+            }
+        };
         let valid = (draft as usize) < vocab;
         let out;
         if p.rule == RULE_GREEDY {
             out = argmax_index(b, target_probs, t_base, first, end);
             done = bonus || out != draft;
         } else if p.rule == RULE_SAMPLER_MATCH || bonus {
-            out = draw_index(
-                b,
-                target_probs,
-                t_base,
-                draft_probs,
-                d_base,
-                false,
-                first,
-                end,
-                u_draw,
-            )
-            .0;
+            out = inverse_cdf(b, first, end, u_draw, target).1;
             done = bonus || out != draft;
         } else {
             let accept = valid
                 && u_accept * draft_probs.get(d_base + draft as usize).to_f32()
-                    <= target_probs.get(t_base + draft as usize).to_f32();
+                    <= target(draft as usize);
             if accept {
                 out = draft;
             } else {
-                let (from_residual, mass) = draw_index(
-                    b,
-                    target_probs,
-                    t_base,
-                    draft_probs,
-                    d_base,
-                    true,
-                    first,
-                    end,
-                    u_draw,
-                );
+                let (_, from_residual, mass) = inverse_cdf(b, first, end, u_draw, residual);
                 out = if mass > 0.0 {
                     from_residual
                 } else {
-                    draw_index(
-                        b,
-                        target_probs,
-                        t_base,
-                        draft_probs,
-                        d_base,
-                        false,
-                        first,
-                        end,
-                        u_draw,
-                    )
-                    .0
+                    inverse_cdf(b, first, end, u_draw, target).1
                 };
             }
             done = !accept;
