@@ -78,13 +78,9 @@ fn other(msg: impl Into<String>) -> DeviceError {
 }
 
 /// Kernels whose WGSL port is held back, and why (`kiln ports` shows the reason; the ops take
-/// the fallback there).
-const HELD_BACK: &[(KernelId, &str)] = &[(
-    KernelId::FusedRopeQkAppend,
-    "held back: the WGSL prelude's exp2f is within ~1 ulp but not correctly rounded, and at \
-     positions near 131071 one ulp of the rotary frequency moves the f32 angle by ~8e-3 rad, \
-     past the spec's f32/f16 bound (parity failed on lavapipe at nmax 1.28e-2 vs 1.2e-2)",
-)];
+/// the fallback there). None at present: RoPE's was, until the prelude's exp2f became correctly
+/// rounded.
+const HELD_BACK: &[(KernelId, &str)] = &[];
 
 /// Bytes of the modules' `kiln_scratch` array (the prelude's `KILN_SCRATCH_WORDS`).
 const KILN_SCRATCH_BYTES: usize = 512 * 4;
