@@ -3,8 +3,10 @@
 //! Per kernel × dtype × shape: the bytes a launch must move (each input read once, each output
 //! written once, a read-write buffer both) over its median time, and that rate as a percentage
 //! of the device's copy bandwidth measured in the same process (a device-to-device copy, read
-//! and write bytes counted). GPU launches are timed with device events after a warm-up pass;
-//! inputs rotate over enough copies that a pass does not fit in the last-level cache.
+//! and write bytes counted). GPU launches are timed with device timers (CUDA events, wgpu
+//! timestamp queries; on a wgpu adapter without those, the host clock from submit to queue idle,
+//! which the device name then says) after a warm-up pass; inputs rotate over enough copies that
+//! a pass does not fit in the last-level cache.
 
 pub mod paged;
 

@@ -114,3 +114,15 @@ pub trait GpuDevice: Send + Sync + Debug {
     }
     fn as_any(&self) -> &dyn Any;
 }
+
+/// The GPU backends' bench timing loop: one untimed warm-up `pass`, then `runs` timed ones;
+/// each pass returns its seconds, reported per launch (`launches` launches a pass).
+pub(crate) fn warm_then_timed(
+    runs: usize,
+    launches: usize,
+    mut pass: impl FnMut() -> Result<f64, DeviceError>,
+) -> Result<Vec<f64>, DeviceError> {
+    pass()?;
+    let per = launches.max(1) as f64;
+    (0..runs).map(|_| pass().map(|s| s / per)).collect()
+}

@@ -48,12 +48,17 @@ fn scale(v: f32, k: i32) -> f32 {
     v * pow2(k)
 }
 
-/// Nearest integer, ties away from zero.
+/// Nearest integer, ties away from zero (the fraction is split off exactly, so 0.49999997 does
+/// not round up the way `(v + 0.5) as i32` does).
 fn round_i32(v: f32) -> i32 {
-    if v >= 0.0 {
-        (v + 0.5) as i32
+    let t = v as i32;
+    let frac = v - t as f32;
+    if frac >= 0.5 {
+        t + 1
+    } else if frac <= -0.5 {
+        t - 1
     } else {
-        (v - 0.5) as i32
+        t
     }
 }
 
@@ -237,19 +242,217 @@ pub fn log10f(x: f32) -> f32 {
     logf(x) * 0.434_294_5
 }
 
+/// 2^x, correctly rounded (round to nearest, ties to even) for every f32 x.
+///
+/// Device compilers may fuse `a * b + c` and may fold `(a + b) - a` to `b` (Mesa does, so a
+/// compensated f32 sum loses its error term), so no step relies on an f32 rounding error.
+/// Fast path: `x = k + j/64 + r`, `2^x = 2^k · T_j · 2^r`; `hi = T_j_hi + C1_j·r1` is exact by
+/// construction (C1_j a multiple of 2^-8, r1 of 2^-15: the product and the sum are multiples of
+/// 2^-23 below 2), the rest `lo` (|lo| < 2^-13) is plain f32 with an error under
+/// `EXP2_FAST_ERR`·2^-40 in any evaluation order, and the rounding of `hi + lo` is decided in
+/// integers. When `hi + lo` lies within that error of a rounding midpoint (about 1 call in 1100
+/// with |x| ≥ 2^-26), or x < −125 (subnormal results), [`exp2_exact`] computes 2^x in 64-bit
+/// integer fixed point, the same bits on every device. `tests/libm.rs` checks both paths
+/// against a correctly rounded reference, every f32 in its ignored exhaustive test.
 pub fn exp2f(x: f32) -> f32 {
-    if x.is_nan() {
+    let bits = x.to_bits();
+    let ax = bits & 0x7fff_ffff;
+    if ax > 0x7f80_0000 {
         return x;
     }
-    if x >= 128.0 {
+    if bits < 0x8000_0000 && ax >= 0x4300_0000 {
+        // x ≥ 128
         return f32::INFINITY;
     }
-    if x < -150.0 {
+    if bits >= 0x8000_0000 && ax >= 0x4316_0000 {
+        // x ≤ −150: below half the smallest subnormal (−150 itself ties to even, 0)
         return 0.0;
     }
-    let k = round_i32(x);
-    let r = x - (k as f32);
-    scale(1.0 + expm1_small(r * LN2_HI + r * LN2_LO), k)
+    if ax < 0x3280_0000 {
+        // |x| < 2^-26: 2^x is within 2^-26.5 of 1, nearer 1 than any rounding midpoint
+        return 1.0;
+    }
+    if x < -125.0 {
+        return exp2_exact(x);
+    }
+    let (k, hi, lo) = exp2_split(x);
+    // hi·2^23 and lo·2^40 as integers; the result's last place is 2^-24 below 1, 2^-23 above.
+    let h = (hi * 8_388_608.0) as i32;
+    let l = (lo * 1_099_511_627_776.0) as i32;
+    let q_fine = (l + 0x8000) >> 16;
+    let m_fine = 2 * h + q_fine;
+    if m_fine <= 0x0100_0000 {
+        let rem = l - (q_fine << 16);
+        if rem >= 0x8000 - EXP2_FAST_ERR || rem <= EXP2_FAST_ERR - 0x8000 {
+            return exp2_exact(x);
+        }
+        if m_fine < 0x0100_0000 {
+            return f32::from_bits((((k + 125) as u32) << 23) + m_fine as u32);
+        }
+    }
+    let q = (l + 0x0001_0000) >> 17;
+    let rem = l - (q << 17);
+    if rem >= 0x0001_0000 - EXP2_FAST_ERR || rem <= EXP2_FAST_ERR - 0x0001_0000 {
+        return exp2_exact(x);
+    }
+    f32::from_bits((((k + 126) as u32) << 23) + (h + q) as u32)
+}
+
+/// The fast path's parts for −125 ≤ x < 128, |x| ≥ 2^-26: `(k, hi, lo)` with 2^x ≈
+/// 2^k·(hi + lo), hi a multiple of 2^-23 in [0.99, 2), |lo| < 2^-13.
+pub fn exp2_split(x: f32) -> (i32, f32, f32) {
+    // n = round(64x), r = x − n/64 with |r| ≤ 1/128, both exact.
+    let n = round_i32(x * 64.0);
+    let j = (n & 63) as usize;
+    let r = x - (n as f32) * 0.015_625;
+    let table = EXP2_TABLE;
+    let (t1, t0) = (table[4 * j], table[4 * j + 1]);
+    let c1 = f32::from_bits(table[4 * j + 2]);
+    let c_rest = f32::from_bits(table[4 * j + 3]);
+    // T_j's top 24 bits and the next 24 (T_j ∈ [1, 2) is t1·2^-31 + t0·2^-63).
+    let t_hi = f32::from_bits(0x3f80_0000 | ((t1 >> 8) & 0x007f_ffff));
+    let t_lo = ((((t1 & 0xff) << 16) | (t0 >> 16)) as f32) * 7.105_427_357_601_002e-15;
+    // r1: r truncated to a multiple of 2^-15; r2 = r − r1, |r2| < 2^-15; both exact.
+    let r1 = ((r * 32_768.0) as i32) as f32 * 3.051_757_812_5e-5;
+    let r2 = r - r1;
+    // T·2^r = T + T·ln2·r + T·(2^r − 1 − r·ln2), with T·ln2 = C1 + C_rest.
+    let hi = t_hi + c1 * r1;
+    let r_sq = r1 * r1 + r2 * (r + r1);
+    let quad = (t_hi * (EXP2_K2 + r * (EXP2_K3 + r * EXP2_K4))) * r_sq;
+    let lo = ((t_lo + c_rest * r1) + (c1 + c_rest) * r2) + quad;
+    (n >> 6, hi, lo)
+}
+
+/// Bound of the fast path's error in `hi + lo`, in units of 2^-40: the terms' roundings sum to
+/// under 31 as written and under 42 in any order of the three additions, fused products only
+/// lower it; the measured worst over every f32 is 13.6 (tests/libm.rs).
+pub const EXP2_FAST_ERR: i32 = 48;
+/// (2^r − 1 − r·ln2) / r² ≈ K2 + K3·r + K4·r²: ln2²/2, ln2³/6, ln2⁴/24.
+const EXP2_K2: f32 = 0.240_226_5;
+const EXP2_K3: f32 = 0.055_504_11;
+const EXP2_K4: f32 = 0.009_618_129;
+
+/// Per j in 0..64: T_j = 2^(j/64) as T_j·2^63 (two words, nearest), C1_j = T_j·ln2 to the
+/// nearest multiple of 2^-8 and C_rest_j = T_j·ln2 − C1_j to the nearest f32 (as f32 bits).
+/// Generated and checked by tests/libm.rs from 124-bit fixed point.
+pub const EXP2_TABLE: [u32; 256] = [
+    0x80000000, 0x00000000, 0x3f310000, 0x3ae42ff0, 0x8164d1f3, 0xbc030773, 0x3f330000, 0x3ac180b1,
+    0x82cd8698, 0xac2ba1d7, 0x3f350000, 0x3aa99752, 0x843a28c3, 0xacde4046, 0x3f370000, 0x3a9c91db,
+    0x85aac367, 0xcc487b15, 0x3f390000, 0x3a9a8ea6, 0x871f6196, 0x9e8d1010, 0x3f3b0000, 0x3aa3ac65,
+    0x88980e80, 0x92da8527, 0x3f3d0000, 0x3ab80a1d, 0x8a14d575, 0x496efd9a, 0x3f3f0000, 0x3ad7c72b,
+    0x8b95c1e3, 0xea8bd6e7, 0x3f420000, 0xbafcfcbe, 0x8d1adf5b, 0x7e5ba9e6, 0x3f440000, 0xbac62191,
+    0x8ea4398b, 0x45cd53c0, 0x3f460000, 0xba8386e9, 0x9031dc43, 0x1466b1dc, 0x3f480000, 0xb9d43017,
+    0x91c3d373, 0xab11c336, 0x3f4a0000, 0x3995c0cd, 0x935a2b2f, 0x13e6e92c, 0x3f4c0000, 0x3a8c0f3a,
+    0x94f4efa8, 0xfef70961, 0x3f4e0000, 0x3afef2e3, 0x96942d37, 0x20185a00, 0x3f510000, 0xba81c29f,
+    0x9837f051, 0x8db8a96f, 0x3f530000, 0x38a11472, 0x99e04593, 0x20b7fa65, 0x3f550000, 0x3aa29187,
+    0x9b8d39b9, 0xd54e5539, 0x3f580000, 0xbab81e8a, 0x9d3ed9a7, 0x2cffb751, 0x3f5a0000, 0xb83b66d0,
+    0x9ef53260, 0x91a111ae, 0x3f5c0000, 0x3ab97f9c, 0xa0b0510f, 0xb9714fc2, 0x3f5f0000, 0xba73d325,
+    0xa2704303, 0x0c496819, 0x3f610000, 0x3a401c42, 0xa43515ae, 0x09e6809e, 0x3f640000, 0xbab873fd,
+    0xa5fed6a9, 0xb15138ea, 0x3f660000, 0x39f2d718, 0xa7cd93b4, 0xe965356a, 0x3f690000, 0xbac04e79,
+    0xa9a15ab4, 0xea7c0ef8, 0x3f6b0000, 0x3a214b99, 0xab7a39b5, 0xa93ed337, 0x3f6e0000, 0xba904677,
+    0xad583eea, 0x42a14ac6, 0x3f700000, 0x3a9d141b, 0xaf3b78ad, 0x690a4375, 0x3f730000, 0xb99c8ac6,
+    0xb123f581, 0xd2ac2590, 0x3f760000, 0xbadcc2a1, 0xb311c412, 0xa9112489, 0x3f780000, 0x3a78b9f1,
+    0xb504f333, 0xf9de6484, 0x3f7b0000, 0xb95cd643, 0xb6fd91e3, 0x28d17791, 0x3f7e0000, 0xbaa48054,
+    0xb8fbaf47, 0x62fb9ee9, 0x3f800000, 0x3ae1d658, 0xbaff5ab2, 0x133e45fb, 0x3f818000, 0x3a6f276c,
+    0xbd08a39f, 0x580c36bf, 0x3f830000, 0x3967159a, 0xbf1799b6, 0x7a731083, 0x3f848000, 0xb9b84524,
+    0xc12c4cca, 0x66709456, 0x3f860000, 0xba5238bf, 0xc346ccda, 0x24976407, 0x3f878000, 0xba941236,
+    0xc5672a11, 0x5506dadd, 0x3f890000, 0xbaaec5f8, 0xc78d74c8, 0xabb9b15d, 0x3f8a8000, 0xbab90a51,
+    0xc9b9bd86, 0x6e2f27a3, 0x3f8c0000, 0xbab2b173, 0xcbec14fe, 0xf2727c5d, 0x3f8d8000, 0xba9b8d0b,
+    0xce248c15, 0x1f8480e4, 0x3f8f0000, 0xba66dc91, 0xd06333da, 0xef2b2595, 0x3f908000, 0xb9e8975e,
+    0xd2a81d91, 0xf12ae45a, 0x3f920000, 0x3903e103, 0xd4f35aab, 0xcfedfa1f, 0x3f938000, 0x3a594ff9,
+    0xd744fcca, 0xd69d6af4, 0x3f950000, 0x3ada8ea2, 0xd99d15c2, 0x78afd7b6, 0x3f970000, 0xbaa59e84,
+    0xdbfbb797, 0xdaf23755, 0x3f988000, 0xb91d6bf6, 0xde60f482, 0x5e0e9124, 0x3f9a0000, 0x3a909434,
+    0xe0ccdeec, 0x2a94e111, 0x3f9c0000, 0xbab8a65e, 0xe33f8972, 0xbe8a5a51, 0x3f9d8000, 0x3906b348,
+    0xe5b906e7, 0x7c8348a8, 0x3f9f0000, 0x3aed3eb5, 0xe8396a50, 0x3c4bdc68, 0x3fa10000, 0xb98ce2f4,
+    0xeac0c6e7, 0xdd24392f, 0x3fa28000, 0x3adfa566, 0xed4f301e, 0xd9942b84, 0x3fa48000, 0xb89f0fda,
+    0xefe4b99b, 0xdcdaf5cb, 0x3fa68000, 0xbadfc56b, 0xf281773c, 0x59ffb13a, 0x3fa80000, 0x3a3cbe62,
+    0xf5257d15, 0x2486cc2c, 0x3faa0000, 0xba1e96f8, 0xf7d0df73, 0x0ad13bb9, 0x3fac0000, 0xbae88d29,
+    0xfa83b2db, 0x722a033a, 0x3fad8000, 0x3a92d30f, 0xfd3e0c0c, 0xf486c175, 0x3faf8000, 0x398c3ac1,
+];
+
+/// ln2^n / n! for n = 1..=7, each ·2^(64, 66, 68, 70, 73, 76, 79) to the nearest integer, as
+/// (high, low) words; the scales keep each Horner value below 2^64.
+pub const EXP2_POLY: [u32; 14] = [
+    0xb17217f7, 0xd1cf79ac, 0xf5fdeffc, 0x162c7543, 0xe35846b8, 0x2505fc5a, 0x9d955b7d, 0xd273b94e,
+    0xaec3ff3c, 0x53398884, 0xa184897c, 0x363c3b7a, 0x7ff2ff16, 0x22c31a1b,
+];
+
+/// a + b, 64-bit values as (high, low) words (wrapping).
+fn add64(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
+    let lo = a.1.wrapping_add(b.1);
+    let carry: u32 = if lo < a.1 { 1 } else { 0 };
+    (a.0.wrapping_add(b.0).wrapping_add(carry), lo)
+}
+
+/// a >> s for s in 1..=31.
+fn shr64(a: (u32, u32), s: u32) -> (u32, u32) {
+    (a.0 >> s, (a.1 >> s) | (a.0 << (32 - s)))
+}
+
+/// The high 64 bits of a·b, 0 to 3 units low (the low partial products' carries are dropped).
+fn mul_hi64(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
+    let high = mul_wide(a.0, b.0);
+    let (m1, _) = mul_wide(a.0, b.1);
+    let (m2, _) = mul_wide(a.1, b.0);
+    add64(add64(high, (0, m1)), (0, m2))
+}
+
+/// 2^x for 2^-26 ≤ |x|, −150 < x < 128, in integer arithmetic: x·2^55 exactly, k = floor(x),
+/// f = x − k = j/64 + g; 2^g − 1 by Horner in 64-bit fixed point (error about 2^-67), times T_j
+/// (error about 2^-62 in y = 2^f), rounded to nearest even at the result's last place (24 bits,
+/// fewer when subnormal).
+pub fn exp2_exact(x: f32) -> f32 {
+    let bits = x.to_bits();
+    let m = (bits & 0x007f_ffff) | 0x0080_0000;
+    // |x|·2^55 = m·2^(e − 95), e the biased exponent (101..=134 here, so the shift is 6..=39).
+    let sh = ((bits >> 23) & 0xff) - 95;
+    let mut fx = if sh >= 32 {
+        (m << (sh - 32), 0u32)
+    } else {
+        (m >> (32 - sh), m << sh)
+    };
+    if bits >= 0x8000_0000 {
+        let lo = (!fx.1).wrapping_add(1);
+        let carry: u32 = if lo == 0 { 1 } else { 0 };
+        fx = ((!fx.0).wrapping_add(carry), lo);
+    }
+    // Two's complement x·2^55 (|x| < 150 < 2^8): floor(x) is its top 9 bits, f the 55 below.
+    let k = (fx.0 as i32) >> 23;
+    let j = ((fx.0 >> 17) & 63) as usize;
+    // g ∈ [0, 2^-6) as g·2^70.
+    let g = ((fx.0 & 0x0001_ffff) << 15 | (fx.1 >> 17), fx.1 << 15);
+    let c = EXP2_POLY;
+    let mut q = (c[12], c[13]);
+    let mut n: usize = 6;
+    while n > 0 {
+        let shift: u32 = if n >= 4 { 9 } else { 8 };
+        q = add64((c[2 * n - 2], c[2 * n - 1]), shr64(mul_hi64(g, q), shift));
+        n -= 1;
+    }
+    // U = 2^g − 1 as U·2^70; y = T·(1 + U) as y·2^63 ∈ [2^63, 2^64).
+    let u = mul_hi64(g, q);
+    let table = EXP2_TABLE;
+    let t = (table[4 * j], table[4 * j + 1]);
+    let y = add64(t, shr64(mul_hi64(t, u), 6));
+    // Keep 24 bits (y's top), or fewer for a subnormal result; round half to even.
+    let drop: u32 = if k >= -126 { 40 } else { (-86 - k) as u32 };
+    if drop >= 64 {
+        // k = −150: y·2^k < 2^-149, and only y > 1 lies past the midpoint 2^-150.
+        let above_half = y.0 > 0x8000_0000 || (y.0 == 0x8000_0000 && y.1 != 0);
+        let smallest: u32 = if above_half { 1 } else { 0 };
+        return f32::from_bits(smallest);
+    }
+    let mant = y.0 >> (drop - 32);
+    let rem = y.0 & ((1u32 << (drop - 32)) - 1);
+    let half = 1u32 << (drop - 33);
+    let up = rem > half || (rem == half && (y.1 != 0 || (mant & 1) == 1));
+    let carry: u32 = if up { 1 } else { 0 };
+    let rounded = mant + carry;
+    if k >= -126 {
+        f32::from_bits((((k + 126) as u32) << 23) + rounded)
+    } else {
+        f32::from_bits(rounded)
+    }
 }
 
 pub fn tanhf(x: f32) -> f32 {

@@ -1,7 +1,11 @@
 //! The precise functions `libm::*` calls translate to, run on the host against f64 references:
 //! errors in units in the last place of the f32 result, over a random sweep and edge cases.
 
+mod reference;
+mod seed;
+
 use kiln_shaders_wgsl::libm_wgsl as m;
+use seed::seed;
 use std::f32::consts::{FRAC_1_SQRT_2, FRAC_PI_2, FRAC_PI_4, PI, SQRT_2};
 
 /// The f32 just below `x` (x > 0).
@@ -22,21 +26,6 @@ impl Rng {
         let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
         lo + (hi - lo) * u
     }
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("KILN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("libm: seed {s} (replay with KILN_SEED={s})");
-    s
 }
 
 /// |got − want| in ulps of the f32 nearest `want` (subnormal spacing below the normal range).
@@ -70,7 +59,7 @@ fn check(
     max_ulps: f64,
     extra: &[f32],
 ) {
-    let mut rng = Rng(seed());
+    let mut rng = Rng(seed("libm"));
     let mut worst = (0.0f64, 0.0f32);
     let inputs: Vec<f32> = (0..200_000)
         .map(|_| rng.uniform(lo, hi))
@@ -97,7 +86,7 @@ fn check(
 
 #[test]
 fn sqrt_is_correctly_rounded() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng(seed("libm"));
     for _ in 0..1_000_000 {
         let x = f32::from_bits((rng.next() >> 33) as u32 & 0x7fff_ffff);
         let got = m::sqrtf(x);
@@ -153,15 +142,6 @@ fn exp_and_log_family() {
         &[1e-8, -1e-8, 1e-4, -0.5],
     );
     check(
-        "exp2f",
-        m::exp2f,
-        f64::exp2,
-        -149.0,
-        127.9,
-        1.5,
-        &[0.5, -0.5, 10.0],
-    );
-    check(
         "tanhf",
         m::tanhf,
         f64::tanh,
@@ -174,6 +154,190 @@ fn exp_and_log_family() {
     assert_eq!(m::expf(f32::INFINITY), f32::INFINITY);
     assert!(m::logf(-1.0).is_nan());
     assert_eq!(m::logf(0.0), f32::NEG_INFINITY);
+}
+
+#[test]
+fn exp2f_tables_match_their_definition() {
+    assert_eq!(m::EXP2_TABLE.to_vec(), reference::exp2_table());
+    assert_eq!(m::EXP2_POLY.to_vec(), reference::exp2_poly());
+}
+
+/// What a sweep of exp2f saw.
+#[derive(Default)]
+struct Exp2Sweep {
+    checked: u64,
+    /// Inputs whose fast-path value lies within `EXP2_FAST_ERR`·2^-40 of a rounding midpoint
+    /// (the integer path decides those).
+    near_midpoint: u64,
+    /// The fast path's largest error in `hi + lo`, in units of 2^-40.
+    worst_fast: f64,
+    failures: Vec<String>,
+}
+
+impl Exp2Sweep {
+    /// exp2f and its integer path against the correctly rounded reference, bit for bit.
+    fn check(&mut self, x: f32) {
+        self.checked += 1;
+        let want = reference::exp2_correct(x);
+        let got = m::exp2f(x);
+        if got.to_bits() != want.to_bits() && !(got.is_nan() && want.is_nan()) {
+            self.fail(format!(
+                "exp2f({x:e} = {:#010x}) = {got:e}, want {want:e}",
+                x.to_bits()
+            ));
+        }
+        let ax = x.abs();
+        if ax < 2f32.powi(-26) || !(-150.0..128.0).contains(&x) || x == -150.0 {
+            return;
+        }
+        let exact = m::exp2_exact(x);
+        if exact.to_bits() != want.to_bits() {
+            self.fail(format!(
+                "exp2_exact({x:e} = {:#010x}) = {exact:e}, want {want:e}",
+                x.to_bits()
+            ));
+        }
+        if x < -125.0 {
+            return;
+        }
+        let (k, hi, lo) = m::exp2_split(x);
+        let y = (x as f64 - k as f64).exp2();
+        let err = (hi as f64 + lo as f64 - y).abs() * 2f64.powi(40);
+        self.worst_fast = self.worst_fast.max(err);
+        if err > m::EXP2_FAST_ERR as f64 {
+            self.fail(format!("exp2_split({x:e}): error {err:.1} units of 2^-40"));
+        }
+        // The last place of y: 2^-24 below 1, 2^-23 from 1 up.
+        let quantum = if y < 1.0 {
+            2f64.powi(-24)
+        } else {
+            2f64.powi(-23)
+        };
+        let to_mid = ((y / quantum).fract() - 0.5).abs() * quantum * 2f64.powi(40);
+        if to_mid <= m::EXP2_FAST_ERR as f64 {
+            self.near_midpoint += 1;
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        if self.failures.len() < 20 {
+            self.failures.push(what);
+        }
+    }
+
+    fn merge(&mut self, o: Exp2Sweep) {
+        self.checked += o.checked;
+        self.near_midpoint += o.near_midpoint;
+        self.worst_fast = self.worst_fast.max(o.worst_fast);
+        for f in o.failures {
+            self.fail(f);
+        }
+    }
+
+    fn report(&self, what: &str) {
+        eprintln!(
+            "{what}: {} inputs, fast path worst {:.2} units of 2^-40 (bound {}), {} ({:.2e}) near a midpoint",
+            self.checked,
+            self.worst_fast,
+            m::EXP2_FAST_ERR,
+            self.near_midpoint,
+            self.near_midpoint as f64 / self.checked as f64
+        );
+        assert!(
+            self.failures.is_empty(),
+            "{what}:\n{}",
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// The bit patterns of every finite f32 below 128 and above −150 (larger ones are ±inf/0).
+fn exp2_patterns() -> [std::ops::Range<u32>; 2] {
+    [0..0x4300_0000, 0x8000_0000..0xc316_0001]
+}
+
+#[test]
+fn exp2f_is_correctly_rounded_on_a_strided_sweep() {
+    let stride = 251u32;
+    let offset = (seed("libm") % stride as u64) as u32;
+    let mut sweep = Exp2Sweep::default();
+    for range in exp2_patterns() {
+        for b in range.step_by(stride as usize) {
+            sweep.check(f32::from_bits(b + offset));
+        }
+    }
+    for x in [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        127.0,
+        -126.0,
+        -149.0,
+        -149.5,
+        -150.0,
+        -127.5,
+        1e-9,
+        -1e-9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        f32::from_bits(0x42ff_ffff),
+        f32::from_bits(0xc315_ffff),
+        f32::from_bits(0x3280_0000),
+        f32::from_bits(0xb27f_ffff),
+    ] {
+        sweep.check(x);
+    }
+    sweep.report("exp2f, every 251st pattern");
+}
+
+/// Every argument RoPE hands exp2f (spec §4: −(p / h)·log2(base)) for half-widths h ≤ 512
+/// and common bases.
+#[test]
+fn exp2f_is_correctly_rounded_for_rope_frequencies() {
+    let mut sweep = Exp2Sweep::default();
+    for base in [10_000.0f64, 500_000.0, 1_000_000.0, 10_000_000.0, 100.0] {
+        let log2_base = base.log2() as f32;
+        for half in 1..=512u32 {
+            for p in 0..half {
+                let d = p as f32 / half as f32;
+                sweep.check(-d * log2_base);
+            }
+        }
+    }
+    sweep.report("exp2f, RoPE frequencies");
+}
+
+/// Every f32 from −150 to 128 (about 2.25e9 inputs; a few minutes in release):
+/// `cargo test --release -p kiln-shaders-wgsl --test libm -- --ignored --nocapture exp2f_exhaustive`
+#[test]
+#[ignore]
+fn exp2f_exhaustive() {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+    let mut sweep = Exp2Sweep::default();
+    for range in exp2_patterns() {
+        let parts: Vec<_> = (0..threads)
+            .map(|t| {
+                let r = range.clone();
+                std::thread::spawn(move || {
+                    let mut s = Exp2Sweep::default();
+                    for b in r.skip(t as usize).step_by(threads as usize) {
+                        s.check(f32::from_bits(b));
+                    }
+                    s
+                })
+            })
+            .collect();
+        for p in parts {
+            sweep.merge(p.join().unwrap());
+        }
+    }
+    sweep.report("exp2f, every pattern");
 }
 
 #[test]
@@ -206,7 +370,7 @@ fn sin_and_cos_are_accurate_at_large_angles() {
             &[131_071.0, 65_535.5, 102_943.71],
         );
         check(name, f, r, -3e38, 3e38, 2.0, &[f32::MAX, 1e10, 1e20]);
-        let mut rng = Rng(seed());
+        let mut rng = Rng(seed("libm"));
         let mut worst = 0.0f64;
         for _ in 0..200_000 {
             let x = rng.uniform(0.0, 131_072.0);
@@ -220,7 +384,7 @@ fn sin_and_cos_are_accurate_at_large_angles() {
 
 #[test]
 fn rounding_functions_are_exact() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng(seed("libm"));
     for _ in 0..200_000 {
         let x = f32::from_bits(rng.next() as u32);
         if x.is_nan() {

@@ -1,32 +1,10 @@
 //! The translator's contract at its edges: constructs outside the subset are build errors that
 //! name the file, line and construct; every precise libm function translates and validates.
 
-use kiln_shaders_wgsl::{translate, Error, Sources, Variant, KILN_MATH_SRC};
+mod probe_source;
 
-/// kiln-math's real sources with the kernel list replaced by one test kernel in `kernels/probe.rs`.
-fn with_probe(body: &str) -> Sources {
-    let dir = std::path::Path::new(KILN_MATH_SRC);
-    let mut texts = Vec::new();
-    for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
-        texts.push((
-            format!("shared-kernel-math/src/{f}"),
-            std::fs::read_to_string(dir.join(f)).unwrap(),
-        ));
-    }
-    texts.push((
-        "shared-kernel-math/src/list.rs".into(),
-        "macro_rules! for_each_kernel { ($m:ident) => { $m! { probe: Probe [f32, f16] (x: Src<T>, out: Dst<T>); } }; }".into(),
-    ));
-    let kernel = format!(
-        "use crate::{{Block, Dst, Element, Src}};\n\
-         crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\
-         pub fn probe<T: Element, B: Block>(b: &B, p: &ProbeParams, x: Src<T>, out: Dst<T>) {{\n\
-         {body}\n\
-         }}\n"
-    );
-    texts.push(("shared-kernel-math/src/kernels/probe.rs".into(), kernel));
-    Sources::from_texts(texts.iter().map(|(a, b)| (a.as_str(), b.as_str()))).unwrap()
-}
+use kiln_shaders_wgsl::{translate, Error, Variant};
+use probe_source::with_probe;
 
 fn translate_probe(body: &str) -> Result<kiln_shaders_wgsl::Module, Error> {
     let src = with_probe(body);

@@ -30,8 +30,12 @@ fn every_module_variant_passes_parity() {
     // The full-feature variant is the default device, which the parity test covers.
     for (subgroups, f16) in [(true, false), (false, true), (false, false)] {
         {
-            let dev =
-                kiln::wgpu::open_with(kiln::wgpu::Options { subgroups, f16 }).expect("wgpu opens");
+            let dev = kiln::wgpu::open_with(kiln::wgpu::Options {
+                subgroups,
+                f16,
+                ..kiln::wgpu::Options::ALL
+            })
+            .expect("wgpu opens");
             eprintln!(
                 "variant subgroups={subgroups} f16={f16}: {} (wave {})",
                 dev.name(),
@@ -201,20 +205,82 @@ fn timestamp_queries_time_launches_and_copies() {
         block,
         shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
     };
-    match w.time_launches(port, std::slice::from_ref(&l), 3) {
-        Ok(t) => {
-            eprintln!(
-                "fused_add_rms_norm f32 {rows}x{dim} on {}: {t:?} s per launch",
-                dev.name()
-            );
-            assert_eq!(t.len(), 3);
-            assert!(t.iter().all(|s| s.is_finite() && *s > 0.0), "{t:?}");
-            let copy = w
-                .time_copy(mems[3].as_ref(), mems[0].as_ref(), bytes, 3)
-                .unwrap();
-            eprintln!("copy of {bytes} bytes: {copy:?} s");
-            assert!(copy.iter().all(|s| s.is_finite() && *s > 0.0), "{copy:?}");
+    // Two launches a pass: the passes between the first and the last carry no timestamps.
+    let two = [GpuLaunch { ..l }, l];
+    let t = w.time_launches(port, &two, 3).unwrap();
+    eprintln!(
+        "fused_add_rms_norm f32 {rows}x{dim} on {} ({:?}): {t:?} s per launch",
+        dev.name(),
+        w.timer()
+    );
+    assert_eq!(t.len(), 3);
+    assert!(t.iter().all(|s| s.is_finite() && *s > 0.0), "{t:?}");
+    let copy = w
+        .time_copy(mems[3].as_ref(), mems[0].as_ref(), bytes, 3)
+        .unwrap();
+    eprintln!("copy of {bytes} bytes: {copy:?} s");
+    assert!(copy.iter().all(|s| s.is_finite() && *s > 0.0), "{copy:?}");
+}
+
+/// `kiln bench` and `kiln bench --paged` on wgpu, one small case each, with the adapter's
+/// timer and with the host clock: every row has a positive, finite time.
+#[test]
+fn the_bench_drivers_run_with_either_timer() {
+    let Some(_) = wgpu_device() else { return };
+    for timestamps in [true, false] {
+        let dev = kiln::wgpu::open_with(kiln::wgpu::Options {
+            timestamps,
+            ..kiln::wgpu::Options::ALL
+        })
+        .expect("wgpu opens");
+        let g = dev.gpu().expect("a GPU device").clone();
+        let timer = g
+            .as_any()
+            .downcast_ref::<kiln::wgpu::WgpuDevice>()
+            .expect("a wgpu device")
+            .timer();
+        if !timestamps {
+            assert_eq!(timer, kiln::wgpu::Timer::HostClock);
+            assert!(dev.name().contains("host-timed"), "{}", dev.name());
         }
-        Err(e) => eprintln!("skipped timing: {e}"),
+        let opts = kiln_benches::BenchOptions {
+            kernels: vec![KernelId::FusedXielu],
+            runs: 2,
+            copy_bytes: 1 << 20,
+            // A few input sets, so a pass launches the kernel several times.
+            max_rotation_bytes: 1 << 20,
+        };
+        let report = kiln_benches::run(&dev, &opts).unwrap();
+        eprint!("{timer:?}\n{}", report.table());
+        assert!(report.copy.gbps.is_finite() && report.copy.gbps > 0.0);
+        assert_eq!(
+            report.rows.len(),
+            3 * kiln::parity::cases(KernelId::FusedXielu, DType::F32).len()
+        );
+        for r in &report.rows {
+            assert!(r.copies >= 2, "{r:?}");
+            assert!(r.median_us.is_finite() && r.median_us > 0.0, "{r:?}");
+        }
+        let cfg = kiln_benches::paged::PagedBenchConfig {
+            contexts: vec![96],
+            batches: vec![2],
+            heads_q: 4,
+            heads_kv: 2,
+            head_dim: 64,
+            page_size: 16,
+            min_runs: 2,
+            min_time: std::time::Duration::ZERO,
+            ..Default::default()
+        };
+        let mut t = kiln::timing::time_copy(&dev, 1 << 20, 3).unwrap();
+        t.sort_by(f64::total_cmp);
+        let copy = (1 << 20) as f64 / t[1];
+        let rows = kiln_benches::paged::run_paged_decode(&dev, &cfg, copy, |_| {}).unwrap();
+        assert_eq!(rows.len(), cfg.arms.len());
+        for r in &rows {
+            eprintln!("{}", r.csv(&cfg));
+            assert!(r.seconds.is_finite() && r.seconds > 0.0, "{r:?}");
+            assert!(r.pct_of_copy.is_finite() && r.pct_of_copy > 0.0, "{r:?}");
+        }
     }
 }

@@ -281,37 +281,32 @@ impl CudaGpu {
     }
 
     /// Times `runs` passes of `enqueue_pass` with events on the default stream, after one
-    /// untimed pass; seconds per pass.
+    /// untimed pass; seconds per launch (`launches` launches a pass).
     fn time_passes(
         &self,
         kernel: &'static str,
         runs: usize,
+        launches: usize,
         mut enqueue_pass: impl FnMut() -> Result<(), DeviceError>,
     ) -> Result<Vec<f64>, DeviceError> {
         self.enter()?;
         let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
         let start = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
         let stop = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
-        let timed = (|| {
+        let timed = crate::gpu::warm_then_timed(runs, launches, || {
+            // SAFETY: events created above, recorded on the default stream.
+            unsafe { result::event::record(start, std::ptr::null_mut()) }
+                .map_err(|e| other("cuEventRecord", e))?;
             enqueue_pass()?;
-            self.synchronize(kernel)?;
-            let mut out = Vec::with_capacity(runs);
-            for _ in 0..runs {
-                // SAFETY: events created above, recorded on the default stream.
-                unsafe { result::event::record(start, std::ptr::null_mut()) }
-                    .map_err(|e| other("cuEventRecord", e))?;
-                enqueue_pass()?;
-                unsafe { result::event::record(stop, std::ptr::null_mut()) }
-                    .map_err(|e| other("cuEventRecord", e))?;
-                unsafe { result::event::synchronize(stop) }
-                    .map_err(|e| self.launch_error(kernel, "cuEventSynchronize", e))?;
-                let ms = unsafe { result::event::elapsed(start, stop) }
-                    .map_err(|e| other("cuEventElapsedTime", e))?;
-                out.push(ms as f64 * 1e-3);
-            }
-            self.synchronize(kernel)?;
-            Ok(out)
-        })();
+            unsafe { result::event::record(stop, std::ptr::null_mut()) }
+                .map_err(|e| other("cuEventRecord", e))?;
+            unsafe { result::event::synchronize(stop) }
+                .map_err(|e| self.launch_error(kernel, "cuEventSynchronize", e))?;
+            let ms = unsafe { result::event::elapsed(start, stop) }
+                .map_err(|e| other("cuEventElapsedTime", e))?;
+            Ok(ms as f64 * 1e-3)
+        })
+        .and_then(|t| self.synchronize(kernel).map(|_| t));
         // SAFETY: events created above and no longer used.
         unsafe {
             let _ = result::event::destroy(start);
@@ -414,11 +409,9 @@ impl GpuDevice for CudaGpu {
         let Some(first) = launches.first() else {
             return Ok(Vec::new());
         };
-        let n = launches.len() as f64;
-        let passes = self.time_passes(first.kernel.name(), runs, || {
+        self.time_passes(first.kernel.name(), runs, launches.len(), || {
             launches.iter().try_for_each(|l| self.enqueue(port, l))
-        })?;
-        Ok(passes.into_iter().map(|s| s / n).collect())
+        })
     }
 
     fn time_copy(
@@ -436,7 +429,7 @@ impl GpuDevice for CudaGpu {
                 .ok_or_else(|| DeviceError::Other("cuda: copy buffers too small".into()))
         };
         let (d, s) = (ptr(dst)?, ptr(src)?);
-        self.time_passes("memcpy", runs, || {
+        self.time_passes("memcpy", runs, 1, || {
             // SAFETY: both allocations hold at least `bytes` (checked above).
             unsafe { result::memcpy_dtod_async(d, s, bytes, std::ptr::null_mut()) }
                 .map_err(|e| other("cuMemcpyDtoDAsync", e))

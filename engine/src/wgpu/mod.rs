@@ -15,7 +15,7 @@ use kiln_math::{scratch_words, Access, DType, KernelId};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::Instant;
 
 /// One generated module (the table is written by build.rs).
 #[derive(Debug)]
@@ -78,13 +78,9 @@ fn other(msg: impl Into<String>) -> DeviceError {
 }
 
 /// Kernels whose WGSL port is held back, and why (`kiln ports` shows the reason; the ops take
-/// the fallback there).
-const HELD_BACK: &[(KernelId, &str)] = &[(
-    KernelId::FusedRopeQkAppend,
-    "held back: the WGSL prelude's exp2f is within ~1 ulp but not correctly rounded, and at \
-     positions near 131071 one ulp of the rotary frequency moves the f32 angle by ~8e-3 rad, \
-     past the spec's f32/f16 bound (parity failed on lavapipe at nmax 1.28e-2 vs 1.2e-2)",
-)];
+/// the fallback there). None at present: RoPE's was, until the prelude's exp2f became correctly
+/// rounded.
+const HELD_BACK: &[(KernelId, &str)] = &[];
 
 /// Bytes of the modules' `kiln_scratch` array (the prelude's `KILN_SCRATCH_WORDS`).
 const KILN_SCRATCH_BYTES: usize = 512 * 4;
@@ -122,13 +118,15 @@ pub(crate) fn slot(id: KernelId) -> Slot {
 }
 
 /// The process's wgpu device, opened once (`KILN_WGPU_NO_SUBGROUPS` / `KILN_WGPU_NO_F16` take
-/// the workgroup-memory / packed-f16 modules on a device that has the features).
+/// the workgroup-memory / packed-f16 modules on a device that has the features;
+/// `KILN_WGPU_NO_TIMESTAMPS` times benchmarks on the host clock).
 pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
     static DEV: OnceLock<Result<Arc<WgpuDevice>, String>> = OnceLock::new();
     DEV.get_or_init(|| {
         WgpuDevice::open(Options {
             subgroups: std::env::var_os("KILN_WGPU_NO_SUBGROUPS").is_none(),
             f16: std::env::var_os("KILN_WGPU_NO_F16").is_none(),
+            timestamps: std::env::var_os("KILN_WGPU_NO_TIMESTAMPS").is_none(),
         })
         .map(Arc::new)
     })
@@ -143,6 +141,38 @@ pub struct Options {
     pub subgroups: bool,
     /// Use `array<f16>` storage when the adapter has SHADER_F16; otherwise packed words.
     pub f16: bool,
+    /// Time benchmarks with timestamp queries when the adapter has them; otherwise on the host
+    /// clock.
+    pub timestamps: bool,
+}
+
+impl Options {
+    /// Every feature the adapter has.
+    pub const ALL: Options = Options {
+        subgroups: true,
+        f16: true,
+        timestamps: true,
+    };
+}
+
+/// How a wgpu device times benchmark launches and copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// Timestamp queries at the start of the first pass and the end of the last.
+    Timestamps,
+    /// The host clock from submit to the end of a wait for the queue: includes submission
+    /// and wake-up latency (adapters without timestamp queries, or `KILN_WGPU_NO_TIMESTAMPS`).
+    HostClock,
+}
+
+impl Timer {
+    /// How the device name states it.
+    fn label(self) -> &'static str {
+        match self {
+            Timer::Timestamps => "timed by timestamp queries",
+            Timer::HostClock => "host-timed: submit to queue idle, no timestamp queries",
+        }
+    }
 }
 
 /// A separate wgpu device (its own pipeline cache) restricted to `opts`.
@@ -231,12 +261,11 @@ pub struct WgpuDevice {
     wave: u32,
     subgroups: bool,
     f16: bool,
-    timestamps: bool,
+    timer: Timer,
     max_block: u32,
     max_groups: u32,
     max_shared_bytes: u32,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-    last_time: Mutex<Option<Duration>>,
 }
 
 impl std::fmt::Debug for WgpuDevice {
@@ -273,7 +302,7 @@ impl WgpuDevice {
             && info.subgroup_min_size >= 4
             && opts.subgroups;
         let f16 = feats.contains(wgpu::Features::SHADER_F16) && opts.f16;
-        let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY) && opts.timestamps;
         let mut required = wgpu::Features::empty();
         for (on, f) in [
             (subgroups, wgpu::Features::SUBGROUP),
@@ -307,10 +336,15 @@ impl WgpuDevice {
                 return Err(format!("{}: workgroups of {max_block} threads are too small for the emulated wave of {EMULATED_WAVE}", info.name));
             }
         }
+        let timer = if timestamps {
+            Timer::Timestamps
+        } else {
+            Timer::HostClock
+        };
         Ok(WgpuDevice {
             ctx: Arc::new(Ctx { device, queue }),
             name: format!(
-                "{} ({:?}, wgpu {:?}, subgroup {}, {})",
+                "{} ({:?}, wgpu {:?}, subgroup {}, {}, {})",
                 info.name,
                 info.device_type,
                 info.backend,
@@ -319,17 +353,17 @@ impl WgpuDevice {
                 } else {
                     format!("emulated {wave}")
                 },
-                if f16 { "f16" } else { "no f16" }
+                if f16 { "f16" } else { "no f16" },
+                timer.label()
             ),
             wave,
             subgroups,
             f16,
-            timestamps,
+            timer,
             max_block,
             max_groups: limits.max_compute_workgroups_per_dimension,
             max_shared_bytes: limits.max_compute_workgroup_storage_size,
             pipelines: Mutex::new(HashMap::new()),
-            last_time: Mutex::new(None),
         })
     }
 
@@ -340,9 +374,9 @@ impl WgpuDevice {
         self.max_shared_bytes.saturating_sub(fixed)
     }
 
-    /// GPU time of the last launch's compute pass (timestamp queries), when the adapter has them.
-    pub fn last_kernel_time(&self) -> Option<Duration> {
-        *self.last_time.lock().unwrap()
+    /// How benchmark launches and copies are timed on this device.
+    pub fn timer(&self) -> Timer {
+        self.timer
     }
 
     fn module_for(&self, kernel: KernelId, dtype: DType) -> Option<&'static WgslModule> {
@@ -542,54 +576,39 @@ impl WgpuDevice {
     }
 
     /// Seconds per launch for each of `runs` passes over `launches` (each launched once per
-    /// pass, in order), timed with timestamp queries after an untimed warm-up pass. This is the
-    /// bench drivers' timing hook (`GpuDevice::time_launches` where that trait method exists).
+    /// pass, in order, one compute pass each), after an untimed warm-up pass; timed by
+    /// [`Timer`]. This is the backend's `GpuDevice::time_launches`.
     pub fn time_launches(
         &self,
         port: &Port,
         launches: &[GpuLaunch],
         runs: usize,
     ) -> Result<Vec<f64>, DeviceError> {
-        if !self.timestamps {
-            return Err(other(format!(
-                "{}: the adapter has no timestamp queries",
-                self.name
-            )));
-        }
         let prepared = launches
             .iter()
             .map(|l| self.prepare(port, l))
             .collect::<Result<Vec<_>, _>>()?;
         if prepared.is_empty() {
-            return Ok(vec![0.0; runs]);
+            return Ok(Vec::new());
         }
-        let mut out = Vec::with_capacity(runs);
-        for run in 0..=runs {
-            let secs = self.timed(|enc, ts| {
-                let last = prepared.len() - 1;
+        let last = prepared.len() - 1;
+        crate::gpu::warm_then_timed(runs, prepared.len(), || {
+            self.timed(|enc, ts| {
                 for (k, pr) in prepared.iter().enumerate() {
                     let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some(pr.kernel.name()),
-                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                            query_set: ts,
-                            beginning_of_pass_write_index: (k == 0).then_some(0),
-                            end_of_pass_write_index: (k == last).then_some(1),
-                        }),
+                        timestamp_writes: pass_timestamps(ts, k == 0, k == last),
                     });
                     pass.set_pipeline(&pr.pipeline.pipeline);
                     pass.set_bind_group(0, &pr.bind, &[]);
                     pass.dispatch_workgroups(pr.groups[0], pr.groups[1], pr.groups[2]);
                 }
-            })?;
-            if run > 0 {
-                out.push(secs / prepared.len() as f64);
-            }
-        }
-        Ok(out)
+            })
+        })
     }
 
     /// Seconds per device-to-device copy of `bytes`, for each of `runs` copies after a warm-up
-    /// copy, timed with timestamp queries around the copy.
+    /// copy; timed by [`Timer`] (with timestamps, empty passes on either side carry them).
     pub fn time_copy(
         &self,
         dst: &dyn DeviceMemory,
@@ -597,12 +616,6 @@ impl WgpuDevice {
         bytes: usize,
         runs: usize,
     ) -> Result<Vec<f64>, DeviceError> {
-        if !self.timestamps {
-            return Err(other(format!(
-                "{}: the adapter has no timestamp queries",
-                self.name
-            )));
-        }
         let (d, s) = match (
             dst.as_any().downcast_ref::<WgpuMemory>(),
             src.as_any().downcast_ref::<WgpuMemory>(),
@@ -614,60 +627,69 @@ impl WgpuDevice {
         if n as usize > d.len.min(s.len) {
             return Err(other(format!("time_copy: {bytes} bytes past the buffers")));
         }
-        let mut out = Vec::with_capacity(runs);
-        for run in 0..=runs {
-            let secs = self.timed(|enc, ts| {
-                // Empty passes carry the timestamps on either side of the copy.
+        crate::gpu::warm_then_timed(runs, 1, || {
+            self.timed(|enc, ts| {
                 enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("kiln copy start"),
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: ts,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: None,
-                    }),
+                    timestamp_writes: pass_timestamps(ts, true, false),
                 });
                 enc.copy_buffer_to_buffer(&s.buf, 0, &d.buf, 0, n);
                 enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("kiln copy end"),
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: ts,
-                        beginning_of_pass_write_index: None,
-                        end_of_pass_write_index: Some(1),
-                    }),
+                    timestamp_writes: pass_timestamps(ts, false, true),
                 });
-            })?;
-            if run > 0 {
-                out.push(secs);
-            }
-        }
-        Ok(out)
+            })
+        })
     }
 
-    /// Runs what `record` encodes between timestamps 0 and 1; returns the seconds between them.
+    /// Runs what `record` encodes and returns its seconds: between timestamps 0 and 1 (the
+    /// query set `record` gets), or on the host clock from submit until the queue is idle.
     fn timed(
         &self,
-        record: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::QuerySet),
+        record: impl FnOnce(&mut wgpu::CommandEncoder, Option<&wgpu::QuerySet>),
     ) -> Result<f64, DeviceError> {
         let dev = &self.ctx.device;
-        let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("kiln timing"),
-            ty: wgpu::QueryType::Timestamp,
-            count: 2,
-        });
-        let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kiln timing"),
-            size: 16,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let queries = (self.timer == Timer::Timestamps).then(|| {
+            let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kiln timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln timing"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve)
         });
         let mut enc = dev.create_command_encoder(&Default::default());
-        record(&mut enc, &set);
-        enc.resolve_query_set(&set, 0..2, &resolve, 0);
+        record(&mut enc, queries.as_ref().map(|(set, _)| set));
+        if let Some((set, resolve)) = &queries {
+            enc.resolve_query_set(set, 0..2, resolve, 0);
+        }
+        let start = Instant::now();
         self.ctx.queue.submit([enc.finish()]);
-        let t = self.ctx.read_back(&resolve, 0, 16)?;
+        let Some((_, resolve)) = &queries else {
+            self.ctx.wait()?;
+            return match pollster::block_on(scope.pop()) {
+                Some(e) => Err(other(format!("wgpu timing: {e}"))),
+                None => Ok(start.elapsed().as_secs_f64()),
+            };
+        };
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(other(format!("wgpu timing: {e}")));
+        }
+        let t = self.ctx.read_back(resolve, 0, 16)?;
         let t0 = u64::from_le_bytes(t[0..8].try_into().unwrap());
         let t1 = u64::from_le_bytes(t[8..16].try_into().unwrap());
-        Ok(t1.saturating_sub(t0) as f64 * self.ctx.queue.get_timestamp_period() as f64 * 1e-9)
+        if t1 <= t0 {
+            return Err(other(format!(
+                "wgpu timing: timestamps {t0}..{t1} do not advance"
+            )));
+        }
+        Ok((t1 - t0) as f64 * self.ctx.queue.get_timestamp_period() as f64 * 1e-9)
     }
 
     /// Splits `blocks` over up to three dispatch dimensions of at most `max_groups` each.
@@ -839,51 +861,21 @@ impl GpuDevice for WgpuDevice {
             fault_bytes,
             ..
         } = self.prepare(port, l)?;
-        let queries = self.timestamps.then(|| {
-            let set = dev.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("kiln timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            });
-            let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("kiln timestamps"),
-                size: 16,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            (set, resolve)
-        });
         let mut enc = dev.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(kernel.name()),
-                timestamp_writes: queries.as_ref().map(|(set, _)| {
-                    wgpu::ComputePassTimestampWrites {
-                        query_set: set,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }
-                }),
+                timestamp_writes: None,
             });
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
-        }
-        if let Some((set, resolve)) = &queries {
-            enc.resolve_query_set(set, 0..2, resolve, 0);
         }
         self.ctx.queue.submit([enc.finish()]);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(launch_err(kernel, format!("{e}")));
         }
         let fault = self.ctx.read_back(&fault_buf, 0, fault_bytes)?;
-        if let Some((_, resolve)) = &queries {
-            let t = self.ctx.read_back(resolve, 0, 16)?;
-            let t0 = u64::from_le_bytes(t[0..8].try_into().unwrap());
-            let t1 = u64::from_le_bytes(t[8..16].try_into().unwrap());
-            let ns = t1.saturating_sub(t0) as f64 * self.ctx.queue.get_timestamp_period() as f64;
-            *self.last_time.lock().unwrap() = Some(Duration::from_nanos(ns as u64));
-        }
         let w: Vec<u32> = fault
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
@@ -918,6 +910,21 @@ impl GpuDevice for WgpuDevice {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The timestamp writes of one pass of a timed sequence: index 0 at the start of the first
+/// pass, 1 at the end of the last, none for a pass between them (wgpu refuses an empty pair).
+fn pass_timestamps(
+    set: Option<&wgpu::QuerySet>,
+    first: bool,
+    last: bool,
+) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+    set.filter(|_| first || last)
+        .map(|query_set| wgpu::ComputePassTimestampWrites {
+            query_set,
+            beginning_of_pass_write_index: first.then_some(0),
+            end_of_pass_write_index: last.then_some(1),
+        })
 }
 
 fn kiln_shaders_wgsl_fault_words() -> usize {

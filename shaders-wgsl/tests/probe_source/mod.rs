@@ -1,0 +1,29 @@
+//! A translator input for tests: kiln-math's real sources with the kernel list replaced by one
+//! test kernel, `probe(x, out)` with params `n` and `scale`, in `kernels/probe.rs`.
+
+use kiln_shaders_wgsl::{Sources, KILN_MATH_SRC};
+
+/// kiln-math's real sources with the kernel list replaced by one test kernel in `kernels/probe.rs`.
+pub fn with_probe(body: &str) -> Sources {
+    let dir = std::path::Path::new(KILN_MATH_SRC);
+    let mut texts = Vec::new();
+    for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
+        texts.push((
+            format!("shared-kernel-math/src/{f}"),
+            std::fs::read_to_string(dir.join(f)).unwrap(),
+        ));
+    }
+    texts.push((
+        "shared-kernel-math/src/list.rs".into(),
+        "macro_rules! for_each_kernel { ($m:ident) => { $m! { probe: Probe [f32, f16] (x: Src<T>, out: Dst<T>); } }; }".into(),
+    ));
+    let kernel = format!(
+        "use crate::{{Block, Dst, Element, Src}};\n\
+         crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\
+         pub fn probe<T: Element, B: Block>(b: &B, p: &ProbeParams, x: Src<T>, out: Dst<T>) {{\n\
+         {body}\n\
+         }}\n"
+    );
+    texts.push(("shared-kernel-math/src/kernels/probe.rs".into(), kernel));
+    Sources::from_texts(texts.iter().map(|(a, b)| (a.as_str(), b.as_str()))).unwrap()
+}
