@@ -38,9 +38,10 @@ pub fn exp2_poly(x: f32) -> f32 {
     if x >= 128.0 {
         return f32::INFINITY;
     }
-    // Adding and removing 1.5·2^23 rounds to the nearest integer (|x| < 2^22 here).
-    let round = 12582912.0f32;
-    let n = (x + round) - round;
+    // The nearest integer through floor, not `(x + 1.5·2^23) − 1.5·2^23`: device compilers
+    // (NVIDIA's Vulkan driver) fold that pair to `x`, which left n fractional and f = 0
+    // (paged attention off by up to 40% through wgpu on the H200).
+    let n = libm::floorf(x + 0.5);
     let f = x - n;
     // ln(2)^k / k!, k = 7 down to 1.
     let mut p = 1.5252734e-5f32;
