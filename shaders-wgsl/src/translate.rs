@@ -178,6 +178,8 @@ pub(crate) struct Tr<'a> {
     active: BTreeSet<String>,
     structs: BTreeMap<String, String>,
     consts: BTreeMap<String, String>,
+    /// The file each emitted const came from.
+    const_files: HashMap<String, &'a str>,
     accessors: BTreeMap<String, String>,
     pub(crate) prelude: BTreeSet<&'static str>,
     uses_shared: bool,
@@ -269,6 +271,7 @@ pub(crate) fn module(
         active: BTreeSet::new(),
         structs: BTreeMap::new(),
         consts: BTreeMap::new(),
+        const_files: HashMap::new(),
         accessors: BTreeMap::new(),
         prelude: BTreeSet::new(),
         uses_shared: false,
@@ -742,8 +745,8 @@ impl<'a> Tr<'a> {
     }
 
     /// The value of an integer module const (array lengths).
-    fn const_int(&self, name: &str) -> Option<u32> {
-        let (_, c) = self.find_const(name)?;
+    fn const_int(&self, name: &str, caller_file: &str) -> Option<u32> {
+        let (_, c) = self.find_const(name, caller_file).ok()??;
         match &*c.expr {
             syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(i),
@@ -896,17 +899,34 @@ impl<'a> Tr<'a> {
         None
     }
 
-    fn find_const(&self, name: &str) -> Option<(&'a str, &'a syn::ItemConst)> {
+    /// The module const `name` as seen from `caller_file`, with Rust's scoping: the caller's own
+    /// file first, else the one non-private const of that name in another file. Several
+    /// candidates and none in the caller's file is `Err(files)`, never a silent pick.
+    fn find_const(
+        &self,
+        name: &str,
+        caller_file: &str,
+    ) -> Result<Option<(&'a str, &'a syn::ItemConst)>, Vec<&'a str>> {
+        let mut visible = Vec::new();
         for f in &self.src.files {
             for item in &f.ast.items {
-                if let syn::Item::Const(c) = item {
-                    if c.ident == name {
-                        return Some((f.path.as_str(), c));
-                    }
+                let syn::Item::Const(c) = item else { continue };
+                if c.ident != name {
+                    continue;
+                }
+                if f.path == caller_file {
+                    return Ok(Some((f.path.as_str(), c)));
+                }
+                if !matches!(c.vis, syn::Visibility::Inherited) {
+                    visible.push((f.path.as_str(), c));
                 }
             }
         }
-        None
+        match visible.len() {
+            0 => Ok(None),
+            1 => Ok(Some(visible[0])),
+            _ => Err(visible.iter().map(|(f, _)| *f).collect()),
+        }
     }
 
     fn params(&self, name: &str) -> Vec<ParamSpec> {
@@ -1267,7 +1287,7 @@ impl<'a> Tr<'a> {
                             match fx.generics.get(&id.to_string()) {
                                 Some(Generic::Const(Some(n))) => Some(*n),
                                 Some(Generic::Const(None)) => Some(0),
-                                _ => self.const_int(&id.to_string()),
+                                _ => self.const_int(&id.to_string(), fx.file),
                             }
                         }),
                         _ => None,
@@ -1864,7 +1884,7 @@ impl<'a> Tr<'a> {
                     syn::Expr::Path(p) => p
                         .path
                         .get_ident()
-                        .and_then(|id| self.const_int(&id.to_string())),
+                        .and_then(|id| self.const_int(&id.to_string(), fx.file)),
                     _ => None,
                 }
                 .ok_or_else(|| {
@@ -2286,8 +2306,20 @@ impl<'a> Tr<'a> {
             if let Some(Generic::Const(Some(n))) = fx.generics.get(name) {
                 return Ok(Val::E(format!("{n}u"), Ty::U32));
             }
-            if let Some((file, c)) = self.find_const(name) {
-                return self.module_const(fx, file, c);
+            match self.find_const(name, fx.file) {
+                Ok(Some((file, c))) => return self.module_const(fx, file, c),
+                Ok(None) => {}
+                Err(files) => {
+                    return Err(at(
+                        fx.file,
+                        span,
+                        format!("path `{name}`"),
+                        format!(
+                            "ambiguous: consts of that name in {}; rename one",
+                            files.join(", ")
+                        ),
+                    ))
+                }
             }
         }
         if segs.len() == 2 {
@@ -2319,8 +2351,18 @@ impl<'a> Tr<'a> {
         let PTy::Val(t) = self.param_ty(&mut cx, &c.ty)? else {
             return Err(at(file, c.ty.span(), "const type", "a value type"));
         };
-        let name = format!("K_{}", c.ident);
+        // Consts of one name from two files in one module get the file's stem as well.
+        let mut name = format!("K_{}", c.ident);
+        if self.const_files.get(&name).is_some_and(|f| *f != file) {
+            let stem = file
+                .rsplit('/')
+                .next()
+                .unwrap_or(file)
+                .trim_end_matches(".rs");
+            name = format!("K_{stem}_{}", c.ident);
+        }
         if !self.consts.contains_key(&name) {
+            self.const_files.insert(name.clone(), file);
             let (s, vt) = self.val(&mut cx, &c.expr)?;
             cx.unify(&t, &vt, c.span(), "const value")?;
             if !cx.out.is_empty() {
@@ -2957,7 +2999,7 @@ impl<'a> Tr<'a> {
                     .turbofish
                     .as_ref()
                     .and_then(|t| t.args.first())
-                    .and_then(|a| self.const_arg(a));
+                    .and_then(|a| self.const_arg(a, fx.file));
                 self.view_method(fx, p, rt, &name, &args, n, span)
             }
             Val::E(s, t) => {
@@ -3097,7 +3139,7 @@ impl<'a> Tr<'a> {
     }
 
     /// A const generic argument: an integer literal or an integer module const.
-    fn const_arg(&self, a: &syn::GenericArgument) -> Option<u32> {
+    fn const_arg(&self, a: &syn::GenericArgument, file: &str) -> Option<u32> {
         match a {
             syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(i),
@@ -3106,11 +3148,11 @@ impl<'a> Tr<'a> {
             syn::GenericArgument::Const(syn::Expr::Path(p)) => p
                 .path
                 .get_ident()
-                .and_then(|id| self.const_int(&id.to_string())),
+                .and_then(|id| self.const_int(&id.to_string(), file)),
             syn::GenericArgument::Type(syn::Type::Path(p)) => p
                 .path
                 .get_ident()
-                .and_then(|id| self.const_int(&id.to_string())),
+                .and_then(|id| self.const_int(&id.to_string(), file)),
             _ => None,
         }
     }

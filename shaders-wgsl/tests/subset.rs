@@ -4,7 +4,7 @@
 mod probe_source;
 
 use kiln_shaders_wgsl::{translate, Error, Variant};
-use probe_source::with_probe;
+use probe_source::{with_probe, with_probe_and};
 
 fn translate_probe(body: &str) -> Result<kiln_shaders_wgsl::Module, Error> {
     let src = with_probe(body);
@@ -67,6 +67,59 @@ fn unsupported_constructs_name_file_line_and_construct() {
             "{shown}"
         );
     }
+}
+
+fn translate_sources(src: &kiln_shaders_wgsl::Sources) -> Result<kiln_shaders_wgsl::Module, Error> {
+    let k = src.kernels().unwrap().remove(0);
+    let variant = Variant {
+        subgroups: true,
+        f16_storage: false,
+    };
+    translate(src, &k, "f32", variant)
+}
+
+const PROBE_BODY_WITH_TILES: &str =
+    "    let i = b.thread() as usize;\n    out.set(i, T::from_f32((TILE + tile_of_other()) as f32));";
+const OTHER_FILE: &str = "shared-kernel-math/src/kernels/other.rs";
+
+/// Consts resolve as in Rust: the caller's file first. xIELU's `TILE = 256` once took the paged
+/// kernels' `TILE = 4` and wrote 4 elements of every 256-element tile.
+#[test]
+fn consts_of_one_name_in_two_files_resolve_per_file() {
+    let other = "pub const TILE: u32 = 4;\npub fn tile_of_other() -> u32 { TILE }\n";
+    let src = with_probe_and(
+        PROBE_BODY_WITH_TILES,
+        "const TILE: u32 = 7;",
+        &[(OTHER_FILE, other)],
+    );
+    let m = translate_sources(&src).expect("translates");
+    assert!(m.wgsl.contains("const K_TILE: u32 = 7u;"), "{}", m.wgsl);
+    assert!(
+        m.wgsl.contains("const K_other_TILE: u32 = 4u;"),
+        "{}",
+        m.wgsl
+    );
+    assert!(!m.wgsl.contains("const K_TILE: u32 = 4u;"), "{}", m.wgsl);
+}
+
+#[test]
+fn a_const_name_two_other_files_export_is_an_error() {
+    let other = "pub const TILE: u32 = 4;\npub fn tile_of_other() -> u32 { 1 }\n";
+    let third = "pub const TILE: u32 = 5;\n";
+    let src = with_probe_and(
+        PROBE_BODY_WITH_TILES,
+        "",
+        &[
+            (OTHER_FILE, other),
+            ("shared-kernel-math/src/kernels/third.rs", third),
+        ],
+    );
+    let e = translate_sources(&src).expect_err("ambiguous const");
+    eprintln!("{e}");
+    assert_eq!(e.file, "shared-kernel-math/src/kernels/probe.rs", "{e}");
+    assert_eq!(e.line, BODY_LINE + 1, "{e}");
+    assert!(e.construct.contains("path `TILE`"), "{e}");
+    assert!(e.to_string().contains("ambiguous"), "{e}");
 }
 
 #[test]

@@ -78,14 +78,9 @@ fn other(msg: impl Into<String>) -> DeviceError {
 }
 
 /// Kernels whose WGSL port is held back, and why (`kiln ports` shows the reason; the ops take
-/// the fallback there). None at present: RoPE's was, until the prelude's exp2f became correctly
-/// rounded.
-const HELD_BACK: &[(KernelId, &str)] = &[(
-    KernelId::FusedXielu,
-    "held back: since the 2026-11-29 WGSL libm changes the module writes only 4 elements of \
-     each 256-element tile (lavapipe and NVIDIA Vulkan alike); the fallback serves it until \
-     that is diagnosed",
-)];
+/// the fallback there). None at present: RoPE's was until the prelude's exp2f became correctly
+/// rounded, xIELU's until module consts resolved per file.
+const HELD_BACK: &[(KernelId, &str)] = &[];
 
 /// Bytes of the modules' `kiln_scratch` array (the prelude's `KILN_SCRATCH_WORDS`).
 const KILN_SCRATCH_BYTES: usize = 512 * 4;

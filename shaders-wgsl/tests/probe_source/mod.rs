@@ -5,6 +5,13 @@ use kiln_shaders_wgsl::{Sources, KILN_MATH_SRC};
 
 /// kiln-math's real sources with the kernel list replaced by one test kernel in `kernels/probe.rs`.
 pub fn with_probe(body: &str) -> Sources {
+    with_probe_and(body, "", &[])
+}
+
+/// [`with_probe`], with `items` after the kernel in `kernels/probe.rs` and `others` as extra
+/// `(path, text)` files.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn with_probe_and(body: &str, items: &str, others: &[(&str, &str)]) -> Sources {
     let dir = std::path::Path::new(KILN_MATH_SRC);
     let mut texts = Vec::new();
     for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
@@ -22,8 +29,11 @@ pub fn with_probe(body: &str) -> Sources {
          crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\
          pub fn probe<T: Element, B: Block>(b: &B, p: &ProbeParams, x: Src<T>, out: Dst<T>) {{\n\
          {body}\n\
-         }}\n"
+         }}\n{items}\n"
     );
     texts.push(("shared-kernel-math/src/kernels/probe.rs".into(), kernel));
+    for (path, text) in others {
+        texts.push(((*path).into(), (*text).into()));
+    }
     Sources::from_texts(texts.iter().map(|(a, b)| (a.as_str(), b.as_str()))).unwrap()
 }
