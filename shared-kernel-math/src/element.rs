@@ -1,7 +1,10 @@
 //! Element types: `f32`, `F16`, `Bf16` (kernel dtypes) and the fixed scalar types buffers may hold.
 //!
 //! Conversions round to nearest, ties to even, written in integer arithmetic so every target —
-//! host, nvptx, amdgcn, and the WGSL prelude that mirrors them — produces the same bits.
+//! host, nvptx, amdgcn, and the WGSL prelude that mirrors them — produces the same bits. GPUs
+//! use their hardware conversions where those give the same bits for every number (NaNs take
+//! the integer form): on sm_80+ a single f32 → 16-bit conversion is quarter-rate, so streaming
+//! kernels round pairs with one packed instruction (`Element::from_f32_pair`).
 
 /// The dtype of a buffer or of a kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,6 +71,10 @@ pub trait Element: Scalar + PartialEq + core::fmt::Debug {
     /// NaN's payload may differ by target (on GPUs one hardware conversion, no NaN select).
     fn widen(self) -> f32;
     fn from_f32(v: f32) -> Self;
+    /// `[from_f32(a), from_f32(b)]`, the same bits; one packed conversion where the target has
+    /// it (sm_80+ `cvt.rn.{f16,bf16}x2.f32`: single conversions are quarter-rate there and bound
+    /// the 16-bit streaming kernels).
+    fn from_f32_pair(a: f32, b: f32) -> [Self; 2];
     /// Storage bits, widened; used by tests and poison patterns.
     fn to_bits32(self) -> u32;
     fn from_bits32(b: u32) -> Self;
@@ -115,6 +122,10 @@ impl Element for f32 {
     fn from_f32(v: f32) -> Self {
         v
     }
+    #[inline(always)]
+    fn from_f32_pair(a: f32, b: f32) -> [Self; 2] {
+        [a, b]
+    }
     fn to_bits32(self) -> u32 {
         self.to_bits()
     }
@@ -139,6 +150,16 @@ impl Element for F16 {
     fn from_f32(v: f32) -> Self {
         F16(f32_to_f16_bits(v))
     }
+    #[inline(always)]
+    fn from_f32_pair(a: f32, b: f32) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let d = nvptx::f32x2_to_f16x2(a, b);
+            return [F16(d as u16), F16((d >> 16) as u16)];
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        [F16(f32_to_f16_bits(a)), F16(f32_to_f16_bits(b))]
+    }
     fn to_bits32(self) -> u32 {
         self.0 as u32
     }
@@ -160,6 +181,16 @@ impl Element for Bf16 {
     fn from_f32(v: f32) -> Self {
         Bf16(f32_to_bf16_bits(v))
     }
+    #[inline(always)]
+    fn from_f32_pair(a: f32, b: f32) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let d = nvptx::f32x2_to_bf16x2(a, b);
+            return [Bf16(d as u16), Bf16((d >> 16) as u16)];
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        [Bf16(f32_to_bf16_bits(a)), Bf16(f32_to_bf16_bits(b))]
+    }
     fn to_bits32(self) -> u32 {
         self.0 as u32
     }
@@ -171,30 +202,14 @@ impl Element for Bf16 {
 /// f32 → bf16 bits, round to nearest even; NaN stays a quiet NaN with its sign.
 #[inline(always)]
 pub fn f32_to_bf16_bits(v: f32) -> u16 {
-    let b = v.to_bits();
-    // Both candidates are computed so the choice is a select, not a branch (keeps GPU loops
-    // over chunks straight-line, so they unroll).
-    let quiet_nan = ((b >> 16) | 0x0040) as u16;
-    // sm_80+ rounds in one instruction (the integer form is ~9); the NaN select sits inside the
-    // asm so LLVM cannot turn it into a branch around the conversion.
     #[cfg(target_arch = "nvptx64")]
-    {
-        let r: u16;
-        // SAFETY: register-only instructions; the predicate is scoped to the block.
-        unsafe {
-            core::arch::asm!(
-                "{{ .reg .pred %isnan; cvt.rn.bf16.f32 {r}, {v}; setp.nan.f32 %isnan, {v}, {v}; \
-                 selp.b16 {r}, {q}, {r}, %isnan; }}",
-                r = out(reg16) r,
-                v = in(reg32) v,
-                q = in(reg16) quiet_nan,
-                options(pure, nomem, nostack),
-            );
-        }
-        r
-    }
+    return nvptx::f32_to_bf16(v);
     #[cfg(not(target_arch = "nvptx64"))]
     {
+        // Both candidates are computed so the choice is a select, not a branch (keeps GPU loops
+        // over chunks straight-line, so they unroll).
+        let b = v.to_bits();
+        let quiet_nan = ((b >> 16) | 0x0040) as u16;
         let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
         if (b & 0x7fff_ffff) > 0x7f80_0000 {
             quiet_nan
@@ -212,7 +227,9 @@ pub fn f32_to_bf16_bits(v: f32) -> u16 {
 /// their payload is kept the same way on every target.
 #[inline(always)]
 pub fn f32_to_f16_bits(v: f32) -> u16 {
-    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    #[cfg(target_arch = "nvptx64")]
+    return nvptx::f32_to_f16(v);
+    #[cfg(target_arch = "amdgpu")]
     {
         let hw = (v as f16).to_bits();
         // The software path's NaN (sign, quiet bit, top payload bits), as a select.
@@ -274,7 +291,9 @@ pub fn f32_to_f16_bits_soft(v: f32) -> u16 {
 /// (exact); NaNs keep their payload through the software path.
 #[inline(always)]
 pub fn f16_bits_to_f32(h: u16) -> f32 {
-    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    #[cfg(target_arch = "nvptx64")]
+    return nvptx::f16_to_f32(h);
+    #[cfg(target_arch = "amdgpu")]
     {
         let hw = f16::from_bits(h) as f32;
         // The software path's NaN (payload kept), as a select.
@@ -315,4 +334,128 @@ pub fn f16_bits_to_f32_soft(h: u16) -> f32 {
         sign | ((exp + 112) << 23) | (man << 13)
     };
     f32::from_bits(bits)
+}
+
+/// sm_80+ conversions with the portable NaN bits. The hardware gives a canonical NaN, so a NaN
+/// operand branches (inside the asm, where LLVM cannot turn it into a select that costs every
+/// element) to the integer form the other targets use; numbers take the conversion alone.
+#[cfg(target_arch = "nvptx64")]
+// PTX scopes a label to its enclosing `{ }` block, so inlined copies of these blocks never clash.
+#[allow(named_asm_labels)]
+mod nvptx {
+    use core::arch::asm;
+
+    /// PTX that leaves in `%t` the NaN bits the integer conversions give for the f32 bits in
+    /// `$src`: bf16 keeps sign and top payload bits, quiet bit set.
+    macro_rules! bf16_nan {
+        ($src:literal) => {
+            concat!("shr.u32 %t, ", $src, ", 16; or.b32 %t, %t, 64;")
+        };
+    }
+
+    /// As [`bf16_nan`] for f16: sign | 0x7e00 | the top ten payload bits.
+    macro_rules! f16_nan {
+        ($src:literal) => {
+            concat!(
+                "shr.u32 %t, ",
+                $src,
+                ", 16; and.b32 %t, %t, 32768; or.b32 %t, %t, 32256;",
+                "and.b32 %m, ",
+                $src,
+                ", 8388607; shr.u32 %m, %m, 13; or.b32 %t, %t, %m;"
+            )
+        };
+    }
+
+    /// `fn $name(a, b) -> u32`: `[a, b]` rounded by the packed `$cvt`, packed `a | b << 16`.
+    macro_rules! pair {
+        ($name:ident, $cvt:literal, $nan:ident) => {
+            #[inline(always)]
+            pub fn $name(a: f32, b: f32) -> u32 {
+                let d: u32;
+                // SAFETY: register-only instructions; predicates and label are block-scoped.
+                unsafe {
+                    asm!(
+                        "{{ .reg .pred %nan, %na, %nb; .reg .b16 %lo, %hi, %q; .reg .b32 %t, %m;",
+                        concat!($cvt, " {d}, {b}, {a};"),
+                        "setp.nan.f32 %nan, {a}, {b};",
+                        "@!%nan bra kiln_pair_done;",
+                        "setp.nan.f32 %na, {a}, {a};",
+                        "setp.nan.f32 %nb, {b}, {b};",
+                        "mov.b32 {{%lo, %hi}}, {d};",
+                        $nan!("{ab}"),
+                        "cvt.u16.u32 %q, %t; selp.b16 %lo, %q, %lo, %na;",
+                        $nan!("{bb}"),
+                        "cvt.u16.u32 %q, %t; selp.b16 %hi, %q, %hi, %nb;",
+                        "mov.b32 {d}, {{%lo, %hi}};",
+                        "kiln_pair_done: }}",
+                        d = out(reg32) d,
+                        a = in(reg32) a,
+                        b = in(reg32) b,
+                        ab = in(reg32) a.to_bits(),
+                        bb = in(reg32) b.to_bits(),
+                        options(pure, nomem, nostack),
+                    );
+                }
+                d
+            }
+        };
+    }
+
+    /// `fn $name(v) -> u16`: `v` rounded by `$cvt`.
+    macro_rules! single {
+        ($name:ident, $cvt:literal, $nan:ident) => {
+            #[inline(always)]
+            pub fn $name(v: f32) -> u16 {
+                let r: u16;
+                // SAFETY: register-only instructions; predicate and label are block-scoped.
+                unsafe {
+                    asm!(
+                        "{{ .reg .pred %nan; .reg .b32 %t, %m;",
+                        concat!($cvt, " {r}, {v};"),
+                        "setp.nan.f32 %nan, {v}, {v};",
+                        "@!%nan bra kiln_one_done;",
+                        $nan!("{vb}"),
+                        "cvt.u16.u32 {r}, %t;",
+                        "kiln_one_done: }}",
+                        r = out(reg16) r,
+                        v = in(reg32) v,
+                        vb = in(reg32) v.to_bits(),
+                        options(pure, nomem, nostack),
+                    );
+                }
+                r
+            }
+        };
+    }
+
+    pair!(f32x2_to_bf16x2, "cvt.rn.bf16x2.f32", bf16_nan);
+    pair!(f32x2_to_f16x2, "cvt.rn.f16x2.f32", f16_nan);
+    single!(f32_to_bf16, "cvt.rn.bf16.f32", bf16_nan);
+    single!(f32_to_f16, "cvt.rn.f16.f32", f16_nan);
+
+    /// f16 bits → f32; a NaN keeps its payload (`sign | 0x7f800000 | man << 13`).
+    #[inline(always)]
+    pub fn f16_to_f32(h: u16) -> f32 {
+        let f: f32;
+        // SAFETY: register-only instructions; the predicate and the label are scoped to the block.
+        unsafe {
+            asm!(
+                "{{ .reg .pred %nan; .reg .b32 %t, %m;",
+                "cvt.f32.f16 {f}, {h};",
+                "setp.nan.f32 %nan, {f}, {f};",
+                "@!%nan bra kiln_f16_widen_done;",
+                "cvt.u32.u16 %t, {h};",
+                "and.b32 %m, %t, 1023; shl.b32 %m, %m, 13;",
+                "and.b32 %t, %t, 32768; shl.b32 %t, %t, 16;",
+                "or.b32 %t, %t, %m; or.b32 %t, %t, 2139095040;",
+                "mov.b32 {f}, %t;",
+                "kiln_f16_widen_done: }}",
+                f = out(reg32) f,
+                h = in(reg16) h,
+                options(pure, nomem, nostack),
+            );
+        }
+        f
+    }
 }

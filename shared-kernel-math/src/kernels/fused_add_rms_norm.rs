@@ -88,6 +88,7 @@ impl KernelDef for FusedAddRmsNorm {
 /// types (two for f32), so each memory instruction moves enough bytes to stream at bandwidth
 /// (16 elements measured slower: the unrolled chunk loop no longer fits and spills).
 const CHUNK: usize = 8;
+const _: () = assert!(CHUNK.is_multiple_of(2), "the chunk loops convert pairs");
 
 /// The body: one block per row; thread `t` handles chunks `t, t + size, …` of `CHUNK` contiguous
 /// elements when the row allows chunks, else elements `t, t + size, …` one by one.
@@ -102,6 +103,8 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     let dim = p.dim as usize;
     let base = b.block_x() as usize * dim;
     let step = b.size() as usize;
+    // Elements are read with `widen` (one hardware conversion on GPUs, no NaN-payload select):
+    // every read value goes straight into f32 arithmetic, which keeps no NaN payload on GPUs.
     // Chunked when every row start allows it (uniform over the block), else element-wise.
     let wide = dim.is_multiple_of(CHUNK)
         && x.chunk_aligned::<CHUNK>(base)
@@ -140,9 +143,9 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     }
     let mut i = tail + b.thread() as usize;
     while i < dim {
-        let s = T::from_f32(x.get(base + i).to_f32() + residual.get(base + i).to_f32());
+        let s = T::from_f32(x.get(base + i).widen() + residual.get(base + i).widen());
         residual.set(base + i, s);
-        let f = s.to_f32();
+        let f = s.widen();
         (sq, carry) = compensated_add(sq, carry, f * f);
         i += step;
     }
@@ -151,11 +154,11 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     // Each thread re-reads only the residual elements it wrote itself: no barrier needed.
     // The gain's form is uniform, so it is chosen once per launch, not per element.
     if p.weight_bias != 0.0 {
-        let gain = |w: T| T::from_f32(p.weight_bias + w.to_f32()).to_f32();
+        let gain = |w: T| T::from_f32(p.weight_bias + w.widen()).widen();
         normalize(b, p, residual, weight, out, inv, base, chunks, gain);
     } else {
         normalize(b, p, residual, weight, out, inv, base, chunks, |w: T| {
-            w.to_f32()
+            w.widen()
         });
     }
 }
@@ -186,13 +189,17 @@ fn normalize<T: Element, B: Block>(
     let dim = p.dim as usize;
     let step = b.size() as usize;
     let tail = chunks * CHUNK;
-    let norm = |w: T, s: T| T::from_f32(gain(w) * T::from_f32(s.to_f32() * inv).to_f32());
+    let norm = |w: T, s: T| T::from_f32(gain(w) * T::from_f32(s.widen() * inv).widen());
+    // `norm` two elements at a time (one packed conversion per rounding on sm_80+).
     let norm_chunk = |ws: [T; CHUNK], rs: [T; CHUNK]| {
         let mut o = rs;
         let mut j = 0;
         while j < CHUNK {
-            o[j] = norm(ws[j], rs[j]);
-            j += 1;
+            let t = T::from_f32_pair(rs[j].widen() * inv, rs[j + 1].widen() * inv);
+            let n = T::from_f32_pair(gain(ws[j]) * t[0].widen(), gain(ws[j + 1]) * t[1].widen());
+            o[j] = n[0];
+            o[j + 1] = n[1];
+            j += 2;
         }
         o
     };
@@ -226,17 +233,24 @@ fn normalize<T: Element, B: Block>(
     }
 }
 
-/// `s = rnd_T(x + r)` over a chunk, and the sum of `s²` (in element order).
+/// `s = rnd_T(x + r)` over a chunk (`CHUNK` is even), and the sum of `s²` (in element order).
 #[inline(always)]
 fn add_chunk<T: Element>(xs: [T; CHUNK], rs: [T; CHUNK]) -> ([T; CHUNK], f32) {
     let mut s = rs;
     let mut sq = 0.0f32;
     let mut j = 0;
+    // Two elements at a time (one packed conversion on sm_80+); squares summed in element order.
     while j < CHUNK {
-        s[j] = T::from_f32(xs[j].to_f32() + rs[j].to_f32());
-        let f = s[j].to_f32();
-        sq += f * f;
-        j += 1;
+        let t = T::from_f32_pair(
+            xs[j].widen() + rs[j].widen(),
+            xs[j + 1].widen() + rs[j + 1].widen(),
+        );
+        s[j] = t[0];
+        s[j + 1] = t[1];
+        let (f0, f1) = (t[0].widen(), t[1].widen());
+        sq += f0 * f0;
+        sq += f1 * f1;
+        j += 2;
     }
     (s, sq)
 }
