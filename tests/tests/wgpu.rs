@@ -244,7 +244,7 @@ fn the_bench_drivers_run_with_either_timer() {
             assert!(dev.name().contains("host-timed"), "{}", dev.name());
         }
         let opts = kiln_benches::BenchOptions {
-            kernels: vec![KernelId::FusedXielu],
+            kernels: vec![KernelId::FusedRopeQkAppend],
             runs: 2,
             copy_bytes: 1 << 20,
             // A few input sets, so a pass launches the kernel several times.
@@ -255,10 +255,10 @@ fn the_bench_drivers_run_with_either_timer() {
         assert!(report.copy.gbps.is_finite() && report.copy.gbps > 0.0);
         assert_eq!(
             report.rows.len(),
-            KernelId::FusedXielu
+            KernelId::FusedRopeQkAppend
                 .dtypes()
                 .iter()
-                .map(|&dt| kiln::parity::bench_cases(KernelId::FusedXielu, dt).len())
+                .map(|&dt| kiln::parity::bench_cases(KernelId::FusedRopeQkAppend, dt).len())
                 .sum::<usize>()
         );
         for r in &report.rows {

@@ -83,7 +83,14 @@ pub fn cases(dtype: DType) -> Vec<Case> {
     ]
 }
 
-/// Benchmarked at its parity shapes.
+/// Benchmarked at its parity shapes and at a prefill-sized MLP activation (4096 tokens × 8192),
+/// where an elementwise kernel should stream at the copy bandwidth.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
+    let mut v = cases(dtype);
+    let mut big = v[0].clone();
+    big.label = "4096x8192".into();
+    big.shapes = vec![vec![4096, 8192], vec![4096, 8192]];
+    big.checks = vec![Check::None, Check::None];
+    v.push(big);
+    v
 }

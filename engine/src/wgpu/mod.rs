@@ -31,6 +31,34 @@ pub(crate) struct WgslModule {
 
 pub(crate) static MODULES: &[WgslModule] = include!(concat!(env!("OUT_DIR"), "/wgsl_modules.rs"));
 
+/// A folder of WGSL files (named as `cargo run -p kiln-shaders-wgsl --example dump` names them)
+/// that replace the embedded modules they name: A/B runs of hand-edited or rebuilt modules
+/// without rebuilding the engine. Bindings, params and overrides must match this build's.
+const WGSL_OVERRIDE_ENV: &str = "KILN_WGSL_DIR";
+
+/// The WGSL of `m`: the file `$KILN_WGSL_DIR/<kernel>_<dtype>_<variant>.wgsl` where that
+/// exists, else the embedded module.
+fn module_source(m: &WgslModule) -> Result<std::borrow::Cow<'static, str>, DeviceError> {
+    let Some(dir) = std::env::var_os(WGSL_OVERRIDE_ENV) else {
+        return Ok(m.source.into());
+    };
+    let variant = match (m.subgroups, m.f16_storage) {
+        (true, true) => "sg_h16",
+        (true, false) => "sg_p16",
+        (false, true) => "wg_h16",
+        (false, false) => "wg_p16",
+    };
+    let path = std::path::Path::new(&dir).join(format!("{}_{}_{variant}.wgsl", m.kernel, m.dtype));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(text.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(m.source.into()),
+        Err(e) => Err(other(format!(
+            "{WGSL_OVERRIDE_ENV}: {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// Wave and block of the workgroup-memory variant. The emulated wave is the whole block, so a
 /// wave collective reached in wave-uniform control flow (the Block rules) is block-uniform and
 /// its barriers are met by every thread; 64 is the widest wave the sim checks every kernel at.
@@ -405,11 +433,12 @@ impl WgpuDevice {
                 format!("no WGSL module for {} on this adapter", key.dtype.name()),
             )
         })?;
+        let source = module_source(m)?;
         let dev = &self.ctx.device;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name()),
-            source: wgpu::ShaderSource::Wgsl(m.source.into()),
+            source: wgpu::ShaderSource::Wgsl(source),
         });
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
