@@ -23,11 +23,11 @@ mod wgsl {
         let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
         let mut table = String::from("&[\n");
         for m in &modules {
-            let file = format!("{}_{}_{}.wgsl", m.kernel, m.dtype, m.variant.tag());
+            let file = m.file_name();
             std::fs::write(out.join(&file), &m.wgsl).unwrap();
             let _ = writeln!(
                 table,
-                "    WgslModule {{ kernel: {:?}, dtype: {:?}, subgroups: {}, f16_storage: {}, uses_shared: {}, uses_f16: {}, source: include_str!(concat!(env!(\"OUT_DIR\"), \"/{file}\")) }},",
+                "    WgslModule {{ kernel: {:?}, dtype: {:?}, subgroups: {}, f16_storage: {}, uses_shared: {}, uses_f16: {}, file: {file:?}, source: include_str!(concat!(env!(\"OUT_DIR\"), \"/{file}\")) }},",
                 m.kernel, m.dtype, m.variant.subgroups, m.variant.f16_storage, m.uses_shared, m.uses_f16
             );
         }

@@ -23,7 +23,7 @@ fn main() {
             for v in kiln_shaders_wgsl::Variant::ALL {
                 match kiln_shaders_wgsl::translate(&sources, k, dt, v) {
                     Ok(m) => {
-                        let name = format!("{out}/{}_{}_{}.wgsl", k.name, dt, v.tag());
+                        let name = std::path::Path::new(&out).join(m.file_name());
                         std::fs::write(&name, &m.wgsl).unwrap();
                     }
                     Err(e) => {

@@ -201,6 +201,14 @@ pub struct Module {
     pub uses_shared: bool,
 }
 
+impl Module {
+    /// `<kernel>_<dtype>_<variant>.wgsl`: the name the engine embeds it under, the dump example
+    /// writes it as, and `KILN_WGSL_DIR` replaces it by.
+    pub fn file_name(&self) -> String {
+        format!("{}_{}_{}.wgsl", self.kernel, self.dtype, self.variant.tag())
+    }
+}
+
 /// Translates one kernel × dtype × variant.
 pub fn translate(
     src: &Sources,

@@ -26,6 +26,8 @@ pub(crate) struct WgslModule {
     pub f16_storage: bool,
     pub uses_shared: bool,
     pub uses_f16: bool,
+    /// The module's file name (`kiln_shaders_wgsl::Module::file_name`).
+    pub file: &'static str,
     pub source: &'static str,
 }
 
@@ -36,19 +38,13 @@ pub(crate) static MODULES: &[WgslModule] = include!(concat!(env!("OUT_DIR"), "/w
 /// without rebuilding the engine. Bindings, params and overrides must match this build's.
 const WGSL_OVERRIDE_ENV: &str = "KILN_WGSL_DIR";
 
-/// The WGSL of `m`: the file `$KILN_WGSL_DIR/<kernel>_<dtype>_<variant>.wgsl` where that
-/// exists, else the embedded module.
+/// The WGSL of `m`: the file of its name in `$KILN_WGSL_DIR` where that exists, else the
+/// embedded module.
 fn module_source(m: &WgslModule) -> Result<std::borrow::Cow<'static, str>, DeviceError> {
     let Some(dir) = std::env::var_os(WGSL_OVERRIDE_ENV) else {
         return Ok(m.source.into());
     };
-    let variant = match (m.subgroups, m.f16_storage) {
-        (true, true) => "sg_h16",
-        (true, false) => "sg_p16",
-        (false, true) => "wg_h16",
-        (false, false) => "wg_p16",
-    };
-    let path = std::path::Path::new(&dir).join(format!("{}_{}_{variant}.wgsl", m.kernel, m.dtype));
+    let path = std::path::Path::new(&dir).join(m.file);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(text.into()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(m.source.into()),
