@@ -177,9 +177,8 @@ pub(crate) struct Tr<'a> {
     done: HashMap<String, Done>,
     active: BTreeSet<String>,
     structs: BTreeMap<String, String>,
-    consts: BTreeMap<String, String>,
-    /// The file each emitted const came from.
-    const_files: HashMap<String, &'a str>,
+    /// Emitted consts by WGSL name: the file each came from, and its declaration.
+    consts: BTreeMap<String, (&'a str, String)>,
     accessors: BTreeMap<String, String>,
     pub(crate) prelude: BTreeSet<&'static str>,
     uses_shared: bool,
@@ -271,7 +270,6 @@ pub(crate) fn module(
         active: BTreeSet::new(),
         structs: BTreeMap::new(),
         consts: BTreeMap::new(),
-        const_files: HashMap::new(),
         accessors: BTreeMap::new(),
         prelude: BTreeSet::new(),
         uses_shared: false,
@@ -2353,7 +2351,7 @@ impl<'a> Tr<'a> {
         };
         // Consts of one name from two files in one module get the file's stem as well.
         let mut name = format!("K_{}", c.ident);
-        if self.const_files.get(&name).is_some_and(|f| *f != file) {
+        if self.consts.get(&name).is_some_and(|(f, _)| *f != file) {
             let stem = file
                 .rsplit('/')
                 .next()
@@ -2362,7 +2360,6 @@ impl<'a> Tr<'a> {
             name = format!("K_{stem}_{}", c.ident);
         }
         if !self.consts.contains_key(&name) {
-            self.const_files.insert(name.clone(), file);
             let (s, vt) = self.val(&mut cx, &c.expr)?;
             cx.unify(&t, &vt, c.span(), "const value")?;
             if !cx.out.is_empty() {
@@ -2375,8 +2372,8 @@ impl<'a> Tr<'a> {
             }
             let s = cx.finish(self, &s);
             let tn = self.render(&t);
-            self.consts
-                .insert(name.clone(), format!("const {name}: {tn} = {s};\n"));
+            let decl = format!("const {name}: {tn} = {s};\n");
+            self.consts.insert(name.clone(), (file, decl));
         }
         let _ = fx;
         Ok(Val::E(name, t))
@@ -3171,15 +3168,10 @@ impl<'a> Tr<'a> {
         let elem = self.place_elem(&p);
         let acc = self.place_access(&p);
         let checked = !name.ends_with("_unchecked");
-        let size = match elem {
-            Ty::Half(_) | Ty::U16 => 2,
-            Ty::U8 => 1,
-            _ => 4,
-        };
         match (name, args) {
             ("chunk_aligned", [Val::E(_, it)]) => {
                 fx.unify(it, &Ty::U32, span, "view index")?;
-                let n = chunk.ok_or_else(|| {
+                chunk.ok_or_else(|| {
                     at(
                         fx.file,
                         span,
@@ -3191,7 +3183,6 @@ impl<'a> Tr<'a> {
                 // this is false does the same loads without the chunk arrays, which NVIDIA's
                 // Vulkan compiler keeps in memory: add-RMSNorm f32 at 4096×8192 on the H200 ran
                 // 5.87 ms chunked, 0.85 ms element-wise. `get_chunk`/`set_chunk` still translate.
-                let _ = (n, size);
                 return Ok(Val::E("false".into(), Ty::Bool));
             }
             ("get_chunk", [Val::E(i, it)]) => {
@@ -3635,7 +3626,7 @@ impl<'a> Tr<'a> {
         for s in self.structs.values() {
             m.push_str(s);
         }
-        for c in self.consts.values() {
+        for (_, c) in self.consts.values() {
             m.push_str(c);
         }
         m.push_str(&prelude::text(&self.prelude));
