@@ -305,7 +305,7 @@ fn launch_views(
             if let Some(v) = view_lens {
                 bufs.iter_mut().zip(v).for_each(|(b, &n)| b.len = n);
             }
-            let l = gpu_launch(g.as_ref(), port, kernel, dtype, &words, &geometry, &bufs);
+            let l = gpu_launch(g.as_ref(), port, &words, &geometry, &bufs);
             g.launch(port, &l)?;
         }
         _ => {
@@ -333,21 +333,19 @@ pub(crate) fn gpu_bufs<'a>(args: &'a [Arg]) -> Vec<GpuBuf<'a>> {
         .collect()
 }
 
-/// A GPU launch of bound `words`: the preferred block clamped to the device and rounded to its
-/// wave, with the shared memory that block needs.
+/// A GPU launch of `port` with bound `words`: the preferred block clamped to the device and
+/// rounded to its wave, with the shared memory that block needs.
 pub(crate) fn gpu_launch<'a>(
     g: &dyn GpuDevice,
     port: &crate::ports::Port,
-    kernel: KernelId,
-    dtype: DType,
     words: &'a [u32],
     geometry: &kiln_math::Launch,
     bufs: &'a [GpuBuf<'a>],
 ) -> GpuLaunch<'a> {
-    let (block, shared) = gpu_block(g, port, kernel, words, geometry.block);
+    let (block, shared) = gpu_block(g, port, words, geometry.block);
     GpuLaunch {
-        kernel,
-        dtype,
+        kernel: port.kernel,
+        dtype: port.dtype,
         params: words,
         bufs,
         grid: geometry.grid,
@@ -356,13 +354,12 @@ pub(crate) fn gpu_launch<'a>(
     }
 }
 
-/// The block a GPU launch of bound `words` runs with (the kernel's `preferred` block, or
-/// `KILN_GPU_BLOCK`, clamped to what the device runs `port`'s entry with and rounded to its wave) and the launch-sized shared
-/// memory that block needs.
+/// The block a GPU launch of `port` with bound `words` runs with (the kernel's `preferred`
+/// block, or `KILN_GPU_BLOCK`, clamped to what the device runs the port's entry with and
+/// rounded to its wave) and the launch-sized shared memory that block needs.
 fn gpu_block(
     g: &dyn GpuDevice,
     port: &crate::ports::Port,
-    kernel: KernelId,
     words: &[u32],
     preferred: u32,
 ) -> (u32, usize) {
@@ -380,7 +377,7 @@ fn gpu_block(
         shared_bytes_total(
             block,
             wave,
-            (entry(kernel).shared_bytes)(words, block, wave),
+            (entry(port.kernel).shared_bytes)(words, block, wave),
         )
     };
     // Kernels keep per-wave state in shared memory: narrow waves (lavapipe's 8) may need fewer
@@ -404,7 +401,7 @@ pub fn resident_blocks(
         return None;
     };
     let port = select_port(ports(kernel), dev, dtype).ok()?;
-    let (block, shared) = gpu_block(g.as_ref(), port, kernel, words, preferred);
+    let (block, shared) = gpu_block(g.as_ref(), port, words, preferred);
     g.resident_blocks(port, block, shared)
 }
 

@@ -33,9 +33,7 @@ pub fn time_kernel(
             let launches: Vec<_> = bound
                 .iter()
                 .zip(&bufs)
-                .map(|((dt, words, geometry), b)| {
-                    gpu_launch(g.as_ref(), port, kernel, *dt, words, geometry, b)
-                })
+                .map(|((_, words, geometry), b)| gpu_launch(g.as_ref(), port, words, geometry, b))
                 .collect();
             Ok(g.time_launches(port, &launches, runs)?)
         }
