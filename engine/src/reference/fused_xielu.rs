@@ -87,6 +87,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
 /// where an elementwise kernel should stream at the copy bandwidth.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
     let mut v = cases(dtype);
+    // The first parity case's inputs and scalars (normal(0, 2), Apertus' values) at that size.
     let mut big = v[0].clone();
     big.label = "4096x8192".into();
     big.shapes = vec![vec![4096, 8192], vec![4096, 8192]];
