@@ -86,7 +86,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);
-    opts.kernels = crate::parse_kernels(a.kernel.as_deref())?;
+    opts.kernels = crate::args::parse_kernels(a.kernel.as_deref())?;
     let report = kiln_benches::run(&dev, &opts)?;
     if a.json {
         println!("{}", report.json());

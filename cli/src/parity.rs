@@ -42,10 +42,10 @@ impl Row<'_> {
 
 pub fn main(a: Args) -> anyhow::Result<()> {
     let backends = match &a.backend {
-        Some(s) => crate::parse_backends(s)?,
+        Some(s) => crate::args::parse_backends(s)?,
         None => Backend::ALL.to_vec(),
     };
-    let kernels = crate::parse_kernels(a.kernel.as_deref())?;
+    let kernels = crate::args::parse_kernels(a.kernel.as_deref())?;
     let (devs, skipped) = devices_for(&backends);
     let explicit = a.backend.is_some();
     for (b, why) in &skipped {

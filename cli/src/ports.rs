@@ -1,6 +1,7 @@
 //! `kiln ports`.
 
-use kiln::ports::{all_ports, select_port, Slot};
+use kiln::ports::{all_ports, select_port};
+use kiln::Slot;
 use kiln::{Backend, Device};
 use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! The block collectives added for the samplers, run lane by lane in the SIMT emulator at every
 //! wave it emulates: `scan_sum` against an f64 prefix sum, its total identical on every thread.
 
-use crate::kernels::{HostBuf, HostLaunch, ViewSource};
+use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::rng::Rng;
 use crate::SimConfig;
 use kiln_math::{shared_bytes_total, Block, Dst, Src};

@@ -2,7 +2,7 @@
 //! blocks spread over the cores. A panic in the body (an out-of-bounds view access) becomes
 //! `DeviceError::KernelFault`.
 
-use crate::kernels::{HostBuf, HostLaunch, ViewSource};
+use crate::host::{block_index, panic_message, HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
 use kiln_math::{scratch_words, Block, Rw, Scalar, View};
 use rayon::prelude::*;
@@ -80,25 +80,6 @@ impl Block for CpuBlock {
         // SAFETY: in range and aligned, checked above.
         unsafe { Rw::from_raw_parts(self.shared.add(start), len) }
     }
-}
-
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "kernel panicked".to_string()
-    }
-}
-
-pub(crate) fn block_index(lin: u64, grid: [u32; 3]) -> [u32; 3] {
-    let (gx, gy) = (grid[0] as u64, grid[1] as u64);
-    [
-        (lin % gx) as u32,
-        ((lin / gx) % gy) as u32,
-        (lin / (gx * gy)) as u32,
-    ]
 }
 
 /// Runs `f` once per block of the grid, in parallel over blocks.

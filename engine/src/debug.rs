@@ -26,7 +26,7 @@
 //! ```
 
 use crate::cpu::CpuViews;
-use crate::kernels::{HostBuf, HostLaunch, ViewSource};
+use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::sim::SimViews;
 use crate::{DeviceError, DeviceKind, PortError, Tensor};
 use kiln_math::{shared_bytes_total, Block, DType, View};
@@ -117,7 +117,7 @@ pub fn run_body<K: Body>(
     };
     let dtypes = &dtypes;
     macro_rules! at_wave {
-        ($($w:literal),*) => {
+        (; $($w:literal),*) => {
             match (sim, wave) {
                 (None, _) => crate::cpu::run(&l, |b, s| body.run(b, &Views { source: Source::Cpu(s), dtypes })),
                 $((Some(_), $w) => crate::sim::run::<$w, _>(&l, |b, s| {
@@ -127,6 +127,6 @@ pub fn run_body<K: Body>(
             }
         };
     }
-    at_wave!(1, 2, 4, 8, 16, 32, 64)?;
+    kiln_math::for_each_wave!(at_wave)?;
     Ok(())
 }

@@ -1,33 +1,9 @@
 //! Devices: a backend plus what a launch needs to know about it (wave width, memory space).
 
 use crate::gpu::GpuDevice;
+use crate::host::SimConfig;
 use crate::{Backend, PortError};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How the SIMT emulator runs a launch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SimConfig {
-    /// Lanes per wave: 1, 2, 4, 8, 16, 32 or 64.
-    pub wave: u32,
-    /// Threads per block; `None` takes the kernel's preferred size, clamped to `[wave, 256]`
-    /// and rounded to a multiple of the wave.
-    pub block: Option<u32>,
-    /// How long a thread waits at a barrier or collective before the emulator calls it divergent.
-    pub timeout: Duration,
-}
-
-impl SimConfig {
-    pub const WAVES: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
-
-    pub fn new(wave: u32) -> SimConfig {
-        SimConfig {
-            wave,
-            block: None,
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 #[derive(Debug)]
 pub(crate) enum DeviceKind {
@@ -97,20 +73,6 @@ impl Device {
         })))
     }
 
-    /// Opens the default device of a backend (`sim` at wave 32, GPU ordinal 0).
-    pub fn open(backend: Backend) -> Result<Device, PortError> {
-        match backend {
-            Backend::Cpu => Ok(Device::cpu()),
-            Backend::Sim => Device::sim(32),
-            other => match open_gpu(other) {
-                Ok(g) => Ok(Device::from_gpu(g)),
-                Err(why) => Err(PortError::Device(crate::DeviceError::Other(format!(
-                    "{other}: {why}"
-                )))),
-            },
-        }
-    }
-
     pub(crate) fn from_gpu(g: Arc<dyn GpuDevice>) -> Device {
         Device(Arc::new(Inner {
             backend: g.backend(),
@@ -163,59 +125,4 @@ impl Device {
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
     }
-}
-
-/// Opens a GPU backend's first device, or says why it cannot.
-fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
-    match backend {
-        Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
-        Backend::Cuda => crate::cuda::open(),
-        Backend::Rocm => crate::rocm::open(),
-        #[cfg(feature = "wgpu")]
-        Backend::Wgpu => crate::wgpu::open(),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => Err(NO_WGPU.into()),
-    }
-}
-
-#[cfg(not(feature = "wgpu"))]
-const NO_WGPU: &str = "this build of kiln has no wgpu backend (built without the `wgpu` feature)";
-
-/// Why a backend cannot be opened on this machine, or `None` when it can.
-pub fn unavailable_reason(backend: Backend) -> Option<String> {
-    match backend {
-        Backend::Cpu | Backend::Sim => None,
-        other => open_gpu(other).err(),
-    }
-}
-
-/// One line of `kiln devices`.
-#[derive(Clone, Debug)]
-pub struct DeviceReport {
-    pub backend: Backend,
-    pub available: bool,
-    /// The device's name when available, else why not.
-    pub detail: String,
-    pub wave: Option<u32>,
-}
-
-/// Every backend and whether it can run here.
-pub fn devices() -> Vec<DeviceReport> {
-    Backend::ALL
-        .into_iter()
-        .map(|b| match Device::open(b) {
-            Ok(d) => DeviceReport {
-                backend: b,
-                available: true,
-                detail: d.name().to_string(),
-                wave: Some(d.wave()),
-            },
-            Err(e) => DeviceReport {
-                backend: b,
-                available: false,
-                detail: unavailable_reason(b).unwrap_or_else(|| e.to_string()),
-                wave: None,
-            },
-        })
-        .collect()
 }

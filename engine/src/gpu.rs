@@ -2,7 +2,7 @@
 //! plugs in through these two traits, its port slot and its `open` function; the dispatch,
 //! tensors, fallback and parity harness are shared.
 
-use crate::ports::Port;
+use crate::port::Port;
 use crate::{Backend, DeviceError};
 use kiln_math::{DType, KernelId};
 use std::any::Any;

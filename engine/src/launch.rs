@@ -1,8 +1,10 @@
 //! Dispatch: validate, bind, pick a port or the fallback, launch, report the path taken.
 
+use crate::catalog::entry;
 use crate::gpu::{GpuBuf, GpuDevice, GpuLaunch};
-use crate::kernels::{entry, HostBuf, HostData, HostLaunch};
-use crate::ports::{ports, select_port, PortLaunch};
+use crate::host::{HostBuf, HostData, HostLaunch};
+use crate::port::PortLaunch;
+use crate::ports::{ports, select_port};
 use crate::{Backend, Device, DeviceError, DeviceKind, PortError, Tensor};
 use kiln_math::{shared_bytes_total, Access, DType, Elem, KernelId};
 
@@ -337,7 +339,7 @@ pub(crate) fn gpu_bufs<'a>(args: &'a [Arg]) -> Vec<GpuBuf<'a>> {
 /// rounded to its wave, with the shared memory that block needs.
 pub(crate) fn gpu_launch<'a>(
     g: &dyn GpuDevice,
-    port: &crate::ports::Port,
+    port: &crate::port::Port,
     words: &'a [u32],
     geometry: &kiln_math::Launch,
     bufs: &'a [GpuBuf<'a>],
@@ -359,7 +361,7 @@ pub(crate) fn gpu_launch<'a>(
 /// rounded to its wave) and the launch-sized shared memory that block needs.
 fn gpu_block(
     g: &dyn GpuDevice,
-    port: &crate::ports::Port,
+    port: &crate::port::Port,
     words: &[u32],
     preferred: u32,
 ) -> (u32, usize) {

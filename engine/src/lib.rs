@@ -8,35 +8,46 @@
 //! - [`parity`]: the harness that checks every port against the reference chain.
 //! - [`timing`]: launches and copies timed on the device's clock, for benchmarks.
 
+// Vocabulary: imports nothing above it.
 mod backend;
-#[cfg(test)]
-mod collective_tests;
-mod cpu;
-mod cuda;
-pub mod debug;
+pub mod case;
 mod device;
 mod error;
 pub mod gpu;
-mod kernels;
+mod host;
+pub mod port;
+mod tensor;
+// Backends: import vocabulary only.
+mod cpu;
+mod cuda;
+pub mod rocm;
+mod sim;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
+// The one place naming every backend, then the kernel list's expansion and the port tables.
+mod catalog;
+pub mod ports;
+pub mod reference;
+mod registry;
+// Launch, ops and the harnesses above them.
+#[cfg(test)]
+mod collective_tests;
+pub mod debug;
 pub mod launch;
 pub mod ops;
 pub mod paged;
 pub mod parity;
-pub mod ports;
-pub mod reference;
 pub mod rng;
-pub mod rocm;
-mod sim;
-mod tensor;
 pub mod timing;
-#[cfg(feature = "wgpu")]
-pub mod wgpu;
 
 pub use backend::Backend;
 pub(crate) use device::DeviceKind;
-pub use device::{devices, unavailable_reason, Device, DeviceReport, MemorySpace, SimConfig};
+pub use device::{Device, MemorySpace};
 pub use error::{DeviceError, PortError};
+pub use host::SimConfig;
 pub use kiln_math::{self as math, DType, KernelId};
 pub use launch::{launch, Arg, FallbackReason, Mode, Path, Ran};
-pub use ports::{has_port, select_port, KernelPorts, Port, Slot};
+pub use port::{Port, Slot};
+pub use ports::{has_port, select_port, KernelPorts};
+pub use registry::{devices, unavailable_reason, DeviceReport};
 pub use tensor::Tensor;

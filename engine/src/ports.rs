@@ -1,43 +1,13 @@
 //! Port tables: which backend can run which kernel × dtype, and the one function that answers
 //! both "is there a port" and "which port", so a gate and a launch cannot disagree.
 
-use crate::kernels::{HostEntry, KERNELS};
+use crate::catalog::KERNELS;
+use crate::port::PortLaunch;
+pub use crate::port::{Port, Slot};
+use crate::registry;
 use crate::{Backend, Device, PortError};
 use kiln_math::{DType, KernelId, Waves};
 use std::sync::OnceLock;
-
-/// One compiled (or host-instantiated) kernel × dtype for one backend.
-#[derive(Debug)]
-pub struct Port {
-    pub kernel: KernelId,
-    pub dtype: DType,
-    pub backend: Backend,
-    /// The wave width the port was built for; `None` when it runs at the device's width.
-    pub wave: Option<u32>,
-    /// The device target the artifact was built for (an AMD arch such as `gfx1151`); `None`
-    /// when any device of the backend runs it.
-    pub target: Option<&'static str>,
-    /// What the port runs, for `kiln ports` (e.g. `gfx1151 code object V5 (wave32)`); `None` for
-    /// host instantiations.
-    pub artifact: Option<String>,
-    pub(crate) launch: PortLaunch,
-}
-
-#[derive(Debug)]
-#[allow(dead_code)] // `Artifact` is constructed by the GPU backends' slots
-pub(crate) enum PortLaunch {
-    /// A host instantiation of the body (cpu, sim).
-    Host(HostEntry),
-    /// An entry of a compiled artifact (PTX, code object, WGSL module), by symbol.
-    Artifact { symbol: String },
-}
-
-/// A backend's ports of one kernel, or why it has none.
-#[derive(Debug)]
-pub enum Slot {
-    Present(Vec<Port>),
-    Absent(String),
-}
 
 /// Every backend's ports of one kernel.
 #[derive(Debug)]
@@ -88,21 +58,6 @@ fn host_slot(id: KernelId, backend: Backend, wave: Option<u32>) -> Slot {
     )
 }
 
-/// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
-fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
-    match backend {
-        Backend::Cuda => crate::cuda::slot(id),
-        Backend::Rocm => crate::rocm::slot(id),
-        #[cfg(feature = "wgpu")]
-        Backend::Wgpu => crate::wgpu::slot(id),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => Slot::Absent(
-            "this build of kiln has no wgpu backend (built without the `wgpu` feature)".into(),
-        ),
-        Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
-    }
-}
-
 /// The port table of every kernel in the list, built once per process.
 pub fn all_ports() -> &'static [KernelPorts] {
     static TABLE: OnceLock<Vec<KernelPorts>> = OnceLock::new();
@@ -113,9 +68,9 @@ pub fn all_ports() -> &'static [KernelPorts] {
                 kernel: id,
                 cpu: host_slot(id, Backend::Cpu, Some(1)),
                 sim: host_slot(id, Backend::Sim, None),
-                cuda: gpu_slot(id, Backend::Cuda),
-                rocm: gpu_slot(id, Backend::Rocm),
-                wgpu: gpu_slot(id, Backend::Wgpu),
+                cuda: registry::gpu_slot(id, Backend::Cuda),
+                rocm: registry::gpu_slot(id, Backend::Rocm),
+                wgpu: registry::gpu_slot(id, Backend::Wgpu),
             })
             .collect()
     })

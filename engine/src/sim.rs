@@ -11,8 +11,8 @@
 //!
 //! Blocks run one after another; the threads of a block run concurrently.
 
-use crate::cpu::{block_index, panic_message};
-use crate::kernels::{HostBuf, HostLaunch, ViewSource};
+use crate::host::{block_index, panic_message};
+use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
 use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, View};
 use std::cell::Cell;

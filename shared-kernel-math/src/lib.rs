@@ -36,7 +36,8 @@ pub use kernel::{
     shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,
     Waves,
 };
-pub use list::{BufferDesc, Elem, KernelId};
+pub use kernels::KernelId;
+pub use list::{BufferDesc, Elem, WAVES};
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 pub use view::Probe;
 pub use view::{Access, Dst, Rw, Src, View};

@@ -3,7 +3,7 @@
 //! entry and kernel descriptor; the AMDGPU metadata says the wavefront width build.rs derived,
 //! reports registers, LDS and scratch, and lays the kernargs out exactly as the engine packs them.
 
-use kiln::rocm::{kernarg_layout, symbol, Artifact, ARTIFACTS};
+use kiln::rocm::{kernarg_layout, Artifact, ARTIFACTS};
 use kiln::KernelId;
 use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSymbol, SymbolKind};
@@ -28,7 +28,11 @@ fn artifact(arch: &str) -> &'static Artifact {
 fn expected_symbols() -> BTreeSet<String> {
     KernelId::ALL
         .iter()
-        .flat_map(|&k| k.dtypes().iter().map(move |&d| symbol(k, d)))
+        .flat_map(|&k| {
+            k.dtypes()
+                .iter()
+                .map(move |&d| k.symbol(d).unwrap().to_string())
+        })
         .collect()
 }
 
@@ -169,7 +173,7 @@ fn metadata_reports_wave_resources_and_the_engine_kernarg_layout() {
             let kernel = KernelId::ALL
                 .iter()
                 .copied()
-                .find(|id| id.dtypes().iter().any(|&d| symbol(*id, d) == name))
+                .find(|id| id.dtypes().iter().any(|&d| id.symbol(d) == Some(name)))
                 .expect("a listed kernel");
             let layout = kernarg_layout(kernel);
             let args = get(k, ".args").as_array().expect("args");

@@ -35,7 +35,7 @@ exit $status
 "#;
 
 pub fn device_bundle() -> Result<(), String> {
-    let root = crate::repo_root();
+    let root = crate::paths::repo_root();
     let bundle = root.join("bundle");
     let _ = fs::remove_dir_all(&bundle);
     fs::create_dir_all(bundle.join("tests")).map_err(|e| e.to_string())?;

@@ -28,7 +28,11 @@ pub fn entry_symbols() -> Vec<String> {
     let mut out = Vec::new();
     for &k in kiln_math::KernelId::ALL {
         for d in k.dtypes() {
-            out.push(format!("{}_{}", k.name(), d.name()));
+            out.push(
+                k.symbol(*d)
+                    .expect("a listed dtype has a symbol")
+                    .to_string(),
+            );
         }
     }
     out
@@ -36,10 +40,10 @@ pub fn entry_symbols() -> Vec<String> {
 
 /// Builds (or, with `check`, rebuilds into a temporary directory and compares) the PTX.
 pub fn kernels(check: bool) -> Result<(), String> {
-    let root = crate::repo_root();
+    let root = crate::paths::repo_root();
     let started = std::time::Instant::now();
     let tools = llvm_tools()?;
-    let scratch = crate::TempDir::new("kiln-cuda")?;
+    let scratch = crate::paths::TempDir::new("kiln-cuda")?;
     let out_dir = if check {
         scratch.path().join("out")
     } else {

@@ -1,6 +1,6 @@
 //! The PTX `cargo xtask kernels` builds from `shaders-cuda`, embedded, and the port slot it gives.
 
-use crate::ports::{Port, PortLaunch, Slot};
+use crate::port::{Port, PortLaunch, Slot};
 use crate::Backend;
 use kiln_math::KernelId;
 
@@ -46,11 +46,6 @@ pub(crate) fn ptx_from_file(path: &std::ffi::OsStr) -> Result<&'static Ptx, Stri
     })))
 }
 
-/// The entry symbol of a kernel × dtype (`shaders-cuda` names them `<kernel>_<dtype>`).
-pub(crate) fn symbol(kernel: KernelId, dtype: kiln_math::DType) -> String {
-    format!("{}_{}", kernel.name(), dtype.name())
-}
-
 fn has_entry(ptx: &Ptx, symbol: &str) -> bool {
     ptx.text.contains(&format!(".visible .entry {symbol}("))
 }
@@ -61,8 +56,8 @@ pub(crate) fn slot(kernel: KernelId) -> Slot {
         .dtypes()
         .iter()
         .filter_map(|&dtype| {
-            let symbol = symbol(kernel, dtype);
-            PTX.iter().all(|p| has_entry(p, &symbol)).then_some(Port {
+            let symbol = kernel.symbol(dtype)?;
+            PTX.iter().all(|p| has_entry(p, symbol)).then_some(Port {
                 kernel,
                 dtype,
                 backend: Backend::Cuda,

@@ -10,7 +10,7 @@ mod artifacts;
 pub(crate) use artifacts::slot;
 
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
-use crate::ports::{Port, PortLaunch};
+use crate::port::{Port, PortLaunch};
 use crate::{Backend, DeviceError};
 use cudarc::driver::{result, sys, DriverError};
 use std::any::Any;

@@ -5,12 +5,13 @@
 //! `KILN_PAGED_DECODE=v1|v2|fallback` forces an arm for A/B runs (a forced arm without a port
 //! is an error, not a silent substitute); `auto` or unset lets [`choose_arm`] decide.
 
+use super::launch as ops;
 use super::plan::{plan_decode, DecodePlan, PlanConfig};
 use super::table::{KvGeometry, PageTable, RequestSpan};
 use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
 use crate::ports::{ports, select_port};
-use crate::reference::ops::attend_heads;
-use crate::{ops, Backend, Device, PortError, Tensor};
+use crate::reference::primitives::attend_heads;
+use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::decode_attention::group_heads;
 use kiln_math::kernels::paged_attention_decode::{PagedAttentionDecode, PagedDecodeParams};
 use kiln_math::kernels::paged_attention_decode_v2_partial::{

@@ -6,6 +6,7 @@
 //! table is `PortError::InvalidShape`, never an out-of-bounds read on a device.
 
 pub mod dispatch;
+pub mod launch;
 pub mod plan;
 pub(crate) mod table;
 

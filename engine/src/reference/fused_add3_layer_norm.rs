@@ -1,8 +1,8 @@
 //! add3 → LayerNorm, unfused (spec §11): `x_out = (attn + mlp) + residual` rounded after each
 //! add, then an f32 LayerNorm that sums in index order.
 
-use super::ops;
-use crate::parity::{Case, Check, Fill};
+use super::primitives;
+use crate::case::{Case, Check, Fill};
 use crate::Backend;
 use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::{DType, Element};
@@ -18,9 +18,9 @@ pub fn fused_add3_layer_norm<T: Element>(
     x_out: &mut [T],
     h_out: &mut [T],
 ) {
-    let joined = ops::add(&ops::add(attn, mlp), residual);
+    let joined = primitives::add(&primitives::add(attn, mlp), residual);
     x_out.copy_from_slice(&joined);
-    ops::layer_norm_f32(&joined, weight, bias, p.eps, h_out);
+    primitives::layer_norm_f32(&joined, weight, bias, p.eps, h_out);
 }
 
 /// `h_out`: byte-identical on the cpu port (a serial block sums in index order, as the

@@ -1,7 +1,7 @@
 //! add → RMSNorm, unfused (spec §3).
 
-use super::ops;
-use crate::parity::{Case, Check, Fill};
+use super::primitives;
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::{DType, Element};
 
@@ -12,9 +12,9 @@ pub fn fused_add_rms_norm<T: Element>(
     weight: &[T],
     out: &mut [T],
 ) {
-    let sum = ops::add(x, residual);
+    let sum = primitives::add(x, residual);
     residual.copy_from_slice(&sum);
-    ops::rms_norm(residual, &ops::norm_gain(weight, p.weight_bias), p.eps, out);
+    primitives::rms_norm(residual, &primitives::norm_gain(weight, p.weight_bias), p.eps, out);
 }
 
 /// Spec §3 / §15 bounds on `out`.

@@ -3,7 +3,7 @@
 //! Angles use the graph's f32 rounding points (`d`, `−d·log2(base)`, `2^(·)`, `scale·pos`,
 //! `θ` each an f32); the rotation itself is evaluated in f64 and rounded to `T` once.
 
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::{DType, Element};
 

@@ -1,7 +1,7 @@
 //! xIELU as the unfused elementwise graph (spec §10): each op stores a `T` tensor.
 
-use super::ops::{map, scalar, zip};
-use crate::parity::{Case, Check, Fill};
+use super::primitives::{map, scalar, zip};
+use crate::case::{Case, Check, Fill};
 use crate::Backend;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::{DType, Element};

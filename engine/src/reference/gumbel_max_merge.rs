@@ -1,7 +1,7 @@
 //! The last step of a split Gumbel-max draw (spec §5): per row the first maximum over the
 //! splits' (value, index) pairs — larger value, then lower index; an all −inf row yields 0.
 
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
 use kiln_math::{DType, Element};
 

@@ -3,7 +3,7 @@
 //! chunks of 1024 entries `s, s + S, …`) the first maximum, (−inf, 0) when none is above −inf.
 
 use super::sampling::{open_uniform, philox};
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use crate::Backend;
 use kiln_math::kernels::gumbel_max_sample::{splits_for, GumbelParams, CHUNK};
 use kiln_math::{DType, Element};

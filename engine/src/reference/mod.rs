@@ -7,17 +7,14 @@
 //! Intermediate values are computed in f64 and rounded to `T` exactly where the unfused chain
 //! stores a tensor.
 
-pub mod fused_add3_layer_norm;
-pub mod fused_add_rms_norm;
-pub mod fused_rope_qk_append;
-pub mod fused_xielu;
-pub mod gumbel_max_merge;
-pub mod gumbel_max_sample;
-pub mod ops;
-pub mod paged_attention_decode;
-pub mod paged_attention_decode_v2_partial;
-pub mod paged_attention_merge_states;
+/// One reference module per kernel of the list, named after it.
+macro_rules! reference_modules {
+    ($( $name:ident : $id:ident $dtypes:tt $buffers:tt ; )*) => {
+        $( pub mod $name; )*
+    };
+}
+kiln_math::for_each_kernel!(reference_modules);
+
 pub mod paged_cases;
-pub mod rejection_sample;
+pub mod primitives;
 pub mod sampling;
-pub mod speculative_accept;

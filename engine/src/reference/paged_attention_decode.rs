@@ -1,9 +1,9 @@
 //! Paged decode v1, unfused (spec §9.2): gather each sequence's visible K/V, then f64
 //! single-query attention per query head.
 
-use super::ops::{attend_heads, gather_visible, KvPoolShape};
+use super::primitives::{attend_heads, gather_visible, KvPoolShape};
 use super::paged_cases::{self, PagedCase};
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::{DType, Element};
 

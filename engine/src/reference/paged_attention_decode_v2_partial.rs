@@ -1,9 +1,9 @@
 //! Paged decode v2 partials, unfused (spec §9.3): per chunk, gather the chunk's visible K/V and
 //! run f64 attention; the LSE is reported in log2 units.
 
-use super::ops::{attend_heads, gather_visible, KvPoolShape};
+use super::primitives::{attend_heads, gather_visible, KvPoolShape};
 use super::paged_cases::{self, PagedCase};
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::{DType, Element};
 

@@ -1,7 +1,7 @@
 //! Merge of attention states, unfused (spec §9.4): the closed form over each row's finite
 //! partials in f64.
 
-use crate::parity::{Case, Check, Fill};
+use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
 use kiln_math::{DType, Element};
 

@@ -1,7 +1,7 @@
 //! Paged-attention test shapes shared by the three paged kernels' parity cases and the tests:
 //! requests described by visible length and window start, laid out in a scattered pool.
 
-use crate::parity::Check;
+use crate::case::Check;
 use kiln_math::DType;
 
 /// One request: `visible` tokens starting `first_offset` entries into its first page.

@@ -3,7 +3,7 @@
 //! filters and applies spec §6.1's activation rules.
 
 use super::sampling::{inverse_cdf, open_uniform, philox, sampler_checks};
-use crate::parity::{Case, Fill};
+use crate::case::{Case, Fill};
 use kiln_math::kernels::rejection_sample::{RejectionParams, FILTER_WORDS};
 use kiln_math::{DType, Element};
 

@@ -2,7 +2,7 @@
 //! 64-bit products, the open-interval uniform, inverse CDFs in natural index order, and the
 //! parity check of sampled tokens.
 
-use crate::parity::Check;
+use crate::case::Check;
 use crate::Backend;
 
 /// Philox-4x32-10 with 64-bit products (written apart from kiln-math's 16-bit-limb version).

@@ -2,7 +2,7 @@
 //! counters and natural-order f32 inverse CDFs (so a serial block's bits match it exactly).
 
 use super::sampling::{inverse_cdf, open_uniform, philox, sampler_checks};
-use crate::parity::{Case, Fill};
+use crate::case::{Case, Fill};
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, NO_TOKEN, RULE_GREEDY, RULE_SAMPLER_MATCH,
 };

@@ -1,10 +1,10 @@
 //! A HIP device: enumeration, the code object for its arch (loaded once per process), memory,
 //! launches and event timing.
 
+use super::artifacts::{base_arch, kernarg_bytes, Artifact, ARTIFACTS};
 use super::hip::{self, Hip, HipDevicePtr, HipEvent, HipFunction, HipModule};
-use super::{base_arch, kernarg_bytes, Artifact, ARTIFACTS};
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
-use crate::ports::{Port, PortLaunch};
+use crate::port::{Port, PortLaunch};
 use crate::{Backend, DeviceError};
 use std::any::Any;
 use std::collections::HashMap;

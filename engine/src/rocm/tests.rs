@@ -1,9 +1,11 @@
 //! The refusal paths of the rocm port tables, on stand-in devices (no AMD GPU is needed).
 
+use super::artifacts::{base_arch, kernarg_bytes};
 use super::*;
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::ports::{ports, select_port};
 use crate::{Device, DeviceError, PortError};
+use kiln_math::DType;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -56,7 +58,7 @@ fn the_device_arch_picks_its_code_object() {
                 assert_eq!(p.wave, Some(a.wave));
                 assert_eq!(p.dtype, dtype);
                 assert!(
-                    matches!(&p.launch, PortLaunch::Artifact { symbol } if *symbol == super::symbol(kernel, dtype))
+                    matches!(&p.launch, PortLaunch::Artifact { symbol } if Some(*symbol) == kernel.symbol(dtype))
                 );
                 assert!(p.artifact.as_deref().unwrap().contains(a.arch));
             }

@@ -9,7 +9,7 @@
 //! process.
 
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
-use crate::ports::{Port, PortLaunch, Slot};
+use crate::port::{Port, PortLaunch, Slot};
 use crate::{Backend, DeviceError};
 use kiln_math::{scratch_words, Access, DType, KernelId};
 use std::any::Any;
@@ -130,7 +130,7 @@ pub(crate) fn slot(id: KernelId) -> Slot {
             target: None,
             artifact: Some("WGSL generated at build time (the adapter's subgroup size)".into()),
             launch: PortLaunch::Artifact {
-                symbol: format!("{}/{}", id.name(), dt.name()),
+                symbol: id.symbol(dt).expect("a listed dtype has a symbol"),
             },
         })
         .collect();

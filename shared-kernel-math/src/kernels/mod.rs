@@ -1,14 +1,132 @@
-//! One module per kernel: its params, its `KernelDef` and its body.
+//! The kernel list — the one place that names every kernel — and one module per kernel: its
+//! params, its `KernelDef` and its body.
+//!
+//! Each entry is `name: Id [dtypes] (buffer: Access<Elem>, …);` where `name` is the module here
+//! holding the body `name::name` and the descriptor `name::Id: KernelDef`, the dtypes are the
+//! element types `T` it is instantiated for, and the buffers are its views in launch order (`T`
+//! is the instantiation's element type; other element types are fixed). Vendor crates, the
+//! engine, the tests and the CLI expand this list; nothing per-kernel is written anywhere else.
 
+/// Shared by the paged decode kernels (not a kernel itself).
 pub mod decode_attention;
-pub mod fused_add3_layer_norm;
-pub mod fused_add_rms_norm;
-pub mod fused_rope_qk_append;
-pub mod fused_xielu;
-pub mod gumbel_max_merge;
-pub mod gumbel_max_sample;
-pub mod paged_attention_decode;
-pub mod paged_attention_decode_v2_partial;
-pub mod paged_attention_merge_states;
-pub mod rejection_sample;
-pub mod speculative_accept;
+
+/// Calls `$m!` with every kernel entry.
+#[macro_export]
+macro_rules! for_each_kernel {
+    ($m:ident) => {
+        $m! {
+            fused_add_rms_norm: FusedAddRmsNorm [f32, f16, bf16]
+                (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
+            fused_xielu: FusedXielu [f32, f16, bf16]
+                (x: Src<T>, out: Dst<T>);
+            paged_attention_decode: PagedAttentionDecode [f32, f16, bf16]
+                (q: Src<f32>, k_pool: Src<T>, v_pool: Src<T>, rows: Src<i32>,
+                 row_offsets: Src<i32>, logical_starts: Src<i32>, visible_lens: Src<i32>,
+                 out: Dst<f32>);
+            paged_attention_decode_v2_partial: PagedAttentionDecodeV2Partial [f32, f16, bf16]
+                (q: Src<f32>, k_pool: Src<T>, v_pool: Src<T>, indices: Src<i32>,
+                 indptr: Src<i32>, last_page_len: Src<i32>, first_page_offset: Src<i32>,
+                 request_indices: Src<i32>, kv_tile_indices: Src<i32>, out_v: Dst<f32>,
+                 out_lse: Dst<f32>);
+            // The merge reads and writes f32 states only; T is f32.
+            paged_attention_merge_states: PagedAttentionMergeStates [f32]
+                (v_in: Src<T>, lse_in: Src<T>, o_indptr: Src<i32>, v_out: Dst<T>,
+                 lse_out: Dst<T>);
+            fused_add3_layer_norm: FusedAdd3LayerNorm [f32, f16, bf16]
+                (attn: Src<T>, mlp: Src<T>, residual: Src<T>, weight: Src<T>, bias: Src<T>,
+                 x_out: Dst<T>, h_out: Dst<T>);
+            fused_rope_qk_append: FusedRopeQkAppend [f32, f16, bf16]
+                (qkv: Src<T>, q_out: Dst<T>, k_out: Dst<T>, v_out: Dst<T>);
+            gumbel_max_sample: GumbelMaxSample [f32, f16, bf16]
+                (logits: Src<T>, vals: Dst<f32>, idxs: Dst<u32>);
+            // The splits' partial maxima are f32; T is f32.
+            gumbel_max_merge: GumbelMaxMerge [f32]
+                (vals: Src<T>, idxs: Src<u32>, index: Dst<u32>);
+            // f32 only: the rows are softmax outputs, f32 by spec §6.1.
+            rejection_sample: RejectionSample [f32]
+                (probs: Src<T>, probs_draw: Src<T>, filters: Src<f32>, ids: Dst<u32>,
+                 accepted: Dst<u32>, rounds: Dst<u32>);
+            // f32 only: target and draft distributions are softmax outputs, as for rejection.
+            speculative_accept: SpeculativeAccept [f32]
+                (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,
+                 tokens: Dst<u32>, emitted: Dst<u32>);
+        }
+    };
+}
+
+macro_rules! kernel_modules {
+    ($( $name:ident : $id:ident $dtypes:tt $buffers:tt ; )*) => {
+        $( pub mod $name; )*
+    };
+}
+crate::for_each_kernel!(kernel_modules);
+
+macro_rules! define_kernel_ids {
+    ($( $name:ident : $id:ident [$($dt:ident),*] ( $($b:ident : $acc:ident < $e:ident >),* ); )*) => {
+        /// Every kernel in the list.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum KernelId { $($id),* }
+
+        impl KernelId {
+            pub const ALL: &'static [KernelId] = &[$(KernelId::$id),*];
+
+            pub const fn name(self) -> &'static str {
+                match self { $(KernelId::$id => stringify!($name)),* }
+            }
+
+            pub fn from_name(name: &str) -> Option<KernelId> {
+                $( if name == stringify!($name) { return Some(KernelId::$id); } )*
+                None
+            }
+
+            /// The entry symbol of the kernel's `dtype` instance in every compiled artifact
+            /// (`<kernel>_<dtype>`: the PTX entries, the code objects' kernels, the WGSL module
+            /// table); `None` when the list has no such instance.
+            pub const fn symbol(self, dtype: $crate::DType) -> Option<&'static str> {
+                match self {
+                    $(KernelId::$id => {
+                        $(if dtype as u8 == <$crate::elem!($dt) as $crate::Scalar>::DTYPE as u8 {
+                            return Some(concat!(stringify!($name), "_", stringify!($dt)));
+                        })*
+                        None
+                    }),*
+                }
+            }
+
+            /// The element types the kernel is instantiated for.
+            pub const fn dtypes(self) -> &'static [$crate::DType] {
+                match self {
+                    $(KernelId::$id => &[$(<$crate::elem!($dt) as $crate::Scalar>::DTYPE),*]),*
+                }
+            }
+
+            /// The buffers in launch order.
+            pub const fn buffers(self) -> &'static [$crate::BufferDesc] {
+                match self {
+                    $(KernelId::$id => &[$($crate::BufferDesc {
+                        name: stringify!($b),
+                        access: <$crate::$acc<u8> as $crate::View>::ACCESS,
+                        elem: $crate::elem_kind!($e),
+                    }),*]),*
+                }
+            }
+
+            /// The params fields.
+            pub const fn params(self) -> &'static [$crate::ParamField] {
+                match self {
+                    $(KernelId::$id => <<$crate::kernels::$name::$id as $crate::KernelDef>::Params
+                        as $crate::Params>::FIELDS),*
+                }
+            }
+
+            /// Wave sizes the body is correct for.
+            pub const fn waves(self) -> $crate::Waves {
+                match self {
+                    $(KernelId::$id => <$crate::kernels::$name::$id as $crate::KernelDef>::WAVES),*
+                }
+            }
+        }
+    };
+}
+
+for_each_kernel!(define_kernel_ids);

@@ -1,92 +1,18 @@
-//! The engine's expansion of the kernel list: per kernel, its params plumbing; per kernel ×
-//! dtype, the host instantiations (cpu, sim at every wave) and the reference chain.
+//! The engine's catalog of the kernel list: per kernel, its params plumbing; per kernel × dtype,
+//! the host instantiations (cpu, sim at every wave) and the reference chain.
 
 use crate::cpu::CpuViews;
+use crate::host::{HostData, HostEntry, HostLaunch, HostSlice, ViewSource};
 use crate::sim::SimViews;
 use crate::DeviceError;
 use kiln_math::{
-    Block, DType, KernelDef, KernelId, Launch, ParamError, ParamValue, Params, ShapeError, View,
+    Block, DType, KernelDef, KernelId, Launch, ParamError, ParamValue, Params, ShapeError,
 };
-
-/// A host launch: raw buffers, bound params and geometry.
-pub(crate) struct HostLaunch<'a> {
-    /// The kernel's name, for errors.
-    pub kernel: &'static str,
-    /// Buffer names in launch order, for the sim's race reports.
-    pub buffer_names: &'a [&'static str],
-    pub params: &'a [u32],
-    pub bufs: &'a [HostBuf],
-    pub grid: [u32; 3],
-    pub block: u32,
-    pub wave: u32,
-    /// Total launch-sized shared memory in bytes (collective scratch included).
-    pub shared: usize,
-    pub sim: Option<&'a crate::SimConfig>,
-}
-
-/// One buffer of a host launch: element 0 and the length in elements.
-#[derive(Clone, Copy)]
-pub(crate) struct HostBuf {
-    pub ptr: *mut u8,
-    pub len: usize,
-}
-
-// SAFETY: device pointers handed to one launch, shared by its blocks as on a GPU.
-unsafe impl Send for HostBuf {}
-unsafe impl Sync for HostBuf {}
 
 /// Binds shape params into the words and validates; returns the launch geometry.
 pub(crate) type BindFn = fn(&mut [u32], &[&[usize]]) -> Result<Launch, ShapeError>;
 
-pub(crate) type HostEntry = fn(&HostLaunch) -> Result<(), DeviceError>;
-
-/// Host bytes of one buffer for the reference chain (8-byte aligned).
-pub(crate) struct HostData {
-    pub words: Vec<u64>,
-    pub len: usize,
-}
-
 pub(crate) type ReferenceEntry = fn(&[u32], &mut [HostData]);
-
-/// Where the host launchers get their views from.
-pub(crate) trait ViewSource {
-    fn view<V: View>(&self, k: usize) -> V;
-}
-
-/// Borrowing a reference-chain slice of the right mutability from host data.
-pub(crate) trait HostSlice {
-    type Out<'a>;
-    fn slice(d: &mut HostData) -> Self::Out<'_>;
-}
-
-fn elems<E>(d: &HostData) -> usize {
-    assert!(d.words.len() * 8 >= d.len * std::mem::size_of::<E>());
-    d.len
-}
-
-impl<E: kiln_math::Scalar> HostSlice for kiln_math::Src<E> {
-    type Out<'a> = &'a [E];
-    fn slice(d: &mut HostData) -> &[E] {
-        // SAFETY: 8-byte aligned storage of at least len elements of plain data.
-        unsafe { std::slice::from_raw_parts(d.words.as_ptr() as *const E, elems::<E>(d)) }
-    }
-}
-impl<E: kiln_math::Scalar> HostSlice for kiln_math::Dst<E> {
-    type Out<'a> = &'a mut [E];
-    fn slice(d: &mut HostData) -> &mut [E] {
-        let n = elems::<E>(d);
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts_mut(d.words.as_mut_ptr() as *mut E, n) }
-    }
-}
-impl<E: kiln_math::Scalar> HostSlice for kiln_math::Rw<E> {
-    type Out<'a> = &'a mut [E];
-    fn slice(d: &mut HostData) -> &mut [E] {
-        let n = elems::<E>(d);
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts_mut(d.words.as_mut_ptr() as *mut E, n) }
-    }
-}
 
 /// Per kernel: params plumbing and instances.
 pub(crate) struct KernelEntry {
@@ -98,9 +24,9 @@ pub(crate) struct KernelEntry {
     pub set_param: fn(&mut [u32], &str, &str) -> Result<(), ParamError>,
     pub get_param: fn(&[u32], &str) -> Option<ParamValue>,
     /// The parity cases its reference module declares.
-    pub cases: fn(DType) -> Vec<crate::parity::Case>,
+    pub cases: fn(DType) -> Vec<crate::case::Case>,
     /// The shapes its reference module says to benchmark at.
-    pub bench_cases: fn(DType) -> Vec<crate::parity::Case>,
+    pub bench_cases: fn(DType) -> Vec<crate::case::Case>,
     pub instances: &'static [Instance],
 }
 
@@ -146,7 +72,7 @@ macro_rules! call_reference {
 
 /// The sim instantiates the body at every wave it emulates.
 macro_rules! sim_waves {
-    ($l:expr, $body:ident, $p:expr, [$($w:literal),*]) => {
+    ($l:expr, $body:ident, $p:expr ; $($w:literal),*) => {
         match $l.wave {
             $( $w => crate::sim::run::<$w, _>($l, |b, s| $body(b, s, $p)), )*
             w => Err(DeviceError::Launch { kernel: $l.kernel, detail: format!("the sim has no wave {w}") }),
@@ -201,7 +127,7 @@ macro_rules! engine_kernels {
                     let p = P::from_words(l.params);
                     let p = &p;
                     fn go<B: Block>(b: &B, s: &SimViews, p: &P) { body(b, s, p) }
-                    sim_waves!(l, go, p, [1, 2, 4, 8, 16, 32, 64])
+                    kiln_math::for_each_wave!(sim_waves, l, go, p)
                 }
                 pub(in super::super) fn reference(w: &[u32], d: &mut [HostData]) {
                     let p = P::from_words(w);

@@ -1,0 +1,123 @@
+//! The paged-attention ops: each checks its host tables (block table, CSR page table, plan,
+//! merge indptr) against the pool and each other, uploads them and launches one kernel.
+
+use super::plan::DecodePlan;
+use super::table::{BlockTable, KvGeometry, PageTable};
+use crate::launch::Ran;
+use crate::ops::kernel as launchers;
+use crate::{Device, PortError, Tensor};
+use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
+use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
+use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
+use kiln_math::KernelId;
+
+fn i32_tensor(dev: &Device, v: &[i32]) -> Result<Tensor, PortError> {
+    Tensor::from_slice(dev, &[v.len()], v)
+}
+
+/// Paged decode attention, v1 (spec §9.2): one block per sequence and query-head group.
+///
+/// Shapes: `q [B, Hq, (1,) D]` f32; `k_pool`, `v_pool [num_blocks, block_size, Hkv, D]` (f32,
+/// f16 or bf16, `Hq % Hkv == 0`); `out` f32 shaped like `q`. The block table stays on the host
+/// and is checked entry by entry (offsets monotone, rows inside the pool, visible positions
+/// inside each sequence's rows) before it is uploaded. `scale` 0 means `1 / sqrt(D)`.
+pub fn paged_attention_decode(
+    dev: &Device,
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    table: &BlockTable,
+    scale: f32,
+    out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let kernel = KernelId::PagedAttentionDecode;
+    let geo = KvGeometry::of(kernel, q, k_pool, v_pool)?;
+    table
+        .validate(geo.batch, geo.num_blocks, geo.page_size)
+        .map_err(|e| e.port(kernel))?;
+    let p = PagedDecodeParams {
+        scale,
+        ..Default::default()
+    };
+    let rows = i32_tensor(dev, &table.rows)?;
+    let offsets = i32_tensor(dev, &table.row_offsets)?;
+    let starts = i32_tensor(dev, &table.logical_starts)?;
+    let lens = i32_tensor(dev, &table.visible_lens)?;
+    launchers::paged_attention_decode(
+        dev, &p, q, k_pool, v_pool, &rows, &offsets, &starts, &lens, out,
+    )
+}
+
+/// Paged decode attention, v2 partials (spec §9.3): chunk `c` of `plan` attends over its pages
+/// and writes its normalised output `out_v [C, Hq, (1,) D]` and base-2 LSE `out_lse [C, Hq]`.
+///
+/// Shapes as for [`paged_attention_decode`]; the CSR `table` and the `plan` stay on the host and
+/// are checked against the pool and each other before upload.
+#[allow(clippy::too_many_arguments)]
+pub fn paged_attention_decode_v2_partial(
+    dev: &Device,
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    table: &PageTable,
+    plan: &DecodePlan,
+    scale: f32,
+    out_v: &mut Tensor,
+    out_lse: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let kernel = KernelId::PagedAttentionDecodeV2Partial;
+    let geo = KvGeometry::of(kernel, q, k_pool, v_pool)?;
+    let spans = table
+        .validate(geo.batch, geo.num_blocks, geo.page_size)
+        .map_err(|e| e.port(kernel))?;
+    let pages: Vec<usize> = spans.iter().map(|s| s.pages.len()).collect();
+    super::plan::validate(plan, &pages, geo.heads_q, geo.head_dim)
+        .map_err(|e| PortError::invalid(kernel, e.to_string()))?;
+    let p = PagedDecodeV2Params {
+        scale,
+        pages_per_chunk: plan.pages_per_chunk as u32,
+        ..Default::default()
+    };
+    let indices = i32_tensor(dev, &table.indices)?;
+    let indptr = i32_tensor(dev, &table.indptr)?;
+    let last = i32_tensor(dev, &table.last_page_len)?;
+    let first = i32_tensor(dev, &table.first_page_offset)?;
+    let requests = i32_tensor(dev, &plan.request_indices)?;
+    let tiles = i32_tensor(dev, &plan.kv_tile_indices)?;
+    launchers::paged_attention_decode_v2_partial(
+        dev, &p, q, k_pool, v_pool, &indices, &indptr, &last, &first, &requests, &tiles, out_v,
+        out_lse,
+    )
+}
+
+/// Merge of attention states (spec §9.4): output row `o` combines partials
+/// `o_indptr[o] .. o_indptr[o+1]` of `v_in [N, H, D]` by their base-2 LSEs `lse_in [N, H]`
+/// (non-finite LSEs skipped) into `v_out [M, H, (1,) D]` and `lse_out [M, H]`, all f32.
+pub fn paged_attention_merge_states(
+    dev: &Device,
+    v_in: &Tensor,
+    lse_in: &Tensor,
+    o_indptr: &[i32],
+    v_out: &mut Tensor,
+    lse_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let kernel = KernelId::PagedAttentionMergeStates;
+    let partials = v_in.shape().first().copied().unwrap_or(0);
+    super::table::check_indptr(
+        "o_indptr",
+        o_indptr,
+        o_indptr.len().saturating_sub(1),
+        partials,
+    )
+    .map_err(|e| e.port(kernel))?;
+    let indptr = i32_tensor(dev, o_indptr)?;
+    launchers::paged_attention_merge_states(
+        dev,
+        &MergeStatesParams::default(),
+        v_in,
+        lse_in,
+        &indptr,
+        v_out,
+        lse_out,
+    )
+}

@@ -1,0 +1,92 @@
+//! The backend registry: the one place that names every backend. It opens devices and asks
+//! each GPU backend for its slot of a kernel; nothing below it knows the backends exist.
+
+use crate::gpu::GpuDevice;
+use crate::port::Slot;
+use crate::{Backend, Device, PortError};
+use kiln_math::KernelId;
+use std::sync::Arc;
+
+impl Device {
+    /// Opens the default device of a backend (`sim` at wave 32, GPU ordinal 0).
+    pub fn open(backend: Backend) -> Result<Device, PortError> {
+        match backend {
+            Backend::Cpu => Ok(Device::cpu()),
+            Backend::Sim => Device::sim(32),
+            other => match open_gpu(other) {
+                Ok(g) => Ok(Device::from_gpu(g)),
+                Err(why) => Err(PortError::Device(crate::DeviceError::Other(format!(
+                    "{other}: {why}"
+                )))),
+            },
+        }
+    }
+}
+
+/// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
+pub(crate) fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
+    match backend {
+        Backend::Cuda => crate::cuda::slot(id),
+        Backend::Rocm => crate::rocm::slot(id),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::slot(id),
+        #[cfg(not(feature = "wgpu"))]
+        Backend::Wgpu => Slot::Absent(NO_WGPU.into()),
+        Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
+    }
+}
+
+/// Opens a GPU backend's first device, or says why it cannot.
+fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
+    match backend {
+        Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
+        Backend::Cuda => crate::cuda::open(),
+        Backend::Rocm => crate::rocm::open(),
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => crate::wgpu::open(),
+        #[cfg(not(feature = "wgpu"))]
+        Backend::Wgpu => Err(NO_WGPU.into()),
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+const NO_WGPU: &str = "this build of kiln has no wgpu backend (built without the `wgpu` feature)";
+
+/// Why a backend cannot be opened on this machine, or `None` when it can.
+pub fn unavailable_reason(backend: Backend) -> Option<String> {
+    match backend {
+        Backend::Cpu | Backend::Sim => None,
+        other => open_gpu(other).err(),
+    }
+}
+
+/// One line of `kiln devices`.
+#[derive(Clone, Debug)]
+pub struct DeviceReport {
+    pub backend: Backend,
+    pub available: bool,
+    /// The device's name when available, else why not.
+    pub detail: String,
+    pub wave: Option<u32>,
+}
+
+/// Every backend and whether it can run here.
+pub fn devices() -> Vec<DeviceReport> {
+    Backend::ALL
+        .into_iter()
+        .map(|b| match Device::open(b) {
+            Ok(d) => DeviceReport {
+                backend: b,
+                available: true,
+                detail: d.name().to_string(),
+                wave: Some(d.wave()),
+            },
+            Err(e) => DeviceReport {
+                backend: b,
+                available: false,
+                detail: unavailable_reason(b).unwrap_or_else(|| e.to_string()),
+                wave: None,
+            },
+        })
+        .collect()
+}
