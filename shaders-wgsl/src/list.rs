@@ -1,6 +1,7 @@
 //! Reads the kernel list (`for_each_kernel!`) and the `params!` structs out of kiln-math.
 
-use crate::{Error, Sources};
+use crate::error::Error;
+use crate::sources::Sources;
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 
 /// One buffer of a kernel, as the list declares it.

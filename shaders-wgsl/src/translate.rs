@@ -6,9 +6,12 @@
 //! binding it points into is fixed per instance. Literal types are inferred by unification:
 //! text is emitted with placeholders that are filled once a function's types are known.
 
+use crate::error::Error;
 use crate::list::{params_fields, KernelSpec, ParamSpec};
+use crate::module::Module;
 use crate::prelude;
-use crate::{Error, Module, Sources, Variant};
+use crate::sources::Sources;
+use crate::variant::Variant;
 use proc_macro2::Span;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -187,17 +190,6 @@ pub(crate) struct Tr<'a> {
     next_fn: usize,
 }
 
-fn at(file: &str, span: Span, construct: impl Into<String>, detail: impl Into<String>) -> Error {
-    let s = span.start();
-    Error {
-        file: file.to_string(),
-        line: s.line,
-        column: s.column + 1,
-        construct: construct.into(),
-        detail: detail.into(),
-    }
-}
-
 fn elem_of(name: &str) -> Option<Ty> {
     Some(match name {
         "f32" => Ty::F32,
@@ -282,7 +274,7 @@ pub(crate) fn module(
     let sig = &body.sig;
     let n_views = sig.inputs.len().saturating_sub(2);
     if n_views != kernel.buffers.len() {
-        return Err(at(
+        return Err(Error::at(
             file,
             sig.ident.span(),
             format!("kernel body `{}`", kernel.name),
@@ -304,7 +296,7 @@ pub(crate) fn module(
         let _ = k;
     }
     let fields = params_fields(src, &params_ty).ok_or_else(|| {
-        at(
+        Error::at(
             file,
             sig.ident.span(),
             format!("params type `{params_ty}`"),
@@ -313,7 +305,7 @@ pub(crate) fn module(
     })?;
     let pw = fields.len();
     for (k, a) in args.iter_mut().skip(2).enumerate() {
-        let w = crate::meta_buffer_word(pw, k);
+        let w = crate::bindings::meta_buffer_word(pw, k);
         *a = Val::View(
             Place::Buffer(k),
             format!("vec2<u32>(kiln_meta[{w}u], kiln_meta[{}u])", w + 1),
@@ -445,7 +437,7 @@ impl<'a> Fx<'a> {
                 let int = self.vars[*x].2;
                 let t_int = matches!(t, Ty::U32 | Ty::I32 | Ty::U16 | Ty::U8);
                 if int && !t_int || !int && *t != Ty::F32 {
-                    return Err(at(
+                    return Err(Error::at(
                         self.file,
                         span,
                         what.to_string(),
@@ -462,7 +454,7 @@ impl<'a> Fx<'a> {
                 }
                 Ok(())
             }
-            _ => Err(at(
+            _ => Err(Error::at(
                 self.file,
                 span,
                 what.to_string(),
@@ -730,7 +722,7 @@ impl<'a> Tr<'a> {
                     out.push((f.ident.as_ref().unwrap().to_string(), t))
                 }
                 _ => {
-                    return Err(at(
+                    return Err(Error::at(
                         file,
                         f.span(),
                         format!("field type of struct `{name}`"),
@@ -758,7 +750,7 @@ impl<'a> Tr<'a> {
         let span = st.span();
         let name = st.path.segments.last().unwrap().ident.to_string();
         if st.rest.is_some() || self.find_struct(&name).is_none() {
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 span,
                 format!("struct literal `{name}`"),
@@ -773,7 +765,7 @@ impl<'a> Tr<'a> {
                 .iter()
                 .find(|fv| matches!(&fv.member, syn::Member::Named(m) if m == f));
             let Some(fv) = fv else {
-                return Err(at(
+                return Err(Error::at(
                     fx.file,
                     span,
                     format!("struct literal `{name}`"),
@@ -818,7 +810,7 @@ impl<'a> Tr<'a> {
                 return Ok(name);
             }
         }
-        Err(at(
+        Err(Error::at(
             file,
             sig.span(),
             "kernel body signature",
@@ -946,7 +938,7 @@ impl<'a> Tr<'a> {
     ) -> R<(String, Ret)> {
         let sig = item.sig();
         let body = item.body().ok_or_else(|| {
-            at(
+            Error::at(
                 file,
                 sig.span(),
                 "required trait method",
@@ -971,7 +963,7 @@ impl<'a> Tr<'a> {
                         Some("Scalar") => Generic::Elem(Ty::Unit),
                         Some("Fn" | "FnMut" | "FnOnce") => Generic::Closure,
                         _ => {
-                            return Err(at(
+                            return Err(Error::at(
                                 file,
                                 tp.span(),
                                 format!("type parameter `{}`", tp.ident),
@@ -997,7 +989,7 @@ impl<'a> Tr<'a> {
         }
         let params: Vec<&syn::FnArg> = sig.inputs.iter().collect();
         if params.len() != args.len() {
-            return Err(at(
+            return Err(Error::at(
                 caller.file,
                 call_span,
                 format!("call of `{}`", sig.ident),
@@ -1023,7 +1015,14 @@ impl<'a> Tr<'a> {
                             },
                         );
                     }
-                    _ => return Err(at(file, p.span(), "receiver", "unsupported `self` here")),
+                    _ => {
+                        return Err(Error::at(
+                            file,
+                            p.span(),
+                            "receiver",
+                            "unsupported `self` here",
+                        ))
+                    }
                 },
                 syn::FnArg::Typed(pt) => {
                     let pty = self.param_ty(&mut fx, &pt.ty)?;
@@ -1050,7 +1049,7 @@ impl<'a> Tr<'a> {
                         syn::Pat::Ident(pi) => (pi.ident.to_string(), pi.mutability.is_some()),
                         syn::Pat::Wild(_) => ("_".to_string(), false),
                         other => {
-                            return Err(at(
+                            return Err(Error::at(
                                 file,
                                 other.span(),
                                 "parameter pattern",
@@ -1118,7 +1117,7 @@ impl<'a> Tr<'a> {
                             wparams.push(format!("{w}: {tn}"));
                         }
                         (p, a) => {
-                            return Err(at(
+                            return Err(Error::at(
                                 caller.file,
                                 call_span,
                                 format!("argument `{pname}` of `{}`", sig.ident),
@@ -1141,7 +1140,7 @@ impl<'a> Tr<'a> {
             return Ok((d.name.clone(), d.ret.clone()));
         }
         if !self.active.insert(key.clone()) {
-            return Err(at(
+            return Err(Error::at(
                 file,
                 sig.ident.span(),
                 format!("recursive call of `{}`", sig.ident),
@@ -1154,7 +1153,7 @@ impl<'a> Tr<'a> {
                 PTy::Val(t) => Ret::Val(t),
                 PTy::View => Ret::View(None),
                 _ => {
-                    return Err(at(
+                    return Err(Error::at(
                         file,
                         t.span(),
                         "return type",
@@ -1179,7 +1178,7 @@ impl<'a> Tr<'a> {
                 fx.line(&format!("return {rt};"));
             }
             (_, Some(v)) => {
-                return Err(at(
+                return Err(Error::at(
                     file,
                     body.span(),
                     "function tail",
@@ -1223,7 +1222,7 @@ impl<'a> Tr<'a> {
                 Ok(())
             }
             Ret::View(Some(q)) if q == p => Ok(()),
-            _ => Err(at(
+            _ => Err(Error::at(
                 fx.file,
                 span,
                 "returned view",
@@ -1237,7 +1236,7 @@ impl<'a> Tr<'a> {
         match t {
             syn::Type::Reference(r) => {
                 if r.mutability.is_some() {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         t.span(),
                         "`&mut` reference",
@@ -1245,7 +1244,7 @@ impl<'a> Tr<'a> {
                     ));
                 }
                 match self.param_ty(fx, &r.elem)? {
-                    PTy::Val(Ty::Unit) => Err(at(fx.file, t.span(), "reference", "unsupported")),
+                    PTy::Val(Ty::Unit) => Err(Error::at(fx.file, t.span(), "reference", "unsupported")),
                     p @ (PTy::Block | PTy::Params(_)) => Ok(p),
                     PTy::Val(v) => Ok(PTy::Val(v)),
                     p => Ok(p),
@@ -1262,7 +1261,7 @@ impl<'a> Tr<'a> {
                     match self.param_ty(fx, e)? {
                         PTy::Val(t) => v.push(t),
                         _ => {
-                            return Err(at(fx.file, e.span(), "tuple element type", "values only"))
+                            return Err(Error::at(fx.file, e.span(), "tuple element type", "values only"))
                         }
                     }
                 }
@@ -1273,7 +1272,7 @@ impl<'a> Tr<'a> {
             }
             syn::Type::Array(a) => {
                 let PTy::Val(e) = self.param_ty(fx, &a.elem)? else {
-                    return Err(at(fx.file, a.span(), "array element type", "values only"));
+                    return Err(Error::at(fx.file, a.span(), "array element type", "values only"));
                 };
                 let n =
                     match &a.len {
@@ -1291,7 +1290,7 @@ impl<'a> Tr<'a> {
                         _ => None,
                     };
                 let n = n.ok_or_else(|| {
-                    at(
+                    Error::at(
                         fx.file,
                         a.len.span(),
                         "array length",
@@ -1316,7 +1315,7 @@ impl<'a> Tr<'a> {
                         SelfKind::Block => PTy::Block,
                         SelfKind::Elem(t) => PTy::Val(t.clone()),
                         SelfKind::None => {
-                            return Err(at(fx.file, t.span(), "`Self`", "outside an impl"))
+                            return Err(Error::at(fx.file, t.span(), "`Self`", "outside an impl"))
                         }
                     });
                 }
@@ -1334,10 +1333,10 @@ impl<'a> Tr<'a> {
                         _ => None,
                     };
                     let Some(syn::GenericArgument::Type(it)) = inner else {
-                        return Err(at(fx.file, t.span(), "view type", "write `Src<T>`"));
+                        return Err(Error::at(fx.file, t.span(), "view type", "write `Src<T>`"));
                     };
                     let PTy::Val(e) = self.param_ty(fx, it)? else {
-                        return Err(at(fx.file, it.span(), "view element", "a scalar type"));
+                        return Err(Error::at(fx.file, it.span(), "view element", "a scalar type"));
                     };
                     let _ = (acc, e);
                     return Ok(PTy::View);
@@ -1355,7 +1354,7 @@ impl<'a> Tr<'a> {
                             return Ok(PTy::OptView);
                         }
                     }
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         t.span(),
                         "`Option` type",
@@ -1365,14 +1364,14 @@ impl<'a> Tr<'a> {
                 if self.find_struct(&name).is_some() {
                     return Ok(PTy::Val(Ty::Struct(name)));
                 }
-                Err(at(
+                Err(Error::at(
                     fx.file,
                     t.span(),
                     format!("type `{name}`"),
                     "types are f32, u32, i32, u16, u8, usize, bool, F16, Bf16, T, tuples, arrays, views and params structs",
                 ))
             }
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 other.span(),
                 format!("type `{}`", quote::quote!(#other)),
@@ -1403,7 +1402,7 @@ impl<'a> Tr<'a> {
                     }
                 }
                 syn::Stmt::Item(it) => {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         it.span(),
                         "nested item",
@@ -1412,7 +1411,7 @@ impl<'a> Tr<'a> {
                 }
                 syn::Stmt::Macro(m) => {
                     let name = m.mac.path.segments.last().map(|s| s.ident.to_string());
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         m.span(),
                         format!("macro call `{}!`", name.unwrap_or_default()),
@@ -1461,7 +1460,7 @@ impl<'a> Tr<'a> {
                 p => (p, None),
             };
             let syn::Pat::Ident(pi) = pat else {
-                return Err(at(
+                return Err(Error::at(
                     fx.file,
                     l.span(),
                     "`let` pattern without a value",
@@ -1472,7 +1471,7 @@ impl<'a> Tr<'a> {
                 Some(a) => match self.param_ty(fx, a)? {
                     PTy::Val(t) => t,
                     _ => {
-                        return Err(at(
+                        return Err(Error::at(
                             fx.file,
                             a.span(),
                             "deferred binding type",
@@ -1496,7 +1495,7 @@ impl<'a> Tr<'a> {
             return Ok(());
         };
         if init.diverge.is_some() {
-            return Err(at(fx.file, l.span(), "`let … else`", "unsupported"));
+            return Err(Error::at(fx.file, l.span(), "`let … else`", "unsupported"));
         }
         let (pat, annot) = match &l.pat {
             syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
@@ -1556,7 +1555,12 @@ impl<'a> Tr<'a> {
             }
             syn::Pat::Ident(pi) => {
                 if pi.by_ref.is_some() || pi.subpat.is_some() {
-                    return Err(at(fx.file, pi.span(), "`ref` binding", "unsupported"));
+                    return Err(Error::at(
+                        fx.file,
+                        pi.span(),
+                        "`ref` binding",
+                        "unsupported",
+                    ));
                 }
                 let name = pi.ident.to_string();
                 match v {
@@ -1589,7 +1593,7 @@ impl<'a> Tr<'a> {
             }
             syn::Pat::Tuple(pt) => {
                 let Val::E(s, t) = v else {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         pt.span(),
                         "tuple pattern",
@@ -1598,10 +1602,20 @@ impl<'a> Tr<'a> {
                 };
                 let t = fx.norm(&t);
                 let Ty::Tuple(elems) = t.clone() else {
-                    return Err(at(fx.file, pt.span(), "tuple pattern", format!("on {t:?}")));
+                    return Err(Error::at(
+                        fx.file,
+                        pt.span(),
+                        "tuple pattern",
+                        format!("on {t:?}"),
+                    ));
                 };
                 if elems.len() != pt.elems.len() {
-                    return Err(at(fx.file, pt.span(), "tuple pattern", "arity mismatch"));
+                    return Err(Error::at(
+                        fx.file,
+                        pt.span(),
+                        "tuple pattern",
+                        "arity mismatch",
+                    ));
                 }
                 let n = fx.fresh("t");
                 let tn = fx.tyname(self, &t);
@@ -1615,7 +1629,7 @@ impl<'a> Tr<'a> {
                 let a = self.param_ty(fx, &pt.ty)?;
                 self.bind_pat(fx, &pt.pat, v, Some(a))
             }
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 other.span(),
                 format!("pattern `{}`", quote::quote!(#other)),
@@ -1627,7 +1641,7 @@ impl<'a> Tr<'a> {
     fn val(&mut self, fx: &mut Fx, e: &syn::Expr) -> R<(String, Ty)> {
         match self.expr(fx, e)? {
             Val::E(s, t) => Ok((s, t)),
-            v => Err(at(
+            v => Err(Error::at(
                 fx.file,
                 e.span(),
                 format!("`{}`", quote::quote!(#e)),
@@ -1652,7 +1666,12 @@ impl<'a> Tr<'a> {
             X::Path(p) => self.path_expr(fx, p),
             X::Reference(r) => {
                 if r.mutability.is_some() {
-                    return Err(at(fx.file, span, "`&mut` borrow", "views carry writes"));
+                    return Err(Error::at(
+                        fx.file,
+                        span,
+                        "`&mut` borrow",
+                        "views carry writes",
+                    ));
                 }
                 self.expr(fx, &r.expr)
             }
@@ -1671,7 +1690,7 @@ impl<'a> Tr<'a> {
                             },
                         })
                     }
-                    _ => Err(at(fx.file, span, "unary operator", "on a non-value")),
+                    _ => Err(Error::at(fx.file, span, "unary operator", "on a non-value")),
                 }
             }
             X::Binary(b) => self.binary(fx, b),
@@ -1683,7 +1702,7 @@ impl<'a> Tr<'a> {
                 let (rhs, rt) = self.val(fx, &a.right)?;
                 let rt = fx.norm(&rt);
                 let Ty::Tuple(elems) = rt.clone() else {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "destructuring assignment",
@@ -1720,7 +1739,7 @@ impl<'a> Tr<'a> {
                 fx.unify(&it, &Ty::U32, span, "array index")?;
                 match fx.norm(&bt) {
                     Ty::Array(e, _) => Ok(Val::E(format!("{base}[{i}]"), *e)),
-                    t => Err(at(
+                    t => Err(Error::at(
                         fx.file,
                         span,
                         "indexing",
@@ -1762,7 +1781,7 @@ impl<'a> Tr<'a> {
             }
             X::Block(b) => {
                 if b.label.is_some() {
-                    return Err(at(fx.file, span, "labelled block", "unsupported"));
+                    return Err(Error::at(fx.file, span, "labelled block", "unsupported"));
                 }
                 self.block_value(fx, &b.block, span)
             }
@@ -1770,7 +1789,7 @@ impl<'a> Tr<'a> {
             X::Match(m) => self.match_expr(fx, m),
             X::While(w) => {
                 if w.label.is_some() {
-                    return Err(at(fx.file, span, "loop label", "unsupported"));
+                    return Err(Error::at(fx.file, span, "loop label", "unsupported"));
                 }
                 let mark = fx.out.len();
                 let (c, ct) = self.val(fx, &w.cond)?;
@@ -1791,7 +1810,7 @@ impl<'a> Tr<'a> {
             }
             X::Loop(l) => {
                 if l.label.is_some() {
-                    return Err(at(fx.file, span, "loop label", "unsupported"));
+                    return Err(Error::at(fx.file, span, "loop label", "unsupported"));
                 }
                 fx.line("loop {");
                 fx.indent += 1;
@@ -1803,7 +1822,7 @@ impl<'a> Tr<'a> {
             X::ForLoop(f) => self.for_loop(fx, f),
             X::Break(b) => {
                 if b.label.is_some() || b.expr.is_some() {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "`break` with a label or value",
@@ -1815,7 +1834,12 @@ impl<'a> Tr<'a> {
             }
             X::Continue(c) => {
                 if c.label.is_some() {
-                    return Err(at(fx.file, span, "`continue` with a label", "unsupported"));
+                    return Err(Error::at(
+                        fx.file,
+                        span,
+                        "`continue` with a label",
+                        "unsupported",
+                    ));
                 }
                 fx.line("continue;");
                 Ok(Val::Unit)
@@ -1836,7 +1860,7 @@ impl<'a> Tr<'a> {
                             }
                             (Ret::Unit, Val::Unit) => fx.line("return;"),
                             (_, v) => {
-                                return Err(at(
+                                return Err(Error::at(
                                     fx.file,
                                     span,
                                     "return",
@@ -1851,21 +1875,21 @@ impl<'a> Tr<'a> {
             X::Closure(c) => Ok(Val::Closure(Box::new(c.clone()), fx.scopes.clone())),
             X::Macro(m) => {
                 let name = m.mac.path.segments.last().map(|s| s.ident.to_string());
-                Err(at(
+                Err(Error::at(
                     fx.file,
                     span,
                     format!("macro call `{}!`", name.unwrap_or_default()),
                     "macros do not translate",
                 ))
             }
-            X::Range(_) => Err(at(
+            X::Range(_) => Err(Error::at(
                 fx.file,
                 span,
                 "range",
                 "ranges appear only in `for` loops",
             )),
             X::Unsafe(u) => self.block_value(fx, &u.block, span),
-            X::Let(_) => Err(at(
+            X::Let(_) => Err(Error::at(
                 fx.file,
                 span,
                 "`if let` / `let` expression",
@@ -1886,7 +1910,7 @@ impl<'a> Tr<'a> {
                     _ => None,
                 }
                 .ok_or_else(|| {
-                    at(
+                    Error::at(
                         fx.file,
                         span,
                         "array repeat length",
@@ -1898,7 +1922,7 @@ impl<'a> Tr<'a> {
                 let parts = vec![s; n as usize];
                 Ok(Val::E(format!("{tn}({})", parts.join(", ")), ty))
             }
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 span,
                 format!("expression `{}`", quote::quote!(#other)),
@@ -1934,7 +1958,12 @@ impl<'a> Tr<'a> {
                 fx.line("}");
                 Ok(Val::E(n, t))
             }
-            Some(Val::View(..)) => Err(at(fx.file, span, "block yielding a view", "unsupported")),
+            Some(Val::View(..)) => Err(Error::at(
+                fx.file,
+                span,
+                "block yielding a view",
+                "unsupported",
+            )),
             _ => {
                 fx.line("{");
                 fx.out.push_str(&inner);
@@ -1950,7 +1979,7 @@ impl<'a> Tr<'a> {
             // `if let Some(v) = optional_view`: decided per instance, at translation time.
             let v = self.expr(fx, &l.expr)?;
             let syn::Pat::TupleStruct(ts) = &*l.pat else {
-                return Err(at(
+                return Err(Error::at(
                     fx.file,
                     l.span(),
                     "`if let` pattern",
@@ -1974,7 +2003,7 @@ impl<'a> Tr<'a> {
                     }
                 }
                 _ => {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         l.span(),
                         "`if let`",
@@ -2066,7 +2095,7 @@ impl<'a> Tr<'a> {
         let mut closed = false;
         for arm in &m.arms {
             if arm.guard.is_some() {
-                return Err(at(fx.file, arm.span(), "match guard", "unsupported"));
+                return Err(Error::at(fx.file, arm.span(), "match guard", "unsupported"));
             }
             let cond = self.pat_cond(fx, &arm.pat, &scrut)?;
             let head = match (&cond, first) {
@@ -2152,7 +2181,7 @@ impl<'a> Tr<'a> {
                 }
                 Ok(Some(format!("({})", parts.join(" || "))))
             }
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 other.span(),
                 format!("match pattern `{}`", quote::quote!(#other)),
@@ -2164,7 +2193,7 @@ impl<'a> Tr<'a> {
     fn for_loop(&mut self, fx: &mut Fx, f: &syn::ExprForLoop) -> R<Val> {
         let span = f.span();
         let syn::Expr::Range(r) = &*f.expr else {
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 f.expr.span(),
                 "`for` over a non-range",
@@ -2172,14 +2201,14 @@ impl<'a> Tr<'a> {
             ));
         };
         let (Some(from), Some(to)) = (&r.start, &r.end) else {
-            return Err(at(fx.file, span, "open range", "write `a..b`"));
+            return Err(Error::at(fx.file, span, "open range", "write `a..b`"));
         };
         let (a, at_) = self.val(fx, from)?;
         let (b, bt) = self.val(fx, to)?;
         fx.unify(&at_, &bt, span, "range bounds")?;
         let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
         let syn::Pat::Ident(pi) = &*f.pat else {
-            return Err(at(fx.file, f.pat.span(), "for pattern", "a name"));
+            return Err(Error::at(fx.file, f.pat.span(), "for pattern", "a name"));
         };
         let i = fx.fresh(&pi.ident.to_string());
         let end = fx.fresh("end");
@@ -2220,13 +2249,13 @@ impl<'a> Tr<'a> {
             syn::Lit::Int(i) => {
                 let v: u64 = i
                     .base10_parse()
-                    .map_err(|_| at(fx.file, i.span(), "integer literal", "too large"))?;
+                    .map_err(|_| Error::at(fx.file, i.span(), "integer literal", "too large"))?;
                 let t = match i.suffix() {
                     "" => fx.new_var(true),
                     s => elem_of(s)
                         .filter(|t| matches!(t, Ty::U32 | Ty::I32 | Ty::U16 | Ty::U8))
                         .ok_or_else(|| {
-                            at(
+                            Error::at(
                                 fx.file,
                                 i.span(),
                                 format!("literal suffix `{s}`"),
@@ -2235,7 +2264,7 @@ impl<'a> Tr<'a> {
                         })?,
                 };
                 if v > u32::MAX as u64 {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         i.span(),
                         "integer literal",
@@ -2249,7 +2278,7 @@ impl<'a> Tr<'a> {
                 let t = match f.suffix() {
                     "" | "f32" => Ty::F32,
                     s => {
-                        return Err(at(
+                        return Err(Error::at(
                             fx.file,
                             f.span(),
                             format!("literal suffix `{s}`"),
@@ -2259,10 +2288,10 @@ impl<'a> Tr<'a> {
                 };
                 let v: f32 = f
                     .base10_parse()
-                    .map_err(|_| at(fx.file, f.span(), "float literal", "unparsable"))?;
+                    .map_err(|_| Error::at(fx.file, f.span(), "float literal", "unparsable"))?;
                 Ok(Val::E(render_lit(&v.to_string(), &t), t))
             }
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 other.span(),
                 "literal",
@@ -2298,7 +2327,7 @@ impl<'a> Tr<'a> {
             if name == "self" {
                 return match &fx.self_kind {
                     SelfKind::Block => Ok(Val::Block),
-                    _ => Err(at(fx.file, span, "`self`", "unsupported here")),
+                    _ => Err(Error::at(fx.file, span, "`self`", "unsupported here")),
                 };
             }
             if let Some(Generic::Const(Some(n))) = fx.generics.get(name) {
@@ -2308,7 +2337,7 @@ impl<'a> Tr<'a> {
                 Ok(Some((file, c))) => return self.module_const(fx, file, c),
                 Ok(None) => {}
                 Err(files) => {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         format!("path `{name}`"),
@@ -2336,7 +2365,7 @@ impl<'a> Tr<'a> {
                 return Ok(v);
             }
         }
-        Err(at(
+        Err(Error::at(
             fx.file,
             span,
             format!("path `{}`", segs.join("::")),
@@ -2347,7 +2376,7 @@ impl<'a> Tr<'a> {
     fn module_const(&mut self, fx: &mut Fx, file: &'a str, c: &'a syn::ItemConst) -> R<Val> {
         let mut cx = Fx::new(file, SelfKind::None);
         let PTy::Val(t) = self.param_ty(&mut cx, &c.ty)? else {
-            return Err(at(file, c.ty.span(), "const type", "a value type"));
+            return Err(Error::at(file, c.ty.span(), "const type", "a value type"));
         };
         // Consts of one name from two files in one module get the file's stem as well.
         let mut name = format!("K_{}", c.ident);
@@ -2363,7 +2392,7 @@ impl<'a> Tr<'a> {
             let (s, vt) = self.val(&mut cx, &c.expr)?;
             cx.unify(&t, &vt, c.span(), "const value")?;
             if !cx.out.is_empty() {
-                return Err(at(
+                return Err(Error::at(
                     file,
                     c.expr.span(),
                     "const initialiser",
@@ -2383,14 +2412,14 @@ impl<'a> Tr<'a> {
     fn place(&mut self, fx: &mut Fx, e: &syn::Expr) -> R<(String, Ty)> {
         match e {
             syn::Expr::Path(_) | syn::Expr::Index(_) | syn::Expr::Paren(_) => self.val(fx, e),
-            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Err(at(
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Err(Error::at(
                 fx.file,
                 e.span(),
                 "assignment through a reference",
                 "assign to locals; write buffers with view.set",
             )),
             syn::Expr::Field(_) => self.val(fx, e),
-            other => Err(at(
+            other => Err(Error::at(
                 fx.file,
                 other.span(),
                 "assignment target",
@@ -2471,7 +2500,7 @@ impl<'a> Tr<'a> {
             B::Le(_) => "<=",
             B::Gt(_) => ">",
             B::Ge(_) => ">=",
-            _ => return Err(at(fx.file, span, "operator", "unsupported")),
+            _ => return Err(Error::at(fx.file, span, "operator", "unsupported")),
         };
         self.arith(fx, op, l, r, span)
     }
@@ -2530,7 +2559,12 @@ impl<'a> Tr<'a> {
     fn cast(&mut self, fx: &mut Fx, c: &syn::ExprCast) -> R<Val> {
         let (s, from) = self.val(fx, &c.expr)?;
         let PTy::Val(to) = self.param_ty(fx, &c.ty)? else {
-            return Err(at(fx.file, c.ty.span(), "cast target", "a scalar type"));
+            return Err(Error::at(
+                fx.file,
+                c.ty.span(),
+                "cast target",
+                "a scalar type",
+            ));
         };
         let from = match fx.norm(&from) {
             Ty::Var(v) => {
@@ -2571,7 +2605,7 @@ impl<'a> Tr<'a> {
                 format!("select({zero}, {one}, {s})")
             }
             _ => {
-                return Err(at(
+                return Err(Error::at(
                     fx.file,
                     c.span(),
                     format!("cast {from:?} as {to:?}"),
@@ -2589,7 +2623,7 @@ impl<'a> Tr<'a> {
             (Val::Params(ps), syn::Member::Named(n)) => {
                 let fields = self.params(&ps);
                 let Some(i) = fields.iter().position(|p| n == &p.name) else {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         format!("field `{n}`"),
@@ -2607,7 +2641,7 @@ impl<'a> Tr<'a> {
                 let fields = self.struct_fields(&n)?;
                 match fields.iter().find(|(name, _)| f == name) {
                     Some((name, t)) => Ok(Val::E(format!("{s}.{name}"), t.clone())),
-                    None => Err(at(
+                    None => Err(Error::at(
                         fx.file,
                         span,
                         format!("field `{f}`"),
@@ -2621,14 +2655,14 @@ impl<'a> Tr<'a> {
                     format!("{s}.f{}", idx.index),
                     v[idx.index as usize].clone(),
                 )),
-                t => Err(at(
+                t => Err(Error::at(
                     fx.file,
                     span,
                     format!("field .{} of {t:?}", idx.index),
                     "unsupported",
                 )),
             },
-            (v, m) => Err(at(
+            (v, m) => Err(Error::at(
                 fx.file,
                 span,
                 format!("field `{}`", quote::quote!(#m)),
@@ -2643,9 +2677,23 @@ impl<'a> Tr<'a> {
             match a {
                 syn::GenericArgument::Type(t) => match self.param_ty(fx, t)? {
                     PTy::Val(t) => v.push(t),
-                    _ => return Err(at(fx.file, t.span(), "type argument", "a scalar type")),
+                    _ => {
+                        return Err(Error::at(
+                            fx.file,
+                            t.span(),
+                            "type argument",
+                            "a scalar type",
+                        ))
+                    }
                 },
-                other => return Err(at(fx.file, other.span(), "generic argument", "types only")),
+                other => {
+                    return Err(Error::at(
+                        fx.file,
+                        other.span(),
+                        "generic argument",
+                        "types only",
+                    ))
+                }
             }
         }
         Ok(v)
@@ -2693,7 +2741,7 @@ impl<'a> Tr<'a> {
             Ret::Val(t) => Val::E(call, t),
             Ret::View(Some(p)) => Val::View(p, call),
             Ret::View(None) => {
-                return Err(at(
+                return Err(Error::at(
                     fx.file,
                     span,
                     "view-returning function",
@@ -2706,7 +2754,7 @@ impl<'a> Tr<'a> {
     fn call(&mut self, fx: &mut Fx, c: &syn::ExprCall) -> R<Val> {
         let span = c.span();
         let syn::Expr::Path(p) = &*c.func else {
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 span,
                 "call of a non-path",
@@ -2761,7 +2809,7 @@ impl<'a> Tr<'a> {
                     span,
                 );
             }
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 span,
                 format!("associated function `{}::{last}`", names.join("::")),
@@ -2771,13 +2819,13 @@ impl<'a> Tr<'a> {
         if names.len() == 1 && last == "Some" {
             return match args.as_slice() {
                 [v @ Val::View(..)] => Ok(v.clone()),
-                _ => Err(at(fx.file, span, "`Some(..)`", "only around a view")),
+                _ => Err(Error::at(fx.file, span, "`Some(..)`", "only around a view")),
             };
         }
         // Tuple-struct constructors `F16(bits)`, `Bf16(bits)`.
         if names.len() == 1 && (last == "F16" || last == "Bf16") {
             let [Val::E(s, t)] = args.as_slice() else {
-                return Err(at(fx.file, span, "constructor", "one argument"));
+                return Err(Error::at(fx.file, span, "constructor", "one argument"));
             };
             fx.unify(t, &Ty::U16, span, "constructor argument")?;
             return Ok(Val::E(s.clone(), elem_of(&last).unwrap()));
@@ -2797,13 +2845,13 @@ impl<'a> Tr<'a> {
                 turbofish.as_deref(),
                 span,
             ),
-            [] => Err(at(
+            [] => Err(Error::at(
                 fx.file,
                 span,
                 format!("call of `{}`", names.join("::")),
                 "no such function in kiln-math",
             )),
-            _ => Err(at(
+            _ => Err(Error::at(
                 fx.file,
                 span,
                 format!("call of `{}`", names.join("::")),
@@ -2869,7 +2917,7 @@ impl<'a> Tr<'a> {
         span: Span,
     ) -> R<Val> {
         if cl.inputs.len() != args.len() {
-            return Err(at(fx.file, span, "closure call", "argument count"));
+            return Err(Error::at(fx.file, span, "closure call", "argument count"));
         }
         let mut bound = Vec::new();
         for (p, a) in cl.inputs.iter().zip(args) {
@@ -2908,7 +2956,7 @@ impl<'a> Tr<'a> {
             .src
             .files
             .iter()
-            .find(|f| f.path == crate::LIBM_PATH)
+            .find(|f| f.path == crate::sources::LIBM_PATH)
             .and_then(|f| {
                 f.ast.items.iter().find_map(|it| match it {
                     syn::Item::Fn(func)
@@ -2921,7 +2969,7 @@ impl<'a> Tr<'a> {
                 })
             });
         let Some((file, func)) = found else {
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 span,
                 format!("`libm::{name}`"),
@@ -2954,7 +3002,12 @@ impl<'a> Tr<'a> {
                     fx.unify(t, want, span, "argument")?;
                     Ok(s.clone())
                 }
-                _ => Err(at(fx.file, span, format!("`{name}`"), "one value argument")),
+                _ => Err(Error::at(
+                    fx.file,
+                    span,
+                    format!("`{name}`"),
+                    "one value argument",
+                )),
             }
         };
         Ok(Some(match (owner, name) {
@@ -3017,14 +3070,14 @@ impl<'a> Tr<'a> {
                         span,
                     );
                 }
-                Err(at(
+                Err(Error::at(
                     fx.file,
                     span,
                     format!("method `{name}` on {t:?}"),
                     "not in the subset",
                 ))
             }
-            v => Err(at(
+            v => Err(Error::at(
                 fx.file,
                 span,
                 format!("method `{name}`"),
@@ -3060,7 +3113,7 @@ impl<'a> Tr<'a> {
             }
             "shuffle_xor" => {
                 let [Val::E(v, vt), Val::E(m, mt)] = args else {
-                    return Err(at(fx.file, span, "`shuffle_xor`", "two values"));
+                    return Err(Error::at(fx.file, span, "`shuffle_xor`", "two values"));
                 };
                 fx.unify(vt, &Ty::U32, span, "shuffle value")?;
                 fx.unify(mt, &Ty::U32, span, "shuffle mask")?;
@@ -3084,7 +3137,7 @@ impl<'a> Tr<'a> {
             }
             "shared" => {
                 let Some([t]) = turbofish.as_deref() else {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "`shared` without a turbofish",
@@ -3093,7 +3146,7 @@ impl<'a> Tr<'a> {
                 };
                 let t = t.clone();
                 if !matches!(t, Ty::F32 | Ty::U32 | Ty::I32) {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         format!("`shared::<{t:?}>`"),
@@ -3101,7 +3154,7 @@ impl<'a> Tr<'a> {
                     ));
                 }
                 let [Val::E(o, ot), Val::E(l, lt)] = args else {
-                    return Err(at(fx.file, span, "`shared`", "(offset, len)"));
+                    return Err(Error::at(fx.file, span, "`shared`", "(offset, len)"));
                 };
                 fx.unify(ot, &Ty::U32, span, "shared offset")?;
                 fx.unify(lt, &Ty::U32, span, "shared length")?;
@@ -3115,7 +3168,7 @@ impl<'a> Tr<'a> {
             _ => {}
         }
         let Some((file, f)) = self.find_block_method(name) else {
-            return Err(at(
+            return Err(Error::at(
                 fx.file,
                 span,
                 format!("Block method `{name}`"),
@@ -3172,7 +3225,7 @@ impl<'a> Tr<'a> {
             ("chunk_aligned", [Val::E(_, it)]) => {
                 fx.unify(it, &Ty::U32, span, "view index")?;
                 chunk.ok_or_else(|| {
-                    at(
+                    Error::at(
                         fx.file,
                         span,
                         "`chunk_aligned` without `::<N>`",
@@ -3187,7 +3240,7 @@ impl<'a> Tr<'a> {
             }
             ("get_chunk", [Val::E(i, it)]) => {
                 if acc == Access::Dst {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "`get_chunk` on a Dst view",
@@ -3196,7 +3249,7 @@ impl<'a> Tr<'a> {
                 }
                 fx.unify(it, &Ty::U32, span, "view index")?;
                 let n = chunk.ok_or_else(|| {
-                    at(
+                    Error::at(
                         fx.file,
                         span,
                         "`get_chunk` without `::<N>`",
@@ -3212,7 +3265,7 @@ impl<'a> Tr<'a> {
             }
             ("set_chunk", [Val::E(i, it), Val::E(a, at_)]) => {
                 if acc == Access::Src {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "`set_chunk` on a Src view",
@@ -3221,7 +3274,7 @@ impl<'a> Tr<'a> {
                 }
                 fx.unify(it, &Ty::U32, span, "view index")?;
                 let Ty::Array(e, n) = fx.norm(at_) else {
-                    return Err(at(fx.file, span, "`set_chunk`", "an array value"));
+                    return Err(Error::at(fx.file, span, "`set_chunk`", "an array value"));
                 };
                 fx.unify(&e, &elem, span, "chunk element")?;
                 let set = self.accessor(&p, false, false);
@@ -3235,7 +3288,7 @@ impl<'a> Tr<'a> {
             ("is_empty", []) => Ok(Val::E(format!("(({rt}).y == 0u)"), Ty::Bool)),
             ("get" | "get_unchecked", [Val::E(i, it)]) => {
                 if acc == Access::Dst {
-                    return Err(at(
+                    return Err(Error::at(
                         fx.file,
                         span,
                         "`get` on a Dst view",
@@ -3248,14 +3301,19 @@ impl<'a> Tr<'a> {
             }
             ("set" | "set_unchecked", [Val::E(i, it), Val::E(v, vt)]) => {
                 if acc == Access::Src {
-                    return Err(at(fx.file, span, "`set` on a Src view", "Src is read-only"));
+                    return Err(Error::at(
+                        fx.file,
+                        span,
+                        "`set` on a Src view",
+                        "Src is read-only",
+                    ));
                 }
                 fx.unify(it, &Ty::U32, span, "view index")?;
                 fx.unify(vt, &elem, span, "stored value")?;
                 let f = self.accessor(&p, false, checked);
                 Ok(Val::E(format!("{f}({rt}, {i}, {v})"), Ty::Unit))
             }
-            _ => Err(at(
+            _ => Err(Error::at(
                 fx.file,
                 span,
                 format!("view method `{name}`"),
@@ -3451,7 +3509,12 @@ impl<'a> Tr<'a> {
                     fx.unify(at_, want, span, "method argument")?;
                     Ok(a.clone())
                 }
-                _ => Err(at(fx.file, span, format!("`{name}`"), "value arguments")),
+                _ => Err(Error::at(
+                    fx.file,
+                    span,
+                    format!("`{name}`"),
+                    "value arguments",
+                )),
             }
         };
         let v = |s: String, t: Ty| Ok(Some(Val::E(s, t)));
@@ -3620,7 +3683,7 @@ impl<'a> Tr<'a> {
             m,
             "@group(0) @binding({}) var<storage, read_write> kiln_fault: array<atomic<u32>, {}>;",
             nb + 1,
-            crate::FAULT_WORDS
+            crate::bindings::FAULT_WORDS
         );
         m.push_str("var<private> kiln_thread: u32;\nvar<private> kiln_block: vec3<u32>;\nvar<private> kiln_grid: vec3<u32>;\n\n");
         for s in self.structs.values() {
@@ -3636,7 +3699,7 @@ impl<'a> Tr<'a> {
         for f in &self.fns {
             m.push_str(f);
         }
-        let g = crate::meta_grid_word(param_words, nb);
+        let g = crate::bindings::meta_grid_word(param_words, nb);
         let sg = self.uses_subgroups;
         let _ = writeln!(m, "\n@compute @workgroup_size(KILN_BLOCK)");
         let _ = write!(m, "fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>");
