@@ -1,10 +1,11 @@
 //! kiln's WGSL port: a translator from `kiln-math`'s Rust (the subset in README.md) to one WGSL
 //! module per kernel × dtype × device variant.
 //!
-//! The translator reads kiln-math's own sources: the kernel list (`list.rs`), each kernel body
-//! and every function it calls, the `Block` trait's provided collectives (`block.rs`) and the
-//! element conversions (`element.rs`). Only the `Block` primitives, the views and `libm` map to
-//! hand-written WGSL (`prelude.rs`), so collectives and kernels added later translate for free.
+//! The kernel list is kiln-math's own `KernelId` (names, dtypes, buffers, params fields). The
+//! translator reads kiln-math's sources for each kernel body and every function it calls, the
+//! `Block` trait's provided collectives (`block.rs`) and the element conversions (`element.rs`).
+//! Only the `Block` primitives, the views and `libm` map to hand-written WGSL (`prelude.rs`), so
+//! collectives and kernels added later translate for free.
 //!
 //! Each module is specialised at pipeline creation by three override constants:
 //! `KILN_BLOCK` (threads per workgroup), `KILN_WAVE` (the wave the kernel sees: the subgroup
@@ -15,8 +16,8 @@
 
 mod bindings;
 mod error;
+mod kernels;
 pub mod libm_wgsl;
-mod list;
 mod module;
 mod prelude;
 mod sources;
@@ -25,23 +26,18 @@ mod variant;
 
 pub use bindings::{meta_binding, meta_buffer_word, meta_grid_word, FAULT_WORDS, MAX_BLOCK};
 pub use error::Error;
-pub use list::{BufferSpec, KernelSpec, ParamSpec};
+pub use kernels::{kernels, KernelSpec};
 pub use module::Module;
 pub use sources::{SourceFile, Sources, KILN_MATH_SRC, LIBM_PATH};
 pub use variant::{variant_for, Variant};
 
-impl Sources {
-    /// The kernels of the list (`for_each_kernel!` in `list.rs`).
-    pub fn kernels(&self) -> Result<Vec<KernelSpec>, Error> {
-        list::kernels(self)
-    }
-}
+use kiln_math::DType;
 
 /// Translates one kernel × dtype × variant.
 pub fn translate(
     src: &Sources,
     kernel: &KernelSpec,
-    dtype: &str,
+    dtype: DType,
     variant: Variant,
 ) -> Result<Module, Error> {
     translate::module(src, kernel, dtype, variant)
@@ -51,10 +47,10 @@ pub fn translate(
 /// not depend on `f16_storage`, so only its `false` variant is generated for them).
 pub fn generate_all(src: &Sources) -> Result<Vec<Module>, Error> {
     let mut out = Vec::new();
-    for k in src.kernels()? {
-        for dt in &k.dtypes {
+    for k in kernels() {
+        for &dt in k.dtypes {
             for v in Variant::ALL {
-                if dt != "f16" && v.f16_storage && !k.has_fixed_f16() {
+                if dt != DType::F16 && v.f16_storage && !k.has_fixed_f16() {
                     continue;
                 }
                 out.push(translate(src, &k, dt, v)?);

@@ -7,11 +7,12 @@
 //! text is emitted with placeholders that are filled once a function's types are known.
 
 use crate::error::Error;
-use crate::list::{params_fields, KernelSpec, ParamSpec};
+use crate::kernels::{elem_type_name, view_type_name, KernelSpec};
 use crate::module::Module;
 use crate::prelude;
 use crate::sources::Sources;
 use crate::variant::Variant;
+use kiln_math::{Access, DType, Elem, ParamKind};
 use proc_macro2::Span;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -42,13 +43,6 @@ pub(crate) enum Ty {
     Struct(String),
     /// A literal's type, not yet known: `int` says whether it came from an integer literal.
     Var(usize),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Access {
-    Src,
-    Dst,
-    Rw,
 }
 
 /// Where a view points: a storage binding or the workgroup arrays.
@@ -188,6 +182,8 @@ pub(crate) struct Tr<'a> {
     uses_subgroups: bool,
     uses_f16: bool,
     next_fn: usize,
+    /// The kernel body's params type: a parameter of that type reads `kiln_meta`.
+    params_struct: String,
 }
 
 fn elem_of(name: &str) -> Option<Ty> {
@@ -202,6 +198,18 @@ fn elem_of(name: &str) -> Option<Ty> {
         "Bf16" | "bf16" => Ty::Half(Half::Bf16),
         _ => return None,
     })
+}
+
+/// The type of a list dtype's elements.
+fn dtype_ty(d: DType) -> Ty {
+    match d {
+        DType::F32 => Ty::F32,
+        DType::F16 => Ty::Half(Half::F16),
+        DType::Bf16 => Ty::Half(Half::Bf16),
+        DType::U32 => Ty::U32,
+        DType::I32 => Ty::I32,
+        DType::U8 => Ty::U8,
+    }
 }
 
 fn ty_key(t: &Ty) -> String {
@@ -242,16 +250,10 @@ fn narrow_mask(t: &Ty) -> Option<&'static str> {
 pub(crate) fn module(
     src: &Sources,
     kernel: &KernelSpec,
-    dtype: &str,
+    dtype: DType,
     variant: Variant,
 ) -> R<Module> {
-    let elem = elem_of(dtype).ok_or_else(|| Error {
-        file: "shared-kernel-math/src/list.rs".into(),
-        line: 1,
-        column: 1,
-        construct: format!("dtype `{dtype}`"),
-        detail: "kernel dtypes are f32, f16 and bf16".into(),
-    })?;
+    let elem = dtype_ty(dtype);
     let mut tr = Tr {
         src,
         kernel,
@@ -268,6 +270,7 @@ pub(crate) fn module(
         uses_subgroups: false,
         uses_f16: false,
         next_fn: 0,
+        params_struct: String::new(),
     };
     let (file, body) = tr.find_body()?;
     // The body: (b: &B, p: &P, views in list order).
@@ -285,31 +288,16 @@ pub(crate) fn module(
             ),
         ));
     }
-    let mut args = vec![Val::Block];
     let params_ty = tr.params_struct_of(file, sig)?;
-    args.push(Val::Params(params_ty.clone()));
-    for (k, _) in kernel.buffers.iter().enumerate() {
+    tr.params_struct = params_ty.clone();
+    let pw = kernel.params.len();
+    let mut args = vec![Val::Block, Val::Params(params_ty)];
+    for k in 0..kernel.buffers.len() {
+        let w = crate::bindings::meta_buffer_word(pw, k);
         args.push(Val::View(
             Place::Buffer(k),
-            format!("vec2<u32>(kiln_meta[{}u], kiln_meta[{}u])", 0, 0),
-        ));
-        let _ = k;
-    }
-    let fields = params_fields(src, &params_ty).ok_or_else(|| {
-        Error::at(
-            file,
-            sig.ident.span(),
-            format!("params type `{params_ty}`"),
-            "declare it with `params!`",
-        )
-    })?;
-    let pw = fields.len();
-    for (k, a) in args.iter_mut().skip(2).enumerate() {
-        let w = crate::bindings::meta_buffer_word(pw, k);
-        *a = Val::View(
-            Place::Buffer(k),
             format!("vec2<u32>(kiln_meta[{w}u], kiln_meta[{}u])", w + 1),
-        );
+        ));
     }
     let call_span = sig.ident.span();
     let mut fx0 = Fx::new(file, SelfKind::None);
@@ -331,8 +319,8 @@ pub(crate) fn module(
         .collect();
     let wgsl = tr.assemble(&name, &call_args, pw);
     Ok(Module {
-        kernel: kernel.name.clone(),
-        dtype: dtype.to_string(),
+        kernel: kernel.name.to_string(),
+        dtype: dtype.name().to_string(),
         variant,
         wgsl,
         uses_f16: tr.uses_f16,
@@ -919,10 +907,6 @@ impl<'a> Tr<'a> {
         }
     }
 
-    fn params(&self, name: &str) -> Vec<ParamSpec> {
-        params_fields(self.src, name).unwrap_or_default()
-    }
-
     /// Translates (once per instance) `item` called with `args`; returns its WGSL name and what
     /// it returns.
     #[allow(clippy::too_many_arguments)]
@@ -1323,11 +1307,6 @@ impl<'a> Tr<'a> {
                     return Ok(PTy::Val(t));
                 }
                 if matches!(name.as_str(), "Src" | "Dst" | "Rw") {
-                    let acc = match name.as_str() {
-                        "Src" => Access::Src,
-                        "Dst" => Access::Dst,
-                        _ => Access::Rw,
-                    };
                     let inner = match &seg.arguments {
                         syn::PathArguments::AngleBracketed(ab) => ab.args.first(),
                         _ => None,
@@ -1338,10 +1317,10 @@ impl<'a> Tr<'a> {
                     let PTy::Val(e) = self.param_ty(fx, it)? else {
                         return Err(Error::at(fx.file, it.span(), "view element", "a scalar type"));
                     };
-                    let _ = (acc, e);
+                    let _ = e;
                     return Ok(PTy::View);
                 }
-                if params_fields(self.src, &name).is_some() {
+                if name == self.params_struct {
                     return Ok(PTy::Params(name));
                 }
                 if name == "Option" {
@@ -2621,8 +2600,8 @@ impl<'a> Tr<'a> {
         let base = self.expr(fx, &f.base)?;
         match (base, &f.member) {
             (Val::Params(ps), syn::Member::Named(n)) => {
-                let fields = self.params(&ps);
-                let Some(i) = fields.iter().position(|p| n == &p.name) else {
+                let fields = self.kernel.params;
+                let Some(i) = fields.iter().position(|p| n == p.name) else {
                     return Err(Error::at(
                         fx.file,
                         span,
@@ -2631,10 +2610,10 @@ impl<'a> Tr<'a> {
                     ));
                 };
                 let w = format!("kiln_meta[{i}u]");
-                Ok(match fields[i].ty.as_str() {
-                    "f32" => Val::E(format!("bitcast<f32>({w})"), Ty::F32),
-                    "i32" => Val::E(format!("bitcast<i32>({w})"), Ty::I32),
-                    _ => Val::E(w, Ty::U32),
+                Ok(match fields[i].kind {
+                    ParamKind::F32 => Val::E(format!("bitcast<f32>({w})"), Ty::F32),
+                    ParamKind::I32 => Val::E(format!("bitcast<i32>({w})"), Ty::I32),
+                    ParamKind::U32 => Val::E(w, Ty::U32),
                 })
             }
             (Val::E(s, Ty::Struct(n)), syn::Member::Named(f)) => {
@@ -3239,7 +3218,7 @@ impl<'a> Tr<'a> {
                 return Ok(Val::E("false".into(), Ty::Bool));
             }
             ("get_chunk", [Val::E(i, it)]) => {
-                if acc == Access::Dst {
+                if acc == Access::Write {
                     return Err(Error::at(
                         fx.file,
                         span,
@@ -3264,7 +3243,7 @@ impl<'a> Tr<'a> {
                 ));
             }
             ("set_chunk", [Val::E(i, it), Val::E(a, at_)]) => {
-                if acc == Access::Src {
+                if acc == Access::Read {
                     return Err(Error::at(
                         fx.file,
                         span,
@@ -3287,7 +3266,7 @@ impl<'a> Tr<'a> {
             ("len", []) => Ok(Val::E(format!("({rt}).y"), Ty::U32)),
             ("is_empty", []) => Ok(Val::E(format!("(({rt}).y == 0u)"), Ty::Bool)),
             ("get" | "get_unchecked", [Val::E(i, it)]) => {
-                if acc == Access::Dst {
+                if acc == Access::Write {
                     return Err(Error::at(
                         fx.file,
                         span,
@@ -3300,7 +3279,7 @@ impl<'a> Tr<'a> {
                 Ok(Val::E(format!("{f}({rt}, {i})"), elem))
             }
             ("set" | "set_unchecked", [Val::E(i, it), Val::E(v, vt)]) => {
-                if acc == Access::Src {
+                if acc == Access::Read {
                     return Err(Error::at(
                         fx.file,
                         span,
@@ -3324,14 +3303,10 @@ impl<'a> Tr<'a> {
 
     fn place_elem(&self, p: &Place) -> Ty {
         match p {
-            Place::Buffer(k) => {
-                let e = &self.kernel.buffers[*k].elem;
-                if e == "T" {
-                    self.elem.clone()
-                } else {
-                    elem_of(e).unwrap_or(Ty::U32)
-                }
-            }
+            Place::Buffer(k) => match self.kernel.buffers[*k].elem {
+                Elem::Kernel => self.elem.clone(),
+                Elem::Fixed(d) => dtype_ty(d),
+            },
             Place::Scratch => Ty::U32,
             Place::Shared(t) => t.clone(),
         }
@@ -3339,12 +3314,8 @@ impl<'a> Tr<'a> {
 
     fn place_access(&self, p: &Place) -> Access {
         match p {
-            Place::Buffer(k) => match self.kernel.buffers[*k].access.as_str() {
-                "Src" => Access::Src,
-                "Dst" => Access::Dst,
-                _ => Access::Rw,
-            },
-            _ => Access::Rw,
+            Place::Buffer(k) => self.kernel.buffers[*k].access,
+            _ => Access::ReadWrite,
         }
     }
 
@@ -3382,7 +3353,7 @@ impl<'a> Tr<'a> {
     /// How buffer `k` is declared and accessed.
     fn storage(&self, k: usize) -> Storage {
         let e = self.place_elem(&Place::Buffer(k));
-        let writable = self.place_access(&Place::Buffer(k)) != Access::Src;
+        let writable = self.place_access(&Place::Buffer(k)) != Access::Read;
         match e {
             Ty::F32 => Storage::Direct("f32"),
             Ty::U32 => Storage::Direct("u32"),
@@ -3654,7 +3625,7 @@ impl<'a> Tr<'a> {
         }
         m.push('\n');
         for (k, b) in self.kernel.buffers.iter().enumerate() {
-            let access = if b.access == "Src" {
+            let access = if b.access == Access::Read {
                 "read"
             } else {
                 "read_write"
@@ -3668,7 +3639,13 @@ impl<'a> Tr<'a> {
                 } => "array<u32>".into(),
                 Storage::Shared(_) => unreachable!(),
             };
-            let _ = writeln!(m, "// buffer `{}`: {}<{}>", b.name, b.access, b.elem);
+            let _ = writeln!(
+                m,
+                "// buffer `{}`: {}<{}>",
+                b.name,
+                view_type_name(b.access),
+                elem_type_name(b.elem)
+            );
             let _ = writeln!(
                 m,
                 "@group(0) @binding({k}) var<storage, {access}> kiln_buf{k}: {arr};"
