@@ -47,3 +47,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// What translation steps return; `E` is another error only where a lookup reports candidates.
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
