@@ -6,8 +6,10 @@ mod probe_source;
 mod reference;
 mod seed;
 
+use kiln_math::DType;
 use kiln_shaders_wgsl::libm_wgsl as m;
 use kiln_shaders_wgsl::{translate, Variant};
+use probe_source::PROBE;
 use seed::seed;
 
 /// The probe for `expr` (of the input `v`), or `None`, said by name, when this machine has no
@@ -43,11 +45,10 @@ impl Probe {
             "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
              if i < p.n as usize {{ let v = x.get(i).to_f32(); out.set(i, T::from_f32({expr})); }}"
         ));
-        let k = src.kernels().unwrap().remove(0);
         let m = translate(
             &src,
-            &k,
-            "f32",
+            &PROBE,
+            DType::F32,
             Variant {
                 subgroups: false,
                 f16_storage: false,

@@ -3,16 +3,16 @@
 
 mod probe_source;
 
+use kiln_math::DType;
 use kiln_shaders_wgsl::{translate, Error, Variant};
-use probe_source::{with_probe, with_probe_and};
+use probe_source::{with_probe, with_probe_and, PROBE};
 
 fn translate_probe(body: &str) -> Result<kiln_shaders_wgsl::Module, Error> {
     let src = with_probe(body);
-    let k = src.kernels().unwrap().remove(0);
     translate(
         &src,
-        &k,
-        "f32",
+        &PROBE,
+        DType::F32,
         Variant {
             subgroups: true,
             f16_storage: false,
@@ -70,12 +70,11 @@ fn unsupported_constructs_name_file_line_and_construct() {
 }
 
 fn translate_sources(src: &kiln_shaders_wgsl::Sources) -> Result<kiln_shaders_wgsl::Module, Error> {
-    let k = src.kernels().unwrap().remove(0);
     let variant = Variant {
         subgroups: true,
         f16_storage: false,
     };
-    translate(src, &k, "f32", variant)
+    translate(src, &PROBE, DType::F32, variant)
 }
 
 const PROBE_BODY_WITH_TILES: &str =
@@ -138,10 +137,9 @@ fn every_precise_libm_function_translates_and_validates() {
     body.push_str("    let round = |v: f32| T::from_f32(v).to_f32();\n");
     body.push_str("    out.set(i, T::from_f32(round(acc) + b.sum(acc)));");
     let src = with_probe(&body);
-    let k = src.kernels().unwrap().remove(0);
-    for dtype in ["f32", "f16"] {
+    for dtype in [DType::F32, DType::F16] {
         for v in Variant::ALL {
-            let m = translate(&src, &k, dtype, v).unwrap_or_else(|e| panic!("{e}"));
+            let m = translate(&src, &PROBE, dtype, v).unwrap_or_else(|e| panic!("{e}"));
             let module = naga::front::wgsl::parse_str(&m.wgsl)
                 .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
             let mut caps = naga::valid::Capabilities::empty();

@@ -1,9 +1,43 @@
-//! A translator input for tests: kiln-math's real sources with the kernel list replaced by one
-//! test kernel, `probe(x, out)` with params `n` and `scale`, in `kernels/probe.rs`.
+//! A translator input for tests: kiln-math's real sources without its kernels, and one test
+//! kernel, `probe(x, out)` with params `n` and `scale`, in `kernels/probe.rs`.
 
-use kiln_shaders_wgsl::{Sources, KILN_MATH_SRC};
+use kiln_math::{Access, BufferDesc, DType, Elem, ParamField, ParamKind};
+use kiln_shaders_wgsl::{KernelSpec, Sources, KILN_MATH_SRC};
 
-/// kiln-math's real sources with the kernel list replaced by one test kernel in `kernels/probe.rs`.
+/// The probe's list entry; its params are `ProbeParams` as [`with_probe`] declares it.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub const PROBE: KernelSpec = KernelSpec {
+    name: "probe",
+    dtypes: &[DType::F32, DType::F16],
+    buffers: &[
+        BufferDesc {
+            name: "x",
+            access: Access::Read,
+            elem: Elem::Kernel,
+        },
+        BufferDesc {
+            name: "out",
+            access: Access::Write,
+            elem: Elem::Kernel,
+        },
+    ],
+    params: &[
+        ParamField {
+            name: "n",
+            kind: ParamKind::U32,
+            user: false,
+            doc: "",
+        },
+        ParamField {
+            name: "scale",
+            kind: ParamKind::F32,
+            user: true,
+            doc: "",
+        },
+    ],
+};
+
+/// kiln-math's real sources without its kernels, and one test kernel in `kernels/probe.rs`.
 pub fn with_probe(body: &str) -> Sources {
     with_probe_and(body, "", &[])
 }
@@ -20,10 +54,6 @@ pub fn with_probe_and(body: &str, items: &str, others: &[(&str, &str)]) -> Sourc
             std::fs::read_to_string(dir.join(f)).unwrap(),
         ));
     }
-    texts.push((
-        "shared-kernel-math/src/list.rs".into(),
-        "macro_rules! for_each_kernel { ($m:ident) => { $m! { probe: Probe [f32, f16] (x: Src<T>, out: Dst<T>); } }; }".into(),
-    ));
     let kernel = format!(
         "use crate::{{Block, Dst, Element, Src}};\n\
          crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\
