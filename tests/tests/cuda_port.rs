@@ -70,7 +70,7 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
 fn streaming_kernels_use_no_local_memory_in_the_ptx() {
     for file in ["kiln_sm80.ptx", "kiln_sm90.ptx"] {
         let path = format!(
-            "{}/../engine/kernels/cuda/{file}",
+            "{}/../engine/artifacts/cuda/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
         let ptx = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -552,3 +552,115 @@ fn the_checker_resolves_reexports_and_relative_paths() {
     ]);
     assert_eq!(cycles(&graph(&child).unwrap()).len(), 1);
 }
+
+/// The engine's layers, bottom first: each top-level module of engine/src and the layers it may
+/// import from (its own module's files always may). docs/architecture.md states the same rules.
+const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
+    // (layer, its modules, the layers it may import)
+    (
+        "vocabulary",
+        &[
+            "backend", "error", "host", "port", "gpu", "device", "tensor", "case",
+        ],
+        &["vocabulary"],
+    ),
+    (
+        "backend",
+        &["cpu", "sim", "cuda", "rocm", "wgpu"],
+        &["vocabulary"],
+    ),
+    ("reference", &["reference"], &["vocabulary"]),
+    ("registry", &["registry"], &["vocabulary", "backend"]),
+    (
+        "catalog",
+        &["catalog"],
+        &["vocabulary", "backend", "reference"],
+    ),
+    ("ports", &["ports"], &["vocabulary", "catalog", "registry"]),
+    (
+        "above",
+        &[
+            "launch",
+            "ops",
+            "paged",
+            "parity",
+            "debug",
+            "timing",
+            "rng",
+            "collective_tests",
+        ],
+        &[
+            "vocabulary",
+            "backend",
+            "reference",
+            "registry",
+            "catalog",
+            "ports",
+            "above",
+        ],
+    ),
+];
+
+fn engine_layer(file: &str) -> Option<(&'static str, &'static str, &'static [&'static str])> {
+    let top = file.split('/').next()?.trim_end_matches(".rs");
+    ENGINE_LAYERS
+        .iter()
+        .find(|(_, mods, _)| mods.contains(&top))
+        .map(|(layer, mods, may)| (*layer, *mods.iter().find(|m| **m == top).unwrap(), *may))
+}
+
+/// Every import of `g` that breaks the engine's layer rules, as `from:line (path) → to`.
+fn layer_violations(g: &Graph) -> Vec<String> {
+    let mut out = Vec::new();
+    for (&from, targets) in &g.edges {
+        let f = &g.files[from];
+        if f == "lib.rs" {
+            continue; // the crate root re-exports from every layer
+        }
+        let Some((layer, module, may)) = engine_layer(f) else {
+            out.push(format!("{f}: not assigned to a layer in ENGINE_LAYERS"));
+            continue;
+        };
+        for (&to, (line, path)) in targets {
+            let t = &g.files[to];
+            if t == "lib.rs" {
+                continue;
+            }
+            let Some((to_layer, to_module, _)) = engine_layer(t) else {
+                continue; // reported as its own file
+            };
+            // A backend is one module: it never imports another backend.
+            let ok = to_module == module
+                || (may.contains(&to_layer) && !(layer == "backend" && to_layer == "backend"));
+            if !ok {
+                out.push(format!(
+                    "engine/src/{f}:{line} ({path}) → {t}: {layer} may import only {may:?}"
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn engine_imports_only_point_down() {
+    let sources = crate_sources(&workspace_root().join("engine/src"));
+    let v = layer_violations(&graph(&sources).unwrap());
+    assert!(v.is_empty(), "layer rule broken:\n  {}", v.join("\n  "));
+}
+
+#[test]
+fn a_backend_importing_the_port_table_is_caught() {
+    let mut sources = crate_sources(&workspace_root().join("engine/src"));
+    let cpu = sources
+        .iter_mut()
+        .find(|(p, _)| p == "cpu.rs")
+        .expect("engine/src/cpu.rs");
+    cpu.1
+        .push_str("\n#[allow(unused_imports)]\nuse crate::ports::select_port;\n");
+    let v = layer_violations(&graph(&sources).unwrap());
+    assert!(
+        v.iter().any(|l| l.starts_with("engine/src/cpu.rs")),
+        "the planted `use crate::ports` in cpu.rs was not reported: {v:?}"
+    );
+}

@@ -1,5 +1,5 @@
 //! The CUDA step of `cargo xtask kernels`: builds `shaders-cuda` for nvptx64 with nightly and
-//! links its bitcode into one PTX file per target cpu, written to `engine/kernels/cuda/`.
+//! links its bitcode into one PTX file per target cpu, written to `engine/artifacts/cuda/`.
 //!
 //! rustc's nvptx linker (`llvm-bitcode-linker`) cannot be installed here, so the crate is built
 //! as an rlib and the link is done below with the nightly `llvm-tools`: extract the bitcode of
@@ -21,7 +21,7 @@ pub const TARGETS: &[(&str, &str)] = &[("sm_80", "kiln_sm80.ptx"), ("sm_90", "ki
 const UNROLL_THRESHOLD: u32 = 4000;
 
 /// Where the PTX is committed, relative to the repository root.
-pub const OUT_DIR: &str = "engine/kernels/cuda";
+pub const OUT_DIR: &str = "engine/artifacts/cuda";
 
 /// The entry symbols the PTX must export: `<kernel>_<dtype>` for every kernel × dtype.
 pub fn entry_symbols() -> Vec<String> {

@@ -1,5 +1,5 @@
 //! The amdgcn step: builds `shaders-hip` once per target cpu with nightly rustc and writes the
-//! code objects the engine embeds to `engine/kernels/hip/<arch>/kiln.hsaco` (or, with `--check`,
+//! code objects the engine embeds to `engine/artifacts/hip/<arch>/kiln.hsaco` (or, with `--check`,
 //! fails when a committed one differs from a fresh build).
 //!
 //! Code object version: V5 (`--amdhsa-code-object-version=5`), not LLVM 22's default V6. Every
@@ -20,7 +20,7 @@ pub fn kernels(check: bool) -> Result<(), String> {
     for &(arch, wave) in ARCHES {
         let built = build(&root, arch)?;
         let dest = root
-            .join("engine/kernels/hip")
+            .join("engine/artifacts/hip")
             .join(arch)
             .join("kiln.hsaco");
         let fresh = std::fs::read(&built).map_err(|e| format!("{}: {e}", built.display()))?;

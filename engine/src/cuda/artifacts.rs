@@ -20,12 +20,12 @@ pub(crate) static PTX: &[Ptx] = &[
     Ptx {
         name: "kiln_sm90.ptx",
         min_cc: (9, 0),
-        text: concat!(include_str!("../../kernels/cuda/kiln_sm90.ptx"), "\0"),
+        text: concat!(include_str!("../../artifacts/cuda/kiln_sm90.ptx"), "\0"),
     },
     Ptx {
         name: "kiln_sm80.ptx",
         min_cc: (8, 0),
-        text: concat!(include_str!("../../kernels/cuda/kiln_sm80.ptx"), "\0"),
+        text: concat!(include_str!("../../artifacts/cuda/kiln_sm80.ptx"), "\0"),
     },
 ];
 

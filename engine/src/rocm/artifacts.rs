@@ -33,13 +33,13 @@ pub static ARTIFACTS: &[Artifact] = &[
         arch: "gfx1151",
         wave: 32,
         code_object_version: 5,
-        bytes: code_object!("../../kernels/hip/gfx1151/kiln.hsaco"),
+        bytes: code_object!("../../artifacts/hip/gfx1151/kiln.hsaco"),
     },
     Artifact {
         arch: "gfx942",
         wave: 64,
         code_object_version: 5,
-        bytes: code_object!("../../kernels/hip/gfx942/kiln.hsaco"),
+        bytes: code_object!("../../artifacts/hip/gfx942/kiln.hsaco"),
     },
 ];
 

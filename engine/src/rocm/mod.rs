@@ -1,5 +1,5 @@
 //! The `rocm` backend: the code objects `shaders-hip` builds (one per target cpu, committed under
-//! `engine/kernels/hip/<arch>/`), loaded through the HIP runtime when one is present.
+//! `engine/artifacts/hip/<arch>/`), loaded through the HIP runtime when one is present.
 //!
 //! The device's arch picks the code object; a device whose wavefront width differs from the
 //! artifact's is refused with `WaveMismatch` by `select_port`. Launches pass the kernarg bytes as
