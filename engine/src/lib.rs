@@ -38,6 +38,8 @@ pub mod ops;
 pub mod paged;
 pub mod parity;
 pub mod rng;
+#[cfg(test)]
+mod rocm_tests;
 pub mod timing;
 
 pub use backend::Backend;

@@ -588,6 +588,7 @@ const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
             "timing",
             "rng",
             "collective_tests",
+            "rocm_tests",
         ],
         &[
             "vocabulary",

@@ -6,7 +6,7 @@
 //! one buffer laid out by [`kernarg_layout`], the layout the static test checks against every
 //! code object's metadata.
 
-mod artifacts;
+pub(crate) mod artifacts;
 mod device;
 pub mod hip;
 
@@ -61,6 +61,3 @@ pub fn last_launch_ms(dev: &crate::Device) -> Option<f32> {
         _ => None,
     }
 }
-
-#[cfg(test)]
-mod tests;

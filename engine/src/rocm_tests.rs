@@ -1,11 +1,14 @@
-//! The refusal paths of the rocm port tables, on stand-in devices (no AMD GPU is needed).
+//! The rocm port tables and kernarg ABI on stand-in devices (no AMD GPU is needed). Above the
+//! backends: it selects ports through the table.
 
-use super::artifacts::{base_arch, kernarg_bytes};
-use super::*;
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
+use crate::port::{Port, PortLaunch};
 use crate::ports::{ports, select_port};
+use crate::rocm::artifacts::{base_arch, kernarg_bytes};
+use crate::rocm::{kernarg_layout, ARTIFACTS};
+use crate::Backend;
 use crate::{Device, DeviceError, PortError};
-use kiln_math::DType;
+use kiln_math::{DType, KernelId};
 use std::any::Any;
 use std::sync::Arc;
 
