@@ -23,6 +23,7 @@ pub mod ops;
 pub mod paged;
 pub mod parity;
 pub mod ports;
+pub mod quant;
 pub mod reference;
 pub mod rng;
 pub mod rocm;
