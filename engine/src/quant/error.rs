@@ -1,5 +1,7 @@
-//! Typed errors of the quant module: a bad format or shape.
+//! Typed errors of the quant module: a bad format or shape, and a GGUF tensor that cannot be
+//! repacked.
 
+use super::GgmlType;
 use kiln_math::DType;
 
 /// An affine format, shape or buffer that MLX's layout refuses.
@@ -73,5 +75,58 @@ pub enum FormatError {
         index: usize,
         /// Its value.
         value: f32,
+    },
+}
+
+/// A GGUF tensor that cannot be repacked into kiln's layouts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RepackError {
+    /// A ggml type kiln has no exact layout for.
+    #[error("tensor {tensor}: ggml type {ggml_type} has no kiln layout")]
+    Unsupported {
+        /// The tensor's name.
+        tensor: String,
+        /// Its type.
+        ggml_type: GgmlType,
+    },
+    /// Dimensions that the type's blocks cannot tile, or that overflow.
+    #[error("tensor {tensor}: dims {dims:?} do not fit {ggml_type}: {why}")]
+    Shape {
+        /// The tensor's name.
+        tensor: String,
+        /// Its ggml dims (row length first).
+        dims: Vec<u64>,
+        /// Its type.
+        ggml_type: GgmlType,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// Bytes that do not match the dims.
+    #[error("tensor {tensor}: {got} bytes where {expected} are needed")]
+    Length {
+        /// The tensor's name.
+        tensor: String,
+        /// The byte count the dims imply.
+        expected: usize,
+        /// The byte count given.
+        got: usize,
+    },
+    /// A block scale (d, m or dmin) that is NaN or infinite: no affine form reproduces it.
+    #[error("tensor {tensor}: block {block} has a non-finite scale {value}")]
+    NonFiniteScale {
+        /// The tensor's name.
+        tensor: String,
+        /// The block (in storage order).
+        block: usize,
+        /// The scale.
+        value: f32,
+    },
+    /// The affine layout refused the result (cannot happen for shapes that passed `Shape`).
+    #[error("tensor {tensor}: {source}")]
+    Format {
+        /// The tensor's name.
+        tensor: String,
+        /// The layout's complaint.
+        source: FormatError,
     },
 }
