@@ -1,5 +1,5 @@
-//! Typed errors of the quant module: a bad format or shape, and a GGUF tensor that cannot be
-//! repacked.
+//! Typed errors of the quant module: a bad format or shape, a GGUF tensor that cannot be
+//! repacked, and a GGUF file that cannot be read.
 
 use super::GgmlType;
 use kiln_math::DType;
@@ -129,4 +129,100 @@ pub enum RepackError {
         /// The layout's complaint.
         source: FormatError,
     },
+}
+
+/// A GGUF file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    /// The operating system failed to open or read the file.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file does not start with `GGUF`.
+    #[error("not a GGUF file (magic {0:02x?})")]
+    BadMagic([u8; 4]),
+    /// A version other than 2 or 3 (v1 used 32-bit counts; a big-endian file reads as a huge one).
+    #[error("GGUF version {0} is not supported (2 and 3 are)")]
+    Version(u32),
+    /// The file ends inside a field.
+    #[error("the file ends at byte {len} while reading {what} at byte {at}")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Where it starts.
+        at: u64,
+        /// The file's length.
+        len: u64,
+    },
+    /// A count or length that the rest of the file cannot hold (a corrupted length).
+    #[error("{what} at byte {at} claims {count} items, more than the file's remaining {remaining} bytes hold")]
+    Length {
+        /// What was being read.
+        what: &'static str,
+        /// Where the count sits.
+        at: u64,
+        /// The count read.
+        count: u64,
+        /// Bytes left in the file.
+        remaining: u64,
+    },
+    /// A metadata value type id outside the GGUF spec.
+    #[error("metadata value type {id} at byte {at} is unknown")]
+    ValueType {
+        /// The id read.
+        id: u32,
+        /// Where it sits.
+        at: u64,
+    },
+    /// A bool byte other than 0 or 1.
+    #[error("bool at byte {at} is {value}, not 0 or 1")]
+    Bool {
+        /// Where it sits.
+        at: u64,
+        /// The byte.
+        value: u8,
+    },
+    /// A string that is not UTF-8.
+    #[error("the string at byte {at} is not UTF-8")]
+    Utf8 {
+        /// Where the string's bytes start.
+        at: u64,
+    },
+    /// Arrays nested deeper than the reader follows.
+    #[error("arrays nest deeper than {limit} levels at byte {at}")]
+    Nesting {
+        /// Where the innermost array starts.
+        at: u64,
+        /// The deepest nesting read.
+        limit: usize,
+    },
+    /// A key or tensor name that appears twice.
+    #[error("{what} {name:?} appears twice")]
+    Duplicate {
+        /// "metadata key" or "tensor".
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// `general.alignment` that is not a non-zero power of two.
+    #[error("general.alignment is {0}, not a non-zero power of two")]
+    Alignment(String),
+    /// A tensor whose shape or placement is invalid.
+    #[error("tensor {tensor}: {why}")]
+    Tensor {
+        /// The tensor's name.
+        tensor: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A tensor name the file does not hold.
+    #[error("no tensor named {0:?}")]
+    NoTensor(String),
+    /// The writer was given inconsistent input.
+    #[error("cannot write: {0}")]
+    Write(String),
 }
