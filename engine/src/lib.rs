@@ -7,6 +7,7 @@
 //! - [`launch()`]: the generic entry (`kiln run`, the parity harness) by [`KernelId`].
 //! - [`parity`]: the harness that checks every port against the reference chain.
 //! - [`timing`]: launches and copies timed on the device's clock, for benchmarks.
+//! - [`quant`]: MLX affine weight formats, the quantizer, and GGUF files repacked exactly into them.
 
 // Vocabulary: imports nothing above it.
 mod backend;
@@ -16,6 +17,7 @@ mod error;
 pub mod gpu;
 mod host;
 pub mod port;
+pub mod quant;
 mod tensor;
 // Backends: import vocabulary only.
 mod cpu;
