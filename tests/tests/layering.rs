@@ -28,10 +28,13 @@ struct SourceFile {
     ast: syn::File,
 }
 
-/// A reference from one file to a path, with the line it is on.
+/// A reference from one file to a path, with the line it is on; `inline` is the path of the
+/// inline modules it sits in (its `self` and `super` are relative to them).
+#[derive(Default)]
 struct Reference {
     path: Vec<String>,
     line: usize,
+    inline: Vec<String>,
 }
 
 fn module_path(src: &Path, file: &Path) -> Vec<String> {
@@ -66,6 +69,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 #[derive(Default)]
 struct Collector {
     refs: Vec<Reference>,
+    /// The inline modules (`mod tests { … }`) around the current item.
+    inline: Vec<String>,
 }
 
 fn flatten_use(
@@ -85,16 +90,25 @@ fn flatten_use(
             if n.ident != "self" {
                 path.push(n.ident.to_string());
             }
-            out.push(Reference { path, line });
+            out.push(Reference {
+                path,
+                line,
+                ..Default::default()
+            });
         }
         syn::UseTree::Rename(r) => {
             let mut path = prefix.clone();
             path.push(r.ident.to_string());
-            out.push(Reference { path, line });
+            out.push(Reference {
+                path,
+                line,
+                ..Default::default()
+            });
         }
         syn::UseTree::Glob(_) => out.push(Reference {
             path: prefix.clone(),
             line,
+            ..Default::default()
         }),
         syn::UseTree::Group(g) => {
             for t in &g.items {
@@ -104,10 +118,29 @@ fn flatten_use(
     }
 }
 
+impl Collector {
+    fn push(&mut self, path: Vec<String>, line: usize) {
+        self.refs.push(Reference {
+            path,
+            line,
+            inline: self.inline.clone(),
+        });
+    }
+}
+
 impl<'ast> Visit<'ast> for Collector {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        self.inline.push(m.ident.to_string());
+        syn::visit::visit_item_mod(self, m);
+        self.inline.pop();
+    }
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let line = u.use_token.span.start().line;
-        flatten_use(&mut Vec::new(), &u.tree, line, &mut self.refs);
+        let mut refs = Vec::new();
+        flatten_use(&mut Vec::new(), &u.tree, line, &mut refs);
+        for r in refs {
+            self.push(r.path, r.line);
+        }
     }
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
@@ -115,7 +148,7 @@ impl<'ast> Visit<'ast> for Collector {
         // `crate` is a visibility (`pub(crate)`).
         if segs.len() > 1 {
             let line = p.segments[0].ident.span().start().line;
-            self.refs.push(Reference { path: segs, line });
+            self.push(segs, line);
         }
         syn::visit::visit_path(self, p);
     }
@@ -123,11 +156,13 @@ impl<'ast> Visit<'ast> for Collector {
         // Paths inside macro calls (`format!`, the kernel list expansions) are tokens: scan them.
         let mut toks: Vec<String> = Vec::new();
         let mut line = 0;
+        let inline = self.inline.clone();
         let flush = |toks: &mut Vec<String>, line: usize, refs: &mut Vec<Reference>| {
             if toks.len() > 1 {
                 refs.push(Reference {
                     path: std::mem::take(toks),
                     line,
+                    inline: inline.clone(),
                 });
             }
             toks.clear();
@@ -256,7 +291,8 @@ pub fn graph(sources: &[(String, String)]) -> Result<Graph, String> {
         let mut c = Collector::default();
         c.visit_file(&f.ast);
         for r in c.refs {
-            let Some(abs) = absolute(&f.module, &r.path, &by_module) else {
+            let scope: Vec<String> = f.module.iter().chain(&r.inline).cloned().collect();
+            let Some(abs) = absolute(&scope, &r.path, &by_module) else {
                 continue;
             };
             if let Some(j) = resolve(&abs, &by_module, &reexports, 0) {
@@ -560,7 +596,7 @@ const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
     (
         "vocabulary",
         &[
-            "backend", "error", "host", "port", "gpu", "device", "tensor", "case",
+            "backend", "error", "host", "port", "gpu", "device", "tensor", "case", "quant",
         ],
         &["vocabulary"],
     ),

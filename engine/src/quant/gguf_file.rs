@@ -9,14 +9,12 @@
 //! Every count and length read is checked against the bytes left in the file before anything
 //! is allocated, so a corrupted length fails with [`GgufError::Length`] instead of allocating.
 
-use super::{GgmlType, GgufError, MetaValue, ValueType};
+use super::{GgmlType, GgufError, MetaValue, ValueType, DEFAULT_ALIGNMENT};
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// Alignment of the data section and of every tensor when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// The most dimensions a tensor may have (ggml's `GGML_MAX_DIMS`).
 const MAX_DIMS: u32 = 4;
 /// How deep arrays of arrays may nest (each level costs the parser a stack frame).

@@ -180,3 +180,6 @@ impl MetaValue {
         self.as_array()?.iter().map(MetaValue::as_str).collect()
     }
 }
+
+/// Alignment of the data section and of every tensor when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;

@@ -28,6 +28,6 @@ pub use error::{FormatError, GgufError, RepackError};
 pub use format::{pack_codes, unpack_code, AffineFormat, AffineTensor};
 pub use ggml_type::GgmlType;
 pub use gguf_blocks::{repack, Repacked};
-pub use gguf_file::{GgufFile, TensorInfo, DEFAULT_ALIGNMENT};
-pub use gguf_meta::{MetaValue, ValueType};
+pub use gguf_file::{GgufFile, TensorInfo};
+pub use gguf_meta::{MetaValue, ValueType, DEFAULT_ALIGNMENT};
 pub use gguf_writer::GgufWriter;

@@ -1,11 +1,10 @@
 //! Opening the wgpu device (adapter and feature selection under [`Options`]), the
 //! [`WgpuDevice`] it yields and that device's `GpuDevice` impl: allocation and launch.
 
+use super::errors::{launch_err, other};
 use super::memory::{Ctx, WgpuMemory};
 use super::modules::{kiln_shaders_wgsl_max_block, KILN_SCRATCH_BYTES};
-use super::pipelines::{Pipeline, PipelineKey, Prepared};
-use super::timing::Timer;
-use super::{launch_err, other};
+use super::state::{Prepared, Timer, WgpuDevice};
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::Port;
 use crate::{Backend, DeviceError};
@@ -61,29 +60,6 @@ pub fn open_with(opts: Options) -> Result<crate::Device, crate::PortError> {
     WgpuDevice::open(opts)
         .map(|d| crate::Device::from_gpu(Arc::new(d)))
         .map_err(|e| crate::PortError::Device(DeviceError::Other(format!("wgpu: {e}"))))
-}
-
-/// An opened wgpu adapter and device.
-pub struct WgpuDevice {
-    pub(super) ctx: Arc<Ctx>,
-    pub(super) name: String,
-    pub(super) wave: u32,
-    pub(super) subgroups: bool,
-    pub(super) f16: bool,
-    pub(super) timer: Timer,
-    pub(super) max_block: u32,
-    pub(super) max_groups: u32,
-    pub(super) max_shared_bytes: u32,
-    pub(super) pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-}
-
-impl std::fmt::Debug for WgpuDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WgpuDevice")
-            .field("name", &self.name)
-            .field("wave", &self.wave)
-            .finish()
-    }
 }
 
 impl WgpuDevice {

@@ -1,7 +1,7 @@
 //! wgpu allocations ([`WgpuMemory`] and its `DeviceMemory` impl) and the device context they
 //! share with the device: waiting for the queue, copying a buffer back and mapping it.
 
-use super::other;
+use super::errors::other;
 use crate::gpu::DeviceMemory;
 use crate::DeviceError;
 use std::any::Any;

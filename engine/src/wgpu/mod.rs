@@ -14,30 +14,16 @@
 //! read-back; `timing` benchmark timing.
 
 mod device;
+mod errors;
 mod memory;
 mod modules;
 mod pipelines;
 mod slot;
+mod state;
 mod timing;
 
 pub(crate) use device::open;
-pub use device::{open_with, Options, WgpuDevice};
+pub use device::{open_with, Options};
 pub use memory::WgpuMemory;
 pub(crate) use slot::slot;
-pub use timing::Timer;
-
-use crate::DeviceError;
-use kiln_math::KernelId;
-
-/// A launch of `kernel` refused or failed for `detail`.
-fn launch_err(kernel: KernelId, detail: String) -> DeviceError {
-    DeviceError::Launch {
-        kernel: kernel.name(),
-        detail,
-    }
-}
-
-/// Any other device error.
-fn other(msg: impl Into<String>) -> DeviceError {
-    DeviceError::Other(msg.into())
-}
+pub use state::{Timer, WgpuDevice};

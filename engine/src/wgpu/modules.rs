@@ -2,7 +2,7 @@
 //! engine shares with them (scratch, block and fault sizes) and the lookup of the module a
 //! kernel × dtype runs on a device's variant (subgroups, f16 storage).
 
-use super::{other, WgpuDevice};
+use super::errors::other;
 use crate::DeviceError;
 use kiln_math::{DType, KernelId};
 
@@ -57,19 +57,23 @@ pub(super) fn kiln_shaders_wgsl_fault_words() -> usize {
     6
 }
 
-impl WgpuDevice {
-    pub(super) fn module_for(&self, kernel: KernelId, dtype: DType) -> Option<&'static WgslModule> {
-        let has_fixed_f16 = kernel
-            .buffers()
-            .iter()
-            .any(|b| b.elem == kiln_math::Elem::Fixed(DType::F16));
-        let f16_storage = self.f16 && (dtype == DType::F16 || has_fixed_f16);
-        MODULES.iter().find(|m| {
-            m.kernel == kernel.name()
-                && m.dtype == dtype.name()
-                && m.subgroups == self.subgroups
-                && m.f16_storage == f16_storage
-                && (!m.uses_f16 || self.f16)
-        })
-    }
+/// The module of `kernel` × `dtype` for an adapter with (or without) subgroups and SHADER_F16.
+pub(super) fn module_for(
+    kernel: KernelId,
+    dtype: DType,
+    subgroups: bool,
+    f16: bool,
+) -> Option<&'static WgslModule> {
+    let has_fixed_f16 = kernel
+        .buffers()
+        .iter()
+        .any(|b| b.elem == kiln_math::Elem::Fixed(DType::F16));
+    let f16_storage = f16 && (dtype == DType::F16 || has_fixed_f16);
+    MODULES.iter().find(|m| {
+        m.kernel == kernel.name()
+            && m.dtype == dtype.name()
+            && m.subgroups == subgroups
+            && m.f16_storage == f16_storage
+            && (!m.uses_f16 || f16)
+    })
 }

@@ -2,39 +2,17 @@
 //! from the kernel's module) and launch preparation: the meta and fault buffers, bindings and
 //! the grid folded over the dispatch dimensions.
 
+use super::errors::launch_err;
 use super::memory::WgpuMemory;
-use super::modules::{kiln_shaders_wgsl_fault_words, module_source, KILN_SCRATCH_BYTES};
-use super::{launch_err, WgpuDevice};
+use super::modules::{
+    kiln_shaders_wgsl_fault_words, module_for, module_source, KILN_SCRATCH_BYTES,
+};
+use super::state::{Pipeline, PipelineKey, Prepared, WgpuDevice};
 use crate::gpu::GpuLaunch;
 use crate::port::Port;
 use crate::{Backend, DeviceError};
-use kiln_math::{scratch_words, Access, DType, KernelId};
+use kiln_math::{scratch_words, Access};
 use std::sync::Arc;
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct PipelineKey {
-    pub(super) kernel: KernelId,
-    pub(super) dtype: DType,
-    pub(super) block: u32,
-    pub(super) shared_words: u32,
-}
-
-/// A launch ready to dispatch.
-pub(super) struct Prepared {
-    pub(super) kernel: KernelId,
-    pub(super) pipeline: Arc<Pipeline>,
-    pub(super) bind: wgpu::BindGroup,
-    pub(super) groups: [u32; 3],
-    pub(super) fault_buf: wgpu::Buffer,
-    pub(super) fault_bytes: u64,
-    /// Kept alive until the dispatch is submitted.
-    _meta: wgpu::Buffer,
-}
-
-pub(super) struct Pipeline {
-    pub(super) pipeline: wgpu::ComputePipeline,
-    pub(super) layout: wgpu::BindGroupLayout,
-}
 
 /// Words the meta buffer needs beyond params: (offset, len) per buffer, then the grid.
 fn meta_words(params: &[u32], l: &GpuLaunch) -> Result<Vec<u32>, DeviceError> {
@@ -76,7 +54,7 @@ impl WgpuDevice {
             return Ok(p.clone());
         }
         let kernel = key.kernel;
-        let m = self.module_for(kernel, key.dtype).ok_or_else(|| {
+        let m = module_for(kernel, key.dtype, self.subgroups, self.f16).ok_or_else(|| {
             launch_err(
                 kernel,
                 format!("no WGSL module for {} on this adapter", key.dtype.name()),

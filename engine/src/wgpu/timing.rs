@@ -1,32 +1,13 @@
 //! Benchmark timing on a wgpu device: timestamp queries around the timed passes, or the host
 //! clock where the adapter has none ([`Timer`]).
 
+use super::errors::other;
 use super::memory::WgpuMemory;
-use super::{other, WgpuDevice};
+use super::state::{Timer, WgpuDevice};
 use crate::gpu::{DeviceMemory, GpuLaunch};
 use crate::port::Port;
 use crate::DeviceError;
 use std::time::Instant;
-
-/// How a wgpu device times benchmark launches and copies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Timer {
-    /// Timestamp queries at the start of the first pass and the end of the last.
-    Timestamps,
-    /// The host clock from submit to the end of a wait for the queue: includes submission
-    /// and wake-up latency (adapters without timestamp queries, or `KILN_WGPU_NO_TIMESTAMPS`).
-    HostClock,
-}
-
-impl Timer {
-    /// How the device name states it.
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Timer::Timestamps => "timed by timestamp queries",
-            Timer::HostClock => "host-timed: submit to queue idle, no timestamp queries",
-        }
-    }
-}
 
 impl WgpuDevice {
     /// Seconds per launch for each of `runs` passes over `launches` (each launched once per
