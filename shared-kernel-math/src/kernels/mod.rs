@@ -19,6 +19,8 @@ macro_rules! for_each_kernel {
                 (x: Src<T>, residual: Rw<T>, weight: Src<T>, out: Dst<T>);
             fused_xielu: FusedXielu [f32, f16, bf16]
                 (x: Src<T>, out: Dst<T>);
+            fused_silu_mul: FusedSiluMul [f32, f16, bf16]
+                (gate: Src<T>, up: Src<T>, out: Dst<T>);
             paged_attention_decode: PagedAttentionDecode [f32, f16, bf16]
                 (q: Src<f32>, k_pool: Src<T>, v_pool: Src<T>, rows: Src<i32>,
                  row_offsets: Src<i32>, logical_starts: Src<i32>, visible_lens: Src<i32>,
