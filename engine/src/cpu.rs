@@ -59,8 +59,18 @@ impl Block for CpuBlock {
         self.grid[2]
     }
     fn barrier(&self) {}
-    fn shuffle_xor(&self, v: u32, _mask: u32) -> u32 {
-        // Only lane 0 exists; folds from WAVE / 2 = 0 never call this.
+    fn shuffle_xor(&self, v: u32, mask: u32) -> u32 {
+        // Only lane 0 exists: folds from WAVE / 2 = 0 never call this, so any other mask is a
+        // width the body assumed.
+        if mask != 0 {
+            let at = std::panic::Location::caller();
+            panic!(
+                "kiln: {}:{}:{}: shuffle_xor with mask {mask} reaches outside the wave of 1 (fold from WAVE / 2, never a fixed width)",
+                at.file(),
+                at.line(),
+                at.column()
+            );
+        }
         v
     }
     fn scratch(&self) -> Rw<u32> {

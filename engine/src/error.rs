@@ -71,13 +71,15 @@ pub enum DeviceError {
         detail: String,
     },
     /// A shuffle named a lane outside the wave (a fold that assumed a wider wave).
-    #[error("[{kernel}] lane {lane} of block {block:?} shuffled with lane {source_lane}, outside its wave of {wave}")]
+    #[error("[{kernel}] {at}: lane {lane} of block {block:?} shuffled with lane {source_lane}, outside its wave of {wave} (fold from WAVE / 2, never a fixed width)")]
     LaneOutOfWave {
         kernel: &'static str,
         block: [u32; 3],
         lane: u32,
         source_lane: u32,
         wave: u32,
+        /// `file:line:column` of the shuffle in the kernel source.
+        at: String,
     },
     /// The launch asked for something the device cannot do (block size, shared memory, …).
     #[error("[{kernel}] launch refused: {detail}")]

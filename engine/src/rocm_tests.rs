@@ -141,3 +141,16 @@ fn gcn_arch_names_lose_their_feature_suffixes() {
     assert_eq!(base_arch("gfx90a:sramecc+:xnack-"), "gfx90a");
     assert_eq!(base_arch("gfx1151"), "gfx1151");
 }
+
+#[test]
+fn an_entry_missing_from_the_code_objects_gives_no_port() {
+    for a in ARTIFACTS {
+        let real = KernelId::ALL[0]
+            .symbol(KernelId::ALL[0].dtypes()[0])
+            .unwrap();
+        assert!(crate::rocm::has_entry(a, real), "{} lacks {real}", a.arch);
+        // A prefix of a real symbol is not an entry of its own.
+        assert!(!crate::rocm::has_entry(a, &real[..real.len() - 1]));
+        assert!(!crate::rocm::has_entry(a, "no_such_kernel_f32"));
+    }
+}

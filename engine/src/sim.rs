@@ -318,6 +318,7 @@ impl<const W: u32> Block for SimLane<'_, W> {
                 lane,
                 source_lane,
                 wave: W,
+                at: format!("{}:{}:{}", site.file(), site.line(), site.column()),
             });
         }
         let rv = &self.st.wave_rv[(self.tid / W) as usize];

@@ -81,8 +81,13 @@ fn a_fold_from_lane_16_is_wrong_at_wave_64_and_out_of_wave_at_wave_8() {
         DeviceError::LaneOutOfWave {
             wave: 8,
             source_lane,
+            at,
             ..
-        } => assert!(source_lane >= 8),
+        } => {
+            assert!(source_lane >= 8);
+            // The shuffle's own line in this file, not the sim's.
+            assert!(at.contains("sim_debugger.rs"), "{at}");
+        }
         e => panic!("expected LaneOutOfWave, got {e}"),
     }
     // The fold from WAVE / 2 is right at every wave.
@@ -93,6 +98,39 @@ fn a_fold_from_lane_16_is_wrong_at_wave_64_and_out_of_wave_at_wave_8() {
             "wave {w}"
         );
     }
+}
+
+#[test]
+fn a_fold_from_lane_16_is_a_fault_on_the_cpu_naming_its_line() {
+    // The cpu's block is one lane: any shuffle mask is outside the wave.
+    let dev = Device::cpu();
+    let x: Vec<f32> = (0..256).map(|i| (i % 7) as f32).collect();
+    let run = |planted: bool| -> Result<Vec<f32>, PortError> {
+        let mut xt = Tensor::from_slice(&dev, &[256], &x)?;
+        let mut out = Tensor::zeros(&dev, DType::F32, &[256])?;
+        run_body(
+            &dev,
+            "wave_sums",
+            &WaveSums {
+                fold_from_16: planted,
+            },
+            [256, 1, 1],
+            1,
+            0,
+            &mut [("x", &mut xt), ("out", &mut out)],
+        )?;
+        out.to_vec()
+    };
+    match device_error(run(true).map(|_| ())) {
+        DeviceError::KernelFault { message, .. } => {
+            assert!(
+                message.contains("sim_debugger.rs") && message.contains("mask 16"),
+                "{message}"
+            )
+        }
+        e => panic!("expected KernelFault, got {e}"),
+    }
+    assert_eq!(run(false).unwrap(), x);
 }
 
 /// A barrier only half the block reaches (planted) or all of it (correct).

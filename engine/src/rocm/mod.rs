@@ -26,29 +26,42 @@ fn describe(a: &Artifact) -> String {
     )
 }
 
-/// The rocm ports of one kernel: every embedded code object × every dtype.
+/// Whether a code object defines `symbol`: its string table holds the name NUL-delimited.
+pub(crate) fn has_entry(a: &Artifact, symbol: &str) -> bool {
+    let name = [&[0u8][..], symbol.as_bytes(), &[0u8][..]].concat();
+    a.bytes.windows(name.len()).any(|w| w == name)
+}
+
+/// The rocm ports of one kernel: every embedded code object × every dtype whose entry that code
+/// object defines (a stale or partial build is `NoPort` with the reason, never a failed load).
 pub(crate) fn slot(kernel: KernelId) -> Slot {
     if ARTIFACTS.is_empty() {
         return Slot::Absent("no code objects embedded".into());
     }
-    Slot::Present(
-        ARTIFACTS
-            .iter()
-            .flat_map(|a| {
-                kernel.dtypes().iter().map(move |&dtype| Port {
+    let ports: Vec<Port> = ARTIFACTS
+        .iter()
+        .flat_map(|a| {
+            kernel.dtypes().iter().filter_map(move |&dtype| {
+                let symbol = kernel.symbol(dtype)?;
+                has_entry(a, symbol).then(|| Port {
                     kernel,
                     dtype,
                     backend: Backend::Rocm,
                     wave: Some(a.wave),
                     target: Some(a.arch),
                     artifact: Some(describe(a)),
-                    launch: PortLaunch::Artifact {
-                        symbol: kernel.symbol(dtype).expect("a listed dtype has a symbol"),
-                    },
+                    launch: PortLaunch::Artifact { symbol },
                 })
             })
-            .collect(),
-    )
+        })
+        .collect();
+    if ports.is_empty() {
+        return Slot::Absent(
+            "the embedded code objects have no entry for this kernel (run `cargo xtask kernels`)"
+                .into(),
+        );
+    }
+    Slot::Present(ports)
 }
 
 /// Milliseconds the last launch on a rocm device took on the GPU (HIP events around it).
