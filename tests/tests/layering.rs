@@ -375,66 +375,63 @@ fn resolve(
 /// Every import loop of the graph: each as its files in order, with the line of each import.
 pub fn cycles(g: &Graph) -> Vec<Vec<(String, usize, String)>> {
     // Tarjan's strongly connected components, then one shortest loop through each.
+    struct Tarjan<'g> {
+        g: &'g Graph,
+        index: Vec<usize>,
+        low: Vec<usize>,
+        on_stack: Vec<bool>,
+        stack: Vec<usize>,
+        next: usize,
+        comps: Vec<Vec<usize>>,
+    }
+    impl Tarjan<'_> {
+        fn strong(&mut self, v: usize) {
+            self.index[v] = self.next;
+            self.low[v] = self.next;
+            self.next += 1;
+            self.stack.push(v);
+            self.on_stack[v] = true;
+            let g = self.g;
+            for &w in g.edges.get(&v).into_iter().flat_map(|e| e.keys()) {
+                if self.index[w] == usize::MAX {
+                    self.strong(w);
+                    self.low[v] = self.low[v].min(self.low[w]);
+                } else if self.on_stack[w] {
+                    self.low[v] = self.low[v].min(self.index[w]);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = Vec::new();
+                loop {
+                    let w = self.stack.pop().unwrap();
+                    self.on_stack[w] = false;
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 {
+                    self.comps.push(comp);
+                }
+            }
+        }
+    }
     let n = g.files.len();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0; n];
-    let mut on = vec![false; n];
-    let mut stack = Vec::new();
-    let mut next = 0;
-    let mut comps: Vec<Vec<usize>> = Vec::new();
-    fn strong(
-        v: usize,
-        g: &Graph,
-        st: &mut (
-            &mut Vec<usize>,
-            &mut Vec<usize>,
-            &mut Vec<bool>,
-            &mut Vec<usize>,
-            &mut usize,
-            &mut Vec<Vec<usize>>,
-        ),
-    ) {
-        st.0[v] = *st.4;
-        st.1[v] = *st.4;
-        *st.4 += 1;
-        st.3.push(v);
-        st.2[v] = true;
-        if let Some(out) = g.edges.get(&v) {
-            for &w in out.keys() {
-                if st.0[w] == usize::MAX {
-                    strong(w, g, st);
-                    st.1[v] = st.1[v].min(st.1[w]);
-                } else if st.2[w] {
-                    st.1[v] = st.1[v].min(st.0[w]);
-                }
-            }
-        }
-        if st.1[v] == st.0[v] {
-            let mut comp = Vec::new();
-            loop {
-                let w = st.3.pop().unwrap();
-                st.2[w] = false;
-                comp.push(w);
-                if w == v {
-                    break;
-                }
-            }
-            if comp.len() > 1 {
-                st.5.push(comp);
-            }
-        }
-    }
+    let mut t = Tarjan {
+        g,
+        index: vec![usize::MAX; n],
+        low: vec![0; n],
+        on_stack: vec![false; n],
+        stack: Vec::new(),
+        next: 0,
+        comps: Vec::new(),
+    };
     for v in 0..n {
-        if index[v] == usize::MAX {
-            strong(
-                v,
-                g,
-                &mut (
-                    &mut index, &mut low, &mut on, &mut stack, &mut next, &mut comps,
-                ),
-            );
+        if t.index[v] == usize::MAX {
+            t.strong(v);
         }
     }
+    let comps = t.comps;
     comps
         .into_iter()
         .map(|comp| {
