@@ -66,10 +66,11 @@ fn case(m: usize, k: usize, n: usize, has_bias: bool, checks: Vec<Check>) -> Cas
 }
 
 pub fn cases(dtype: DType) -> Vec<Case> {
-    // M over 1, 3 and 8 (GEMV, odd, the limit), 2 and 5; K 1 and 37 (element-wise rows), 64,
-    // 256 and 1024 (chunks, with and without the four-chunk loop at each wave), 320 (both
-    // chunk loops at wave 4); N 1, 5, 9 and 13 (odd, a block's rows partly past N) and 64
-    // (several blocks); with and without bias.
+    // M over 1, 3 and 8 (GEMV, odd, the limit), 2 and 5 (each chunk-loop width: four chunks
+    // in flight up to M = 2, two up to 4, one beyond); K 1 and 37 (element-wise rows), 64, 256,
+    // 320 and 1016 (chunked: 127 chunks run the four-, two- and one-chunk loops on the cpu and
+    // leave lanes of a wave with different trip counts); N 1, 5, 9 and 13 (odd, a block's rows
+    // partly past N) and 64 (several blocks); with and without bias.
     let shapes = [
         (1, 1, 1, false),
         (1, 256, 64, false),
@@ -81,7 +82,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         (8, 37, 1, true),
         (2, 320, 13, true),
         (5, 64, 9, false),
-        (1, 1024, 3, false),
+        (1, 1016, 3, false),
     ];
     shapes
         .iter()

@@ -184,20 +184,35 @@ fn rows<T: Element, B: Block, const M: usize>(
         let n = first + r;
         let row = n * k;
         let mut acc = zero;
-        // Four chunks per lane in flight (64 bytes of a 16-bit W), all loaded before use.
+        // Chunks of W in flight per lane, all loaded before use: four (64 bytes of a 16-bit W)
+        // for one or two rows of x, two up to four rows, one beyond, where the rows' x chunks
+        // are in flight too (and the register budget, the kernel's largest instance's on a GPU,
+        // stays small enough for the M = 1 instance to run at full occupancy).
+        let step = wave * CHUNK;
         let mut c = lane;
-        while c + 3 * wave < chunks {
-            let at = c * CHUNK;
-            let step = wave * CHUNK;
-            let w0 = w.get_chunk::<CHUNK>(row + at);
-            let w1 = w.get_chunk::<CHUNK>(row + at + step);
-            let w2 = w.get_chunk::<CHUNK>(row + at + 2 * step);
-            let w3 = w.get_chunk::<CHUNK>(row + at + 3 * step);
-            acc = accumulate(x, k, at, w0, acc);
-            acc = accumulate(x, k, at + step, w1, acc);
-            acc = accumulate(x, k, at + 2 * step, w2, acc);
-            acc = accumulate(x, k, at + 3 * step, w3, acc);
-            c += 4 * wave;
+        if M <= 2 {
+            while c + 3 * wave < chunks {
+                let at = c * CHUNK;
+                let w0 = w.get_chunk::<CHUNK>(row + at);
+                let w1 = w.get_chunk::<CHUNK>(row + at + step);
+                let w2 = w.get_chunk::<CHUNK>(row + at + 2 * step);
+                let w3 = w.get_chunk::<CHUNK>(row + at + 3 * step);
+                acc = accumulate(x, k, at, w0, acc);
+                acc = accumulate(x, k, at + step, w1, acc);
+                acc = accumulate(x, k, at + 2 * step, w2, acc);
+                acc = accumulate(x, k, at + 3 * step, w3, acc);
+                c += 4 * wave;
+            }
+        }
+        if M <= 4 {
+            while c + wave < chunks {
+                let at = c * CHUNK;
+                let w0 = w.get_chunk::<CHUNK>(row + at);
+                let w1 = w.get_chunk::<CHUNK>(row + at + step);
+                acc = accumulate(x, k, at, w0, acc);
+                acc = accumulate(x, k, at + step, w1, acc);
+                c += 2 * wave;
+            }
         }
         while c < chunks {
             let at = c * CHUNK;
