@@ -52,6 +52,7 @@ macro_rules! for_each_kernel {
             speculative_accept: SpeculativeAccept [f32]
                 (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,
                  tokens: Dst<u32>, emitted: Dst<u32>);
+            linear: Linear [f32, f16, bf16] (x: Src<T>, w: Src<T>, bias: Src<T>, y: Dst<T>);
         }
     };
 }
