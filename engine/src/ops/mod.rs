@@ -36,7 +36,7 @@ pub fn fused_add_rms_norm(
         weight_bias: 0.0,
         ..Default::default()
     };
-    launch_add_rms_norm(dev, &p, x, residual, weight, out)
+    kernel::fused_add_rms_norm(dev, &p, x, residual, weight, out)
 }
 
 /// [`fused_add_rms_norm`] with Gemma's gain `(1 + weight)`, the `+1` folded in the weight's dtype.
@@ -53,19 +53,9 @@ pub fn fused_add_rms_norm_gemma(
         weight_bias: 1.0,
         ..Default::default()
     };
-    launch_add_rms_norm(dev, &p, x, residual, weight, out)
+    kernel::fused_add_rms_norm(dev, &p, x, residual, weight, out)
 }
 
-fn launch_add_rms_norm(
-    dev: &Device,
-    p: &AddRmsNormParams,
-    x: &Tensor,
-    residual: &mut Tensor,
-    weight: &Tensor,
-    out: &mut Tensor,
-) -> Result<Ran, PortError> {
-    kernel::fused_add_rms_norm(dev, p, x, residual, weight, out)
-}
 
 /// The effective xIELU scales from a checkpoint's raw `alpha_p`, `alpha_n` and `beta`:
 /// `(softplus(alpha_p_raw), beta + softplus(alpha_n_raw))`, in f32 with the stable softplus
