@@ -56,7 +56,6 @@ pub fn fused_add_rms_norm_gemma(
     kernel::fused_add_rms_norm(dev, &p, x, residual, weight, out)
 }
 
-
 /// The effective xIELU scales from a checkpoint's raw `alpha_p`, `alpha_n` and `beta`:
 /// `(softplus(alpha_p_raw), beta + softplus(alpha_n_raw))`, in f32 with the stable softplus
 /// `max(z, 0) + log1p(exp(-|z|))`.
