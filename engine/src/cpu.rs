@@ -111,8 +111,10 @@ where
             };
             catch_unwind(AssertUnwindSafe(|| f(&b, &views))).map_err(|p| DeviceError::KernelFault {
                 kernel: l.kernel,
-                block: b.idx,
-                message: panic_message(p.as_ref()),
+                backend: crate::Backend::Cpu,
+                block: Some(b.idx),
+                detail: panic_message(p.as_ref()),
+                state: crate::DeviceState::Usable,
             })
         },
     )

@@ -2,8 +2,10 @@
 
 use crate::gpu::GpuDevice;
 use crate::host::SimConfig;
+use crate::storage::Storage;
 use crate::{Backend, PortError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 pub(crate) enum DeviceKind {
@@ -18,6 +20,23 @@ struct Inner {
     name: String,
     wave: u32,
     kind: DeviceKind,
+    /// Allocations kiln made on this device (tensors and scratch).
+    allocations: AtomicUsize,
+    /// The scratch region ops carve their temporaries from, reused call after call.
+    pub(crate) scratch: Mutex<Option<Arc<Storage>>>,
+}
+
+impl Inner {
+    fn new(backend: Backend, name: String, wave: u32, kind: DeviceKind) -> Inner {
+        Inner {
+            backend,
+            name,
+            wave,
+            kind,
+            allocations: AtomicUsize::new(0),
+            scratch: Mutex::new(None),
+        }
+    }
 }
 
 /// A device to launch on. Cheap to clone.
@@ -35,12 +54,12 @@ impl Device {
     /// The host CPU: kernel bodies run with a serial block (wave 1), blocks spread over cores.
     pub fn cpu() -> Device {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Device(Arc::new(Inner {
-            backend: Backend::Cpu,
-            name: format!("host cpu ({threads} threads)"),
-            wave: 1,
-            kind: DeviceKind::Cpu,
-        }))
+        Device(Arc::new(Inner::new(
+            Backend::Cpu,
+            format!("host cpu ({threads} threads)"),
+            1,
+            DeviceKind::Cpu,
+        )))
     }
 
     /// The SIMT emulator at `wave` lanes per wave.
@@ -48,6 +67,7 @@ impl Device {
         Device::sim_with(SimConfig::new(wave))
     }
 
+    /// The SIMT emulator with `cfg` (wave, block size override, checks).
     pub fn sim_with(cfg: SimConfig) -> Result<Device, PortError> {
         let refuse = |msg: String| Err(PortError::Device(crate::DeviceError::Other(msg)));
         if !SimConfig::WAVES.contains(&cfg.wave) {
@@ -65,21 +85,21 @@ impl Device {
                 ));
             }
         }
-        Ok(Device(Arc::new(Inner {
-            backend: Backend::Sim,
-            name: format!("SIMT emulator (wave {})", cfg.wave),
-            wave: cfg.wave,
-            kind: DeviceKind::Sim(cfg),
-        })))
+        Ok(Device(Arc::new(Inner::new(
+            Backend::Sim,
+            format!("SIMT emulator (wave {})", cfg.wave),
+            cfg.wave,
+            DeviceKind::Sim(cfg),
+        ))))
     }
 
     pub(crate) fn from_gpu(g: Arc<dyn GpuDevice>) -> Device {
-        Device(Arc::new(Inner {
-            backend: g.backend(),
-            name: g.name(),
-            wave: g.wave(),
-            kind: DeviceKind::Gpu(g),
-        }))
+        Device(Arc::new(Inner::new(
+            g.backend(),
+            g.name(),
+            g.wave(),
+            DeviceKind::Gpu(g),
+        )))
     }
 
     pub fn backend(&self) -> Backend {
@@ -124,5 +144,49 @@ impl Device {
     }
     pub(crate) fn kind(&self) -> &DeviceKind {
         &self.0.kind
+    }
+
+    /// Waits until every launch and copy queued on the device has finished; a kernel fault
+    /// seen then comes back as `DeviceError::KernelFault` naming the last kernel queued.
+    /// Host devices run launches to completion, so there is nothing to wait for.
+    pub fn sync(&self) -> Result<(), PortError> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => Ok(g.sync()?),
+            _ => Ok(()),
+        }
+    }
+
+    /// How many allocations kiln has made on this device (tensors and scratch): an engine can
+    /// check that a decode step allocates nothing once warm.
+    pub fn allocations(&self) -> usize {
+        self.0.allocations.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn scratch_slot(&self) -> &Mutex<Option<Arc<Storage>>> {
+        &self.0.scratch
+    }
+
+    pub(crate) fn count_allocation(&self) {
+        self.0.allocations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes of the scratch region ops take their temporaries from (0 before the first op that
+    /// needs one). It grows to the largest request and is then reused.
+    pub fn scratch_bytes(&self) -> usize {
+        self.0
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(0, |s| s.len())
+    }
+
+    /// Whether the device is recording launches into a graph (a CUDA stream capture): kiln then
+    /// refuses to allocate, since the graph would keep addresses a later allocation frees.
+    pub fn is_capturing(&self) -> bool {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => g.is_capturing(),
+            _ => false,
+        }
     }
 }

@@ -17,8 +17,14 @@ pub trait DeviceMemory: Send + Sync + Debug {
     }
     /// Copies `out.len()` bytes starting at `offset` to the host.
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError>;
-    /// Copies `data` to `offset`.
+    /// Copies `data` to `offset`, ordered after the work queued before it; returns once the
+    /// device holds the bytes.
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError>;
+    /// Copies `data` to `offset` in order with the device's queue without waiting for it; the
+    /// backend keeps its own copy of `data` (staged by the driver), so the caller may drop it.
+    fn write_enqueued(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
+        self.write(offset, data)
+    }
     /// The backend downcasts to its own allocation type.
     fn as_any(&self) -> &dyn Any;
 }
@@ -59,8 +65,35 @@ pub trait GpuDevice: Send + Sync + Debug {
     /// Identifies the device's memory space among devices of its backend.
     fn ordinal(&self) -> usize;
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError>;
-    /// Launches `port` (one of this backend's ports) and waits for it to finish.
+    /// Wraps `bytes` of a caller's device allocation at address `ptr`; kiln never frees it.
+    ///
+    /// # Safety
+    /// `ptr` is memory of this device's context, valid for `bytes` while the wrapper lives.
+    unsafe fn borrow_raw(
+        &self,
+        _ptr: u64,
+        _bytes: usize,
+    ) -> Result<Box<dyn DeviceMemory>, DeviceError> {
+        Err(DeviceError::Other(format!(
+            "{}: memory is not addressed by raw pointers on this backend",
+            self.backend()
+        )))
+    }
+    /// Enqueues `port` (one of this backend's ports) on the device's stream or queue; returns
+    /// once enqueued (a fault surfaces at the next [`GpuDevice::sync`] or read).
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError>;
+    /// Waits for everything enqueued; reports a fault of the work it waited for.
+    fn sync(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    /// Whether the device is a software rasteriser on the host (lavapipe, WARP).
+    fn is_software(&self) -> bool {
+        false
+    }
+    /// Whether the device's stream is capturing a graph.
+    fn is_capturing(&self) -> bool {
+        false
+    }
     /// The largest block the device runs (≥ wave).
     fn max_block(&self) -> u32 {
         1024

@@ -146,23 +146,22 @@ pub(crate) fn prepare(
         .map(|(_, a)| a.tensor().dtype())
         .ok_or_else(|| bad("the kernel has no buffer of its element type".into()))?;
     if !kernel.dtypes().contains(&dtype) {
-        let names: Vec<_> = kernel.dtypes().iter().map(|d| d.name()).collect();
-        return Err(bad(format!(
-            "dtype {} is not supported (supported: {})",
-            dtype.name(),
-            names.join(", ")
-        )));
+        return Err(PortError::UnsupportedDtype {
+            kernel: kernel.name(),
+            got: dtype,
+            supported: kernel.dtypes(),
+        });
     }
-    for (d, a) in desc.iter().zip(args) {
+    for (k, (d, a)) in desc.iter().zip(args).enumerate() {
         let t = a.tensor();
         let want = d.elem.resolve(dtype);
         if t.dtype() != want {
-            return Err(bad(format!(
-                "`{}` is {}, must be {}",
-                d.name,
-                t.dtype().name(),
-                want.name()
-            )));
+            return Err(PortError::DtypeMismatch {
+                kernel: kernel.name(),
+                buffer: d.name,
+                expected: want,
+                got: t.dtype(),
+            });
         }
         if matches!(a, Arg::In(_)) && d.access != Access::Read {
             return Err(bad(format!(
@@ -178,10 +177,28 @@ pub(crate) fn prepare(
                 dev.name()
             )));
         }
+        // An output may not share bytes with another buffer: threads would read what others
+        // write in an order no backend defines (and host launches would alias a `&mut`).
+        if matches!(a, Arg::Out(_)) {
+            if let Some((o, _)) = desc
+                .iter()
+                .zip(args)
+                .enumerate()
+                .find(|&(j, (_, b))| j != k && t.overlaps(b.tensor()))
+            {
+                return Err(bad(format!(
+                    "`{}` overlaps `{}`: an output must not share bytes with another buffer",
+                    d.name, desc[o].name
+                )));
+            }
+        }
     }
     let shapes: Vec<&[usize]> = args.iter().map(|a| a.tensor().shape()).collect();
     let mut words = params.to_vec();
-    let launch = (entry(kernel).bind)(&mut words, &shapes).map_err(|e| bad(e.to_string()))?;
+    let launch = (entry(kernel).bind)(&mut words, &shapes).map_err(|error| PortError::Shape {
+        kernel: kernel.name(),
+        error,
+    })?;
     if launch.grid.contains(&0) {
         return Err(bad(format!("empty grid {:?}", launch.grid)));
     }
@@ -222,7 +239,10 @@ pub fn launch_with_short_views(
             "one view length per tensor, each at most its length",
         ));
     }
-    launch_views(dev, kernel, params, args, Mode::PortOnly, Some(view_lens))
+    let ran = launch_views(dev, kernel, params, args, Mode::PortOnly, Some(view_lens))?;
+    // The trap is the point: wait for it here rather than at some later read.
+    dev.sync()?;
+    Ok(ran)
 }
 
 fn launch_views(

@@ -18,6 +18,8 @@ pub mod gpu;
 mod host;
 pub mod port;
 pub mod quant;
+mod scratch;
+mod storage;
 mod tensor;
 // Backends: import vocabulary only.
 mod cpu;
@@ -45,13 +47,17 @@ mod rocm_tests;
 pub mod timing;
 
 pub use backend::Backend;
+/// The cudarc driver API kiln is built against: an engine hands kiln its CUDA streams of this
+/// version ([`Device::cuda_on_stream`]) and captures graphs with it.
+pub use cudarc::driver as cuda_api;
 pub(crate) use device::DeviceKind;
 pub use device::{Device, MemorySpace};
-pub use error::{DeviceError, PortError};
+pub use error::{DeviceError, DeviceState, PortError};
 pub use host::SimConfig;
 pub use kiln_math::{self as math, DType, KernelId};
 pub use launch::{launch, Arg, FallbackReason, Mode, Path, Ran};
 pub use port::{Port, Slot};
 pub use ports::{has_port, select_port, KernelPorts};
 pub use registry::{devices, unavailable_reason, DeviceReport};
+pub use scratch::scratch_bytes;
 pub use tensor::Tensor;

@@ -15,11 +15,22 @@ impl Device {
             Backend::Sim => Device::sim(32),
             other => match open_gpu(other) {
                 Ok(g) => Ok(Device::from_gpu(g)),
-                Err(why) => Err(PortError::Device(crate::DeviceError::Other(format!(
-                    "{other}: {why}"
-                )))),
+                Err(reason) => Err(PortError::Device(crate::DeviceError::DeviceUnavailable {
+                    backend: other,
+                    reason,
+                })),
             },
         }
+    }
+
+    /// The fastest device present: CUDA, then ROCm, then a hardware wgpu adapter, else the
+    /// host cpu (a software adapter such as lavapipe loses to the host backend).
+    pub fn best() -> Device {
+        [Backend::Cuda, Backend::Rocm, Backend::Wgpu]
+            .into_iter()
+            .filter_map(|b| Device::open(b).ok())
+            .find(|d| !d.gpu().is_some_and(|g| g.is_software()))
+            .unwrap_or_else(Device::cpu)
     }
 }
 

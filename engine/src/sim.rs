@@ -523,8 +523,10 @@ where
                             Err(p) if p.is::<Abort>() => {}
                             Err(p) => st.record(DeviceError::KernelFault {
                                 kernel,
-                                block: st.idx,
-                                message: panic_message(p.as_ref()),
+                                backend: crate::Backend::Sim,
+                                block: Some(st.idx),
+                                detail: panic_message(p.as_ref()),
+                                state: crate::DeviceState::Usable,
                             }),
                         }
                         LANE.set(None);

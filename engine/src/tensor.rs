@@ -1,10 +1,18 @@
-//! Tensors: a shape, a dtype and bytes on a device.
+//! Tensors: a dtype, a shape and a byte offset over memory on a device — kiln's own allocation
+//! or a caller's (an engine's KV pool, weights, activations) — shared by every view over it.
 
-use crate::gpu::{DeviceMemory, GpuBuf};
+use crate::gpu::GpuBuf;
+use crate::storage::Storage;
 use crate::{Device, DeviceError, DeviceKind, PortError};
 use kiln_math::{DType, Element, Scalar};
+use std::sync::Arc;
 
-/// A dense row-major tensor on a device.
+/// A dense row-major view: `shape` elements of `dtype` starting `offset` bytes into memory on a
+/// device.
+///
+/// Views made by [`Tensor::view`], [`Tensor::reshape`] and [`Tensor::view_bytes`] share the
+/// memory (like a strided view in torch, without strides): a write through one is seen by the
+/// others. A launch refuses an output that overlaps another of its buffers.
 ///
 /// A tensor may sit inside a larger allocation (`Tensor::guarded`): the bytes before and after
 /// it are guard regions a harness can check after a launch.
@@ -13,48 +21,26 @@ pub struct Tensor {
     dev: Device,
     dtype: DType,
     shape: Vec<usize>,
-    mem: Mem,
+    mem: Arc<Storage>,
     /// Byte offset of element 0 inside `mem`.
     offset: usize,
-    /// Bytes of the whole allocation (guards included).
-    total: usize,
-}
-
-#[derive(Debug)]
-enum Mem {
-    /// Host memory (cpu, sim), 8-byte aligned.
-    Host(Vec<u64>),
-    Gpu(Box<dyn DeviceMemory>),
 }
 
 fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-/// Bytes of the staging buffer that fills device memory.
-const FILL_CHUNK: usize = 64 << 20;
-
-/// `len` zeroed words from the allocator's zeroed path: the pages of a large allocation come
-/// from the OS untouched and cost memory only once written. A refusal is an error, not an
-/// abort, so a caller can skip what does not fit.
-fn zeroed_words(len: usize) -> Result<Vec<u64>, PortError> {
-    let layout = std::alloc::Layout::array::<u64>(len)
-        .map_err(|_| other(format!("{len} words do not fit an allocation")))?;
-    // SAFETY: the layout is non-zero (len ≥ 1) and valid.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut u64;
-    if ptr.is_null() {
-        return Err(other(format!(
-            "host allocation of {} bytes refused",
-            layout.size()
-        )));
-    }
-    // SAFETY: allocated above by the global allocator with the layout of `len` u64s, all
-    // initialised (zeroed); the Vec frees it with that same layout.
-    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
-}
-
 fn other(msg: String) -> PortError {
     PortError::Device(DeviceError::Other(msg))
+}
+
+/// The storage a tensor of `bytes` needs on `dev`, zeroed on the host and undefined on a GPU.
+pub(crate) fn allocate(dev: &Device, bytes: usize) -> Result<Storage, PortError> {
+    dev.count_allocation();
+    match dev.kind() {
+        DeviceKind::Cpu | DeviceKind::Sim(_) => Storage::host_zeroed(bytes),
+        DeviceKind::Gpu(g) => Ok(Storage::Gpu(g.alloc(bytes.max(1))?)),
+    }
 }
 
 impl Tensor {
@@ -78,53 +64,186 @@ impl Tensor {
             .and_then(|n| n.checked_mul(dtype.size()))
             .ok_or_else(|| other(format!("tensor of shape {shape:?} is too large")))?;
         let offset = guard * dtype.size();
-        // The fill as ranges; zero ranges need no writes (fresh host memory is zeroed and its
-        // untouched pages stay unallocated, so a huge zero tensor costs only what is written).
-        let fills = [
+        let mem = allocate(dev, n)?;
+        // Fresh host memory is zeroed (and its untouched pages stay unallocated, so a huge zero
+        // tensor costs only what is written); device memory starts undefined.
+        let host = mem.host_ptr(0).is_some();
+        for (lo, hi, fill) in [
             (0, offset, guard_fill),
             (offset, n - offset, body_fill),
             (n - offset, n, guard_fill),
-        ];
-        let mem = match dev.kind() {
-            DeviceKind::Cpu | DeviceKind::Sim(_) => {
-                let mut words = zeroed_words(n.div_ceil(8).max(1))?;
-                // SAFETY: the u64 storage holds at least n bytes.
-                let all =
-                    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, n) };
-                for &(lo, hi, fill) in &fills {
-                    if fill != 0 {
-                        all[lo..hi].fill(fill);
-                    }
-                }
-                Mem::Host(words)
+        ] {
+            if lo < hi && (fill != 0 || !host) {
+                mem.fill(lo, hi, fill)?;
             }
-            DeviceKind::Gpu(g) => {
-                let m = g.alloc(n.max(1))?;
-                // Device memory starts undefined: write every range, a staging chunk at a time.
-                let chunk = n.clamp(1, FILL_CHUNK);
-                let mut staged = (0u8, Vec::new());
-                for &(lo, hi, fill) in &fills {
-                    if staged.1.is_empty() || staged.0 != fill {
-                        staged = (fill, vec![fill; chunk]);
-                    }
-                    let mut at = lo;
-                    while at < hi {
-                        let len = (hi - at).min(chunk);
-                        m.write(at, &staged.1[..len])?;
-                        at += len;
-                    }
-                }
-                Mem::Gpu(m)
-            }
-        };
+        }
         Ok(Tensor {
             dev: dev.clone(),
             dtype,
             shape: shape.to_vec(),
-            mem,
+            mem: Arc::new(mem),
             offset,
-            total: n,
         })
+    }
+
+    /// A view over a caller's host memory on a host device (`cpu`, `sim`): `shape` elements of
+    /// `dtype` at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `numel(shape) · dtype.size()` bytes, aligned
+    /// to the dtype, and stay so until this tensor and every view made from it are dropped;
+    /// nothing else may write those bytes while a launch that uses them runs.
+    pub unsafe fn from_host_ptr(
+        dev: &Device,
+        ptr: *mut u8,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, PortError> {
+        if !matches!(dev.kind(), DeviceKind::Cpu | DeviceKind::Sim(_)) {
+            return Err(other(format!(
+                "{}: host memory can only back tensors of a host device (cpu, sim)",
+                dev.name()
+            )));
+        }
+        if ptr.is_null() || (ptr as usize) % dtype.size() != 0 {
+            return Err(other(format!(
+                "host pointer {ptr:?} is null or not aligned to {}",
+                dtype.name()
+            )));
+        }
+        let bytes = checked_bytes(dtype, shape)?;
+        // SAFETY: the caller's contract above.
+        let mem = unsafe { Storage::host_borrowed(ptr, bytes) };
+        Ok(Tensor::over(dev, mem, dtype, shape))
+    }
+
+    /// A view over device memory a caller allocated on a CUDA or HIP device: `shape` elements
+    /// of `dtype` at device address `ptr` (a `CUdeviceptr` / `hipDeviceptr_t`). kiln never frees
+    /// it.
+    ///
+    /// # Safety
+    /// `ptr` must be an allocation (or part of one) of `dev`'s context, valid for
+    /// `numel(shape) · dtype.size()` bytes, aligned to the dtype, and stay allocated until this
+    /// tensor and every view made from it are dropped and the work that uses them has finished.
+    pub unsafe fn from_device_ptr(
+        dev: &Device,
+        ptr: u64,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, PortError> {
+        let DeviceKind::Gpu(g) = dev.kind() else {
+            return Err(other(format!("{} has no device memory", dev.name())));
+        };
+        if ptr == 0 || ptr % dtype.size() as u64 != 0 {
+            return Err(other(format!(
+                "device pointer {ptr:#x} is null or not aligned to {}",
+                dtype.name()
+            )));
+        }
+        let bytes = checked_bytes(dtype, shape)?;
+        // SAFETY: the caller's contract above.
+        let mem = unsafe { g.borrow_raw(ptr, bytes)? };
+        Ok(Tensor::over(dev, Storage::Gpu(mem), dtype, shape))
+    }
+
+    /// A tensor over the whole of `mem`.
+    pub(crate) fn over(dev: &Device, mem: Storage, dtype: DType, shape: &[usize]) -> Tensor {
+        Tensor {
+            dev: dev.clone(),
+            dtype,
+            shape: shape.to_vec(),
+            mem: Arc::new(mem),
+            offset: 0,
+        }
+    }
+
+    /// A tensor of `shape` elements of `dtype` at byte `offset` of a region others share.
+    pub(crate) fn over_shared(
+        dev: &Device,
+        mem: Arc<Storage>,
+        offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, PortError> {
+        let len = mem.len();
+        Tensor {
+            dev: dev.clone(),
+            dtype: DType::U8,
+            shape: vec![len],
+            mem,
+            offset: 0,
+        }
+        .view_bytes(offset, dtype, shape)
+    }
+
+    /// A tensor of `shape` elements of `dtype` starting `offset` bytes into `mem`.
+    pub(crate) fn over_at(
+        dev: &Device,
+        mem: Storage,
+        offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, PortError> {
+        Tensor::over_shared(dev, Arc::new(mem), offset, dtype, shape)
+    }
+
+    /// A view of `count = numel(shape)` elements starting at element `first` of this tensor,
+    /// in the same dtype: a row range, a page of a pool, one layer of a stacked weight.
+    pub fn view(&self, first: usize, shape: &[usize]) -> Result<Tensor, PortError> {
+        let s = self.dtype.size();
+        let at = first
+            .checked_mul(s)
+            .ok_or_else(|| other(format!("element {first} is out of range")))?;
+        self.view_bytes(at, self.dtype, shape)
+    }
+
+    /// The same elements under another shape of the same element count.
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor, PortError> {
+        if numel(shape) != self.numel() {
+            return Err(PortError::ShapeMismatch {
+                kernel: "Tensor::reshape",
+                buffer: "shape",
+                expected: self.shape.clone(),
+                got: shape.to_vec(),
+            });
+        }
+        self.view(0, shape)
+    }
+
+    /// A view of `shape` elements of `dtype` starting `byte_offset` bytes into this tensor's
+    /// elements (aligned to `dtype`): reinterprets bytes, e.g. a packed quantized block as u32.
+    pub fn view_bytes(
+        &self,
+        byte_offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Tensor, PortError> {
+        let bytes = checked_bytes(dtype, shape)?;
+        if byte_offset % dtype.size() != 0
+            || byte_offset
+                .checked_add(bytes)
+                .is_none_or(|end| end > self.byte_len())
+        {
+            return Err(other(format!(
+                "a view of {bytes} bytes of {} at byte {byte_offset} of a {}-byte tensor",
+                dtype.name(),
+                self.byte_len()
+            )));
+        }
+        Ok(Tensor {
+            dev: self.dev.clone(),
+            dtype,
+            shape: shape.to_vec(),
+            mem: self.mem.clone(),
+            offset: self.offset + byte_offset,
+        })
+    }
+
+    /// Whether this tensor's bytes overlap `other`'s (views of one allocation, or one region).
+    pub fn overlaps(&self, other: &Tensor) -> bool {
+        let (a, b) = (self.offset, self.offset + self.byte_len());
+        let (c, d) = (other.offset, other.offset + other.byte_len());
+        self.mem.same(&other.mem) && a < d && c < b && a < b && c < d
     }
 
     /// A tensor holding `data` (its element type decides the dtype).
@@ -174,24 +293,18 @@ impl Tensor {
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }
+    /// Byte offset of element 0 inside the allocation or region the tensor views.
+    pub fn byte_offset(&self) -> usize {
+        self.offset
+    }
     pub fn byte_len(&self) -> usize {
         self.numel() * self.dtype.size()
     }
 
     fn read_range(&self, offset: usize, len: usize) -> Result<Vec<u8>, PortError> {
-        match &self.mem {
-            Mem::Host(words) => {
-                // SAFETY: u64 storage viewed as bytes; offset + len <= total <= words.len() * 8.
-                let all =
-                    unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, self.total) };
-                Ok(all[offset..offset + len].to_vec())
-            }
-            Mem::Gpu(m) => {
-                let mut out = vec![0u8; len];
-                m.read(offset, &mut out)?;
-                Ok(out)
-            }
-        }
+        let mut out = vec![0u8; len];
+        self.mem.read(offset, &mut out)?;
+        Ok(out)
     }
 
     /// The tensor's bytes.
@@ -217,7 +330,7 @@ impl Tensor {
 
     /// The whole allocation's bytes, guards included.
     pub fn to_bytes_with_guards(&self) -> Result<Vec<u8>, PortError> {
-        self.read_range(0, self.total)
+        self.read_range(0, self.mem.len())
     }
 
     /// Bytes of the guard before the tensor.
@@ -225,6 +338,8 @@ impl Tensor {
         self.offset
     }
 
+    /// Writes the tensor's bytes (exactly [`Tensor::byte_len`] of them); returns once the
+    /// device holds them, after the work queued before.
     pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), PortError> {
         if bytes.len() != self.byte_len() {
             return Err(other(format!(
@@ -248,17 +363,23 @@ impl Tensor {
                 self.byte_len()
             )));
         }
-        match &mut self.mem {
-            Mem::Host(words) => {
-                // SAFETY: as in read_range.
-                let all = unsafe {
-                    std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, self.total)
-                };
-                all[self.offset + at..self.offset + at + bytes.len()].copy_from_slice(bytes);
-                Ok(())
-            }
-            Mem::Gpu(m) => Ok(m.write(self.offset + at, bytes)?),
+        self.mem.write(self.offset + at, bytes, false)
+    }
+
+    /// Writes `bytes` at byte `at` ordered after the work queued on the device, without waiting
+    /// for it: the device keeps its own copy of `bytes` (kiln's uploads of host tables).
+    pub(crate) fn enqueue_write_at(&self, at: usize, bytes: &[u8]) -> Result<(), PortError> {
+        if at
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > self.byte_len())
+        {
+            return Err(other(format!(
+                "{} bytes written at byte {at} of a tensor of {} bytes",
+                bytes.len(),
+                self.byte_len()
+            )));
         }
+        self.mem.write(self.offset + at, bytes, true)
     }
 
     pub fn write<T: Scalar>(&mut self, data: &[T]) -> Result<(), PortError> {
@@ -323,34 +444,36 @@ impl Tensor {
         if self.dtype == want {
             Ok(())
         } else {
-            Err(other(format!(
-                "tensor is {}, accessed as {}",
-                self.dtype.name(),
-                want.name()
-            )))
+            Err(PortError::DtypeMismatch {
+                kernel: "Tensor",
+                buffer: "elements",
+                expected: self.dtype,
+                got: want,
+            })
         }
     }
 
     /// Pointer to element 0 for a host-memory launch (`None` for device memory). Host
     /// launches only write through buffers the caller passed as outputs (`Arg::Out`).
     pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
-        match &self.mem {
-            // SAFETY: offset is inside the allocation.
-            Mem::Host(w) => Some(unsafe { (w.as_ptr() as *mut u8).add(self.offset) }),
-            Mem::Gpu(_) => None,
-        }
+        self.mem.host_ptr(self.offset)
     }
 
     /// The buffer of a GPU launch (`None` for host memory).
     pub(crate) fn gpu_buf(&self) -> Option<GpuBuf<'_>> {
-        match &self.mem {
-            Mem::Gpu(m) => Some(GpuBuf {
-                mem: m.as_ref(),
-                offset: self.offset,
-                len: self.numel(),
-                dtype: self.dtype,
-            }),
-            Mem::Host(_) => None,
-        }
+        self.mem.gpu().map(|mem| GpuBuf {
+            mem,
+            offset: self.offset,
+            len: self.numel(),
+            dtype: self.dtype,
+        })
     }
+}
+
+/// Bytes of `shape` elements of `dtype`, or an error when that overflows.
+fn checked_bytes(dtype: DType, shape: &[usize]) -> Result<usize, PortError> {
+    shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .ok_or_else(|| other(format!("tensor of shape {shape:?} is too large")))
 }

@@ -1,4 +1,5 @@
-//! Bad input is a typed `InvalidShape` before any launch — never a panic or a wrong answer.
+//! Bad input is a typed error before any launch (`PortError::is_invalid_input`: dtype, shape,
+//! parameter) — never a panic or a wrong answer; dtype and shape refusals are structured.
 
 use kiln::launch::{default_params, launch, set_param, Arg, Mode};
 use kiln::{ops, DType, Device, KernelId, PortError, Tensor};
@@ -14,17 +15,77 @@ fn t(dev: &Device, dtype: DType, shape: &[usize]) -> Tensor {
 
 fn invalid(r: Result<kiln::Ran, PortError>, needle: &str) {
     match r {
-        Err(PortError::InvalidShape {
-            kernel: "fused_add_rms_norm",
-            msg,
-        }) => {
+        Err(e) if e.is_invalid_input() => {
+            let msg = e.to_string();
             assert!(
-                msg.contains(needle),
-                "message `{msg}` should mention `{needle}`"
+                msg.starts_with("[fused_add_rms_norm]") && msg.contains(needle),
+                "message `{msg}` should name the kernel and mention `{needle}`"
             )
         }
-        other => panic!("expected InvalidShape mentioning `{needle}`, got {other:?}"),
+        other => panic!("expected an invalid-input error mentioning `{needle}`, got {other:?}"),
     }
+}
+
+#[test]
+fn dtype_and_shape_refusals_are_structured() {
+    let dev = Device::cpu();
+    let f = [DType::F32; 4];
+    let mixed = [DType::F32, DType::F32, DType::Bf16, DType::F32];
+    assert_eq!(
+        norm(&dev, &[2, 8], &[2, 8], &[8], &[2, 8], mixed, 1e-6),
+        Err(PortError::DtypeMismatch {
+            kernel: "fused_add_rms_norm",
+            buffer: "weight",
+            expected: DType::F32,
+            got: DType::Bf16,
+        })
+    );
+    assert!(matches!(
+        norm(&dev, &[2, 8], &[2, 8], &[8], &[2, 8], [DType::U32; 4], 1e-6),
+        Err(PortError::UnsupportedDtype {
+            kernel: "fused_add_rms_norm",
+            got: DType::U32,
+            ..
+        })
+    ));
+    assert!(matches!(
+        norm(&dev, &[2, 8], &[2, 8], &[7], &[2, 8], f, 1e-6),
+        Err(PortError::Shape {
+            kernel: "fused_add_rms_norm",
+            error: kiln::math::ShapeError::Mismatch {
+                what: "weight length",
+                got: 7,
+                want: 8
+            }
+        })
+    ));
+    let x = t(&dev, DType::F32, &[2, 8]);
+    assert_eq!(
+        x.reshape(&[3, 5]).map(|_| ()),
+        Err(PortError::ShapeMismatch {
+            kernel: "Tensor::reshape",
+            buffer: "shape",
+            expected: vec![2, 8],
+            got: vec![3, 5],
+        })
+    );
+}
+
+#[test]
+fn an_output_overlapping_another_buffer_is_refused() {
+    let dev = Device::cpu();
+    let whole = t(&dev, DType::F32, &[4, 8]);
+    let (x, w) = (whole.view(0, &[2, 8]).unwrap(), t(&dev, DType::F32, &[8]));
+    let mut r = t(&dev, DType::F32, &[2, 8]);
+    // `out` covers rows 1..3 of the allocation `x` reads rows 0..2 of.
+    let mut out = whole.view(8, &[2, 8]).unwrap();
+    invalid(
+        ops::fused_add_rms_norm(&dev, &x, &mut r, &w, 1e-6, &mut out),
+        "overlaps",
+    );
+    // Disjoint views of one allocation are fine.
+    let mut out = whole.view(16, &[2, 8]).unwrap();
+    ops::fused_add_rms_norm(&dev, &x, &mut r, &w, 1e-6, &mut out).unwrap();
 }
 
 fn norm(

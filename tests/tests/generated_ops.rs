@@ -13,8 +13,8 @@ fn filled(dev: &Device, shape: &[usize], v: f32) -> Tensor {
 
 fn refused(r: Result<kiln::Ran, PortError>, what: &str) {
     match r {
-        Err(PortError::InvalidShape { msg, .. }) => eprintln!("{what}: refused: {msg}"),
-        other => panic!("{what}: expected InvalidShape, got {other:?}"),
+        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
+        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Bad shapes and params are typed `InvalidShape` errors found before any launch, for the
+//! Bad shapes and params are typed invalid-input errors found before any launch, for the
 //! elementwise, norm and RoPE kernels of batch 1 (the samplers' refusals are in samplers.rs).
 
 use kiln::{ops, DType, Device, PortError, Tensor};
@@ -9,8 +9,8 @@ fn zeros(dev: &Device, shape: &[usize]) -> Tensor {
 
 fn invalid(r: Result<kiln::Ran, PortError>, what: &str) {
     match r {
-        Err(PortError::InvalidShape { msg, .. }) => eprintln!("{what}: refused: {msg}"),
-        other => panic!("{what}: expected InvalidShape, got {other:?}"),
+        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
+        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
     }
 }
 

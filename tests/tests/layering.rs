@@ -593,7 +593,9 @@ const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
     (
         "vocabulary",
         &[
-            "backend", "error", "host", "port", "gpu", "device", "tensor", "case", "quant",
+            "backend", "error", "host", "port", "gpu", "device", "storage", "tensor", "scratch",
+            "case",
+            "quant",
         ],
         &["vocabulary"],
     ),

@@ -1,4 +1,4 @@
-//! `linear` through its generated launcher: bad shapes are typed `InvalidShape` errors found
+//! `linear` through its generated launcher: bad shapes are typed invalid-input errors found
 //! before any launch (the output is left untouched), and the body is correct for block sizes
 //! other than the preferred one (fewer waves than a block's rows, waves that own no row).
 
@@ -30,11 +30,11 @@ fn refused(what: &str, p: &LinearParams, x: &[usize], w: &[usize], bias: &[usize
     );
     let mut y = filled(&dev, y, UNTOUCHED);
     match ops::kernel::linear(&dev, p, &x, &w, &bias, &mut y) {
-        Err(PortError::InvalidShape { kernel, msg }) => {
-            assert_eq!(kernel, "linear");
-            eprintln!("{what}: refused: {msg}");
+        Err(e) if e.is_invalid_input() => {
+            assert!(e.to_string().starts_with("[linear]"), "{e}");
+            eprintln!("{what}: refused: {e}");
         }
-        other => panic!("{what}: expected InvalidShape, got {other:?}"),
+        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
     }
     assert!(
         y.to_f32_vec().unwrap().iter().all(|&v| v == UNTOUCHED),
@@ -96,16 +96,16 @@ fn linear_refuses_swapped_x_and_w() {
     assert!(y.to_f32_vec().unwrap().iter().all(|&v| v == 16.0));
     let mut y = filled(&dev, &[2, 5], UNTOUCHED);
     match ops::kernel::linear(&dev, &params(0), &w, &x, &bias, &mut y) {
-        Err(PortError::InvalidShape { msg, .. }) => eprintln!("swapped: refused: {msg}"),
-        other => panic!("swapped x and w: expected InvalidShape, got {other:?}"),
+        Err(e) if e.is_invalid_input() => eprintln!("swapped: refused: {e}"),
+        other => panic!("swapped x and w: expected an invalid-input refusal, got {other:?}"),
     }
     assert!(y.to_f32_vec().unwrap().iter().all(|&v| v == UNTOUCHED));
     // Nine rows of x: refused, saying the limit.
     let x9 = filled(&dev, &[9, 16], 1.0);
     let mut y = filled(&dev, &[9, 5], UNTOUCHED);
     match ops::kernel::linear(&dev, &params(0), &x9, &w, &bias, &mut y) {
-        Err(PortError::InvalidShape { msg, .. }) => assert!(msg.contains("at most 8"), "{msg}"),
-        other => panic!("M = 9: expected InvalidShape, got {other:?}"),
+        Err(e) if e.is_invalid_input() => assert!(e.to_string().contains("at most 8"), "{e}"),
+        other => panic!("M = 9: expected an invalid-input refusal, got {other:?}"),
     }
 }
 

@@ -122,7 +122,7 @@ fn a_fold_from_lane_16_is_a_fault_on_the_cpu_naming_its_line() {
         out.to_vec()
     };
     match device_error(run(true).map(|_| ())) {
-        DeviceError::KernelFault { message, .. } => {
+        DeviceError::KernelFault { detail: message, .. } => {
             assert!(
                 message.contains("sim_debugger.rs") && message.contains("mask 16"),
                 "{message}"
@@ -335,7 +335,7 @@ fn an_out_of_bounds_access_is_a_kernel_fault_on_cpu_and_sim() {
         match device_error(r) {
             DeviceError::KernelFault {
                 kernel: "past_the_end",
-                message,
+                detail: message,
                 ..
             } => {
                 assert!(message.contains("out of bounds"), "{message}")

@@ -133,12 +133,16 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
     match g.launch(port, &l) {
         Err(DeviceError::KernelFault {
             kernel: k,
+            backend,
             block,
-            message,
+            detail: message,
+            state,
         }) => {
             eprintln!("fault: {message}");
             assert_eq!(k, kernel.name());
-            assert_eq!(block, [0, 0, 0]);
+            assert_eq!(backend, kiln::Backend::Wgpu);
+            assert_eq!(block, Some([0, 0, 0]));
+            assert_eq!(state, kiln::DeviceState::Usable);
             assert!(message.contains("out of bounds of `x`"), "{message}");
         }
         other => panic!("expected a kernel fault, got {other:?}"),

@@ -2,7 +2,7 @@
 //! buffers by the list's names and in the list's order (inputs `&Tensor`, outputs
 //! `&mut Tensor`). A launcher validates, takes the fallback when the device has no port, and
 //! says which path ran. Swapping an input with an output does not compile; swapping two inputs
-//! of different shapes is refused by the kernel's shape binding (`InvalidShape`).
+//! of different shapes is refused by the kernel's shape binding (`PortError::Shape`).
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};

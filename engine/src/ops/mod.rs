@@ -202,6 +202,12 @@ pub fn gumbel_splits(rows: usize, vocab: usize) -> usize {
     kiln_math::kernels::gumbel_max_sample::splits_for(rows, vocab)
 }
 
+/// Scratch bytes [`gumbel_max_sample_split`] takes for `rows` rows of `splits` splits (the
+/// per-split maxima and their indices), for [`Device::reserve_scratch`].
+pub fn gumbel_scratch_bytes(rows: usize, splits: usize) -> usize {
+    crate::scratch_bytes(&[(DType::F32, rows * splits), (DType::U32, rows * splits)])
+}
+
 /// [`gumbel_max_sample`] with `splits` blocks per row (1 ..= 64); the token does not depend on
 /// it. With more than one split, `gumbel_max_merge` takes the first maximum over the splits on
 /// the device: a comparison of the splits' (value, index) pairs in the order the splits use
@@ -220,7 +226,7 @@ pub fn gumbel_max_sample_split(
         _ => return Err(PortError::invalid(kernel, "logits must be [rows, vocab]")),
     };
     if index.shape() != [rows] {
-        return Err(PortError::invalid(kernel, "index must be [rows]"));
+        return Err(PortError::shape(kernel, "index", &[rows], index.shape()));
     }
     if !(1..=MAX_SPLITS).contains(&splits) {
         return Err(PortError::invalid(
@@ -234,13 +240,14 @@ pub fn gumbel_max_sample_split(
         temperature,
         ..Default::default()
     };
+    let mut scratch = dev.scratch(gumbel_scratch_bytes(rows, splits))?;
     if splits == 1 {
         // One split: the kernel's per-split index is the token.
-        let mut vals = Tensor::zeros(dev, DType::F32, &[rows])?;
+        let mut vals = scratch.tensor(DType::F32, &[rows])?;
         return kernel::gumbel_max_sample(dev, &p, logits, &mut vals, index);
     }
-    let mut vals = Tensor::zeros(dev, DType::F32, &[rows, splits])?;
-    let mut idxs = Tensor::zeros(dev, DType::U32, &[rows, splits])?;
+    let mut vals = scratch.tensor(DType::F32, &[rows, splits])?;
+    let mut idxs = scratch.tensor(DType::U32, &[rows, splits])?;
     let split = kernel::gumbel_max_sample(dev, &p, logits, &mut vals, &mut idxs)?;
     let merge = kernel::gumbel_max_merge(dev, &GumbelMergeParams::default(), &vals, &idxs, index)?;
     // Report the fallback if either step took it.
@@ -336,7 +343,8 @@ pub fn rejection_sample(
             .map_err(|e| PortError::invalid(kernel, format!("filters row {r}: {e}")))?;
     }
     let words: Vec<f32> = filters.iter().flat_map(SamplingFilters::words).collect();
-    let filters = Tensor::from_slice(dev, &[rows, FILTER_WORDS], &words)?;
+    let mut scratch = dev.scratch(crate::scratch_bytes(&[(DType::F32, words.len())]))?;
+    let filters = scratch.upload(&words)?.reshape(&[rows, FILTER_WORDS])?;
     let p = RejectionParams {
         key0: key[0],
         key1: key[1],

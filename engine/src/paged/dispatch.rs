@@ -5,7 +5,8 @@
 //! `KILN_PAGED_DECODE=v1|v2|fallback` forces an arm for A/B runs (a forced arm without a port
 //! is an error, not a silent substitute); `auto` or unset lets [`choose_arm`] decide.
 
-use super::launch as ops;
+use super::launch;
+use crate::scratch::scratch_bytes;
 use super::plan::{plan_decode, DecodePlan, PlanConfig};
 use super::table::{KvGeometry, PageTable, RequestSpan};
 use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
@@ -334,7 +335,7 @@ pub fn paged_decode_with(
         .map_err(|e| e.port(kernel))?;
     let c = choose_arm(dev, &geo, &spans, policy, forced)?;
     let launches = match c.arm {
-        DecodeArm::V1 => vec![ops::paged_attention_decode(
+        DecodeArm::V1 => vec![launch::paged_attention_decode(
             dev,
             q,
             k_pool,
@@ -384,28 +385,43 @@ fn run_v2(
     out: &mut Tensor,
 ) -> Result<Vec<Ran>, PortError> {
     let c = plan.chunks();
-    let mut lse = Tensor::zeros(dev, DType::F32, &[c, geo.heads_q])?;
+    let tables = launch::v2_tables(table, plan);
+    let (hq, d) = (geo.heads_q, geo.head_dim);
+    let p = PagedDecodeV2Params {
+        scale,
+        pages_per_chunk: plan.pages_per_chunk as u32,
+        ..Default::default()
+    };
+    // Partials, LSEs and the uploaded tables all come from the device's scratch region.
+    let mut bytes = launch::table_bytes(&tables) + launch::table_bytes(&[&plan.o_indptr]);
+    bytes += scratch_bytes(&[(DType::F32, c * hq), (DType::F32, geo.batch * hq)]);
+    if !plan.merge_free {
+        bytes += scratch_bytes(&[(DType::F32, c * hq * d)]);
+    }
+    let mut scratch = dev.scratch(bytes)?;
+    let mut lse = scratch.tensor(DType::F32, &[c, hq])?;
     if plan.merge_free {
         // One chunk per request, in order: the partials are the answer.
-        let ran = ops::paged_attention_decode_v2_partial(
-            dev, q, k_pool, v_pool, table, plan, scale, out, &mut lse,
+        let ran = launch::v2_upload_and_launch(
+            dev, &mut scratch, &p, q, k_pool, v_pool, &tables, out, &mut lse,
         )?;
         return Ok(vec![ran]);
     }
-    let mut partial = Tensor::zeros(dev, DType::F32, &[c, geo.heads_q, geo.head_dim])?;
-    let a = ops::paged_attention_decode_v2_partial(
+    let mut partial = scratch.tensor(DType::F32, &[c, hq, d])?;
+    let a = launch::v2_upload_and_launch(
         dev,
+        &mut scratch,
+        &p,
         q,
         k_pool,
         v_pool,
-        table,
-        plan,
-        scale,
+        &tables,
         &mut partial,
         &mut lse,
     )?;
-    let mut merged_lse = Tensor::zeros(dev, DType::F32, &[geo.batch, geo.heads_q])?;
-    let b = ops::paged_attention_merge_states(
+    let mut merged_lse = scratch.tensor(DType::F32, &[geo.batch, hq])?;
+    let b = launch::merge_upload_and_launch(
+        &mut scratch,
         dev,
         &partial,
         &lse,

@@ -1,18 +1,23 @@
 //! The paged-attention ops: each checks its host tables (block table, CSR page table, plan,
-//! merge indptr) against the pool and each other, uploads them and launches one kernel.
+//! merge indptr) against the pool and each other, uploads them into the device's scratch region
+//! (in order with the launch, no allocation once warm) and launches one kernel.
 
 use super::plan::DecodePlan;
 use super::table::{BlockTable, KvGeometry, PageTable};
 use crate::launch::Ran;
 use crate::ops::kernel as launchers;
+use crate::scratch::{scratch_bytes, Scratch};
 use crate::{Device, PortError, Tensor};
+use kiln_math::DType;
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
 use kiln_math::KernelId;
 
-fn i32_tensor(dev: &Device, v: &[i32]) -> Result<Tensor, PortError> {
-    Tensor::from_slice(dev, &[v.len()], v)
+/// Scratch bytes of `tables` uploaded as i32 pieces.
+pub(crate) fn table_bytes(tables: &[&[i32]]) -> usize {
+    let pieces: Vec<(DType, usize)> = tables.iter().map(|t| (DType::I32, t.len())).collect();
+    scratch_bytes(&pieces)
 }
 
 /// Paged decode attention, v1 (spec §9.2): one block per sequence and query-head group.
@@ -39,10 +44,15 @@ pub fn paged_attention_decode(
         scale,
         ..Default::default()
     };
-    let rows = i32_tensor(dev, &table.rows)?;
-    let offsets = i32_tensor(dev, &table.row_offsets)?;
-    let starts = i32_tensor(dev, &table.logical_starts)?;
-    let lens = i32_tensor(dev, &table.visible_lens)?;
+    let tables: [&[i32]; 4] = [
+        &table.rows,
+        &table.row_offsets,
+        &table.logical_starts,
+        &table.visible_lens,
+    ];
+    let mut scratch = dev.scratch(table_bytes(&tables))?;
+    let [rows, offsets, starts, lens] = tables.map(|t| scratch.upload(t));
+    let (rows, offsets, starts, lens) = (rows?, offsets?, starts?, lens?);
     launchers::paged_attention_decode(
         dev, &p, q, k_pool, v_pool, &rows, &offsets, &starts, &lens, out,
     )
@@ -78,15 +88,45 @@ pub fn paged_attention_decode_v2_partial(
         pages_per_chunk: plan.pages_per_chunk as u32,
         ..Default::default()
     };
-    let indices = i32_tensor(dev, &table.indices)?;
-    let indptr = i32_tensor(dev, &table.indptr)?;
-    let last = i32_tensor(dev, &table.last_page_len)?;
-    let first = i32_tensor(dev, &table.first_page_offset)?;
-    let requests = i32_tensor(dev, &plan.request_indices)?;
-    let tiles = i32_tensor(dev, &plan.kv_tile_indices)?;
+    let tables = v2_tables(table, plan);
+    let mut scratch = dev.scratch(table_bytes(&tables))?;
+    v2_upload_and_launch(dev, &mut scratch, &p, q, k_pool, v_pool, &tables, out_v, out_lse)
+}
+
+/// The tables v2 uploads, in the kernel's buffer order.
+pub(crate) fn v2_tables<'t>(table: &'t PageTable, plan: &'t DecodePlan) -> [&'t [i32]; 6] {
+    [
+        &table.indices,
+        &table.indptr,
+        &table.last_page_len,
+        &table.first_page_offset,
+        &plan.request_indices,
+        &plan.kv_tile_indices,
+    ]
+}
+
+/// Uploads checked v2 `tables` into `scratch` and launches the partials kernel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn v2_upload_and_launch(
+    dev: &Device,
+    scratch: &mut Scratch,
+    p: &PagedDecodeV2Params,
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    tables: &[&[i32]; 6],
+    out_v: &mut Tensor,
+    out_lse: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let t: Vec<Tensor> = tables
+        .iter()
+        .map(|t| scratch.upload(t))
+        .collect::<Result<_, _>>()?;
+    let [indices, indptr, last, first, requests, tiles] = &t[..] else {
+        unreachable!("six tables")
+    };
     launchers::paged_attention_decode_v2_partial(
-        dev, &p, q, k_pool, v_pool, &indices, &indptr, &last, &first, &requests, &tiles, out_v,
-        out_lse,
+        dev, p, q, k_pool, v_pool, indices, indptr, last, first, requests, tiles, out_v, out_lse,
     )
 }
 
@@ -110,7 +150,21 @@ pub fn paged_attention_merge_states(
         partials,
     )
     .map_err(|e| e.port(kernel))?;
-    let indptr = i32_tensor(dev, o_indptr)?;
+    let mut scratch = dev.scratch(table_bytes(&[o_indptr]))?;
+    merge_upload_and_launch(&mut scratch, dev, v_in, lse_in, o_indptr, v_out, lse_out)
+}
+
+/// Uploads a checked `o_indptr` into `scratch` and launches the merge.
+pub(crate) fn merge_upload_and_launch(
+    scratch: &mut Scratch,
+    dev: &Device,
+    v_in: &Tensor,
+    lse_in: &Tensor,
+    o_indptr: &[i32],
+    v_out: &mut Tensor,
+    lse_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let indptr = scratch.upload(o_indptr)?;
     launchers::paged_attention_merge_states(
         dev,
         &MergeStatesParams::default(),

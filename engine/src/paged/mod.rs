@@ -8,11 +8,13 @@
 pub mod dispatch;
 pub mod launch;
 pub mod plan;
+pub mod resident;
 pub(crate) mod table;
 
 pub use dispatch::{
     choose_arm, paged_decode, paged_decode_with, DecodeArm, DecodeChoice, DecodePolicy, DecodeRun,
     ARM_ENV,
 };
+pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
 pub use plan::{plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
 pub use table::{BlockTable, KvGeometry, PageTable, RequestSpan, TableError};

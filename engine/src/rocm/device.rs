@@ -309,8 +309,10 @@ impl GpuDevice for RocmDevice {
             h.check("hipDeviceSynchronize", (h.hipDeviceSynchronize)())
                 .map_err(|message| DeviceError::KernelFault {
                     kernel,
-                    block: [0; 3],
-                    message: format!("{message} (the faulting block is not reported by HIP)"),
+                    backend: Backend::Rocm,
+                    block: None,
+                    detail: format!("{message} (the faulting block is not reported by HIP)"),
+                    state: crate::DeviceState::Lost,
                 })?;
         }
         if let Some(ms) = events.and_then(|e| e.elapsed_ms()) {

@@ -55,6 +55,27 @@ impl Options {
     };
 }
 
+impl crate::Device {
+    /// A device on the caller's wgpu device and queue (Vulkan, Metal or DX12): kiln's buffers,
+    /// pipelines and submissions go there, beside the engine's own. `adapter` is the info of
+    /// the adapter the device was requested from (its subgroup sizes decide the modules);
+    /// kiln uses the subgroup, f16 and timestamp features the device was created with.
+    pub fn wgpu_from(
+        adapter: &wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+    ) -> Result<crate::Device, crate::PortError> {
+        WgpuDevice::on(adapter, device, queue, Options::ALL)
+            .map(|d| crate::Device::from_gpu(Arc::new(d)))
+            .map_err(|reason| {
+                crate::PortError::Device(DeviceError::DeviceUnavailable {
+                    backend: Backend::Wgpu,
+                    reason,
+                })
+            })
+    }
+}
+
 /// A separate wgpu device (its own pipeline cache) restricted to `opts`.
 pub fn open_with(opts: Options) -> Result<crate::Device, crate::PortError> {
     WgpuDevice::open(opts)
@@ -81,30 +102,53 @@ impl WgpuDevice {
         let info = adapter.get_info();
         let feats = adapter.features();
         let limits = adapter.limits();
+        let wanted = Self::features_for(&info, feats, opts);
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("kiln"),
+            required_features: wanted,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| format!("wgpu device on {}: {e}", info.name))?;
+        WgpuDevice::on(&info, device, queue, opts)
+    }
+
+    /// The features kiln uses of those `feats` offers, under `opts`.
+    fn features_for(info: &wgpu::AdapterInfo, feats: wgpu::Features, opts: Options) -> wgpu::Features {
         // Subgroup shuffles are only usable when the size the kernels fold over is fixed.
         let subgroups = feats.contains(wgpu::Features::SUBGROUP)
             && info.subgroup_min_size == info.subgroup_max_size
             && info.subgroup_min_size >= 4
             && opts.subgroups;
-        let f16 = feats.contains(wgpu::Features::SHADER_F16) && opts.f16;
-        let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY) && opts.timestamps;
         let mut required = wgpu::Features::empty();
         for (on, f) in [
             (subgroups, wgpu::Features::SUBGROUP),
-            (f16, wgpu::Features::SHADER_F16),
-            (timestamps, wgpu::Features::TIMESTAMP_QUERY),
+            (opts.f16 && feats.contains(wgpu::Features::SHADER_F16), wgpu::Features::SHADER_F16),
+            (
+                opts.timestamps && feats.contains(wgpu::Features::TIMESTAMP_QUERY),
+                wgpu::Features::TIMESTAMP_QUERY,
+            ),
         ] {
             if on {
                 required |= f;
             }
         }
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("kiln"),
-            required_features: required,
-            required_limits: limits.clone(),
-            ..Default::default()
-        }))
-        .map_err(|e| format!("wgpu device on {}: {e}", info.name))?;
+        required
+    }
+
+    /// A kiln device over an opened wgpu device and queue (the adapter's info gives its
+    /// subgroup sizes): kiln uses the features the device was created with.
+    fn on(
+        info: &wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        opts: Options,
+    ) -> Result<WgpuDevice, String> {
+        let feats = Self::features_for(info, device.features(), opts);
+        let limits = device.limits();
+        let subgroups = feats.contains(wgpu::Features::SUBGROUP);
+        let f16 = feats.contains(wgpu::Features::SHADER_F16);
+        let timestamps = feats.contains(wgpu::Features::TIMESTAMP_QUERY);
         device.on_uncaptured_error(Arc::new(|e| eprintln!("kiln wgpu: uncaptured error: {e}")));
         let wave = if subgroups {
             info.subgroup_min_size
@@ -148,6 +192,7 @@ impl WgpuDevice {
             max_block,
             max_groups: limits.max_compute_workgroups_per_dimension,
             max_shared_bytes: limits.max_compute_workgroup_storage_size,
+            software: info.device_type == wgpu::DeviceType::Cpu,
             pipelines: Mutex::new(HashMap::new()),
         })
     }
@@ -209,6 +254,10 @@ impl GpuDevice for WgpuDevice {
 
     fn max_block(&self) -> u32 {
         self.max_block
+    }
+
+    fn is_software(&self) -> bool {
+        self.software
     }
 
     fn time_launches(
@@ -283,8 +332,10 @@ impl GpuDevice for WgpuDevice {
             };
             return Err(DeviceError::KernelFault {
                 kernel: kernel.name(),
-                block,
-                message,
+                backend: Backend::Wgpu,
+                block: Some(block),
+                detail: message,
+                state: crate::DeviceState::Usable,
             });
         }
         Ok(())

@@ -23,6 +23,9 @@ mod state;
 mod timing;
 
 pub(crate) use device::open;
+/// The wgpu crate kiln is built against: an engine hands kiln its devices, queues and buffers
+/// of this version.
+pub use ::wgpu as api;
 pub use device::{open_with, Options};
 pub use memory::WgpuMemory;
 pub(crate) use slot::slot;

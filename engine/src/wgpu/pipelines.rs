@@ -11,24 +11,21 @@ use super::state::{Pipeline, PipelineKey, Prepared, WgpuDevice};
 use crate::gpu::GpuLaunch;
 use crate::port::Port;
 use crate::{Backend, DeviceError};
-use kiln_math::{scratch_words, Access};
+use kiln_math::{scratch_words, Access, KernelId};
 use std::sync::Arc;
 
 /// Words the meta buffer needs beyond params: (offset, len) per buffer, then the grid.
-fn meta_words(params: &[u32], l: &GpuLaunch) -> Result<Vec<u32>, DeviceError> {
+fn meta_words(params: &[u32], l: &GpuLaunch, offsets: &[usize]) -> Result<Vec<u32>, DeviceError> {
     let mut w = params.to_vec();
-    for (k, b) in l.bufs.iter().enumerate() {
+    for (k, (b, &offset)) in l.bufs.iter().zip(offsets).enumerate() {
         let size = b.dtype.size();
-        if !b.offset.is_multiple_of(size) {
+        if !offset.is_multiple_of(size) {
             return Err(launch_err(
                 l.kernel,
-                format!(
-                    "buffer {k} starts at byte {} (not a whole element)",
-                    b.offset
-                ),
+                format!("buffer {k} starts at byte {offset} (not a whole element)"),
             ));
         }
-        let off = u32::try_from(b.offset / size);
+        let off = u32::try_from(offset / size);
         let len = u32::try_from(b.len);
         match (off, len) {
             (Ok(o), Ok(n)) => w.extend([o, n]),
@@ -167,7 +164,18 @@ impl WgpuDevice {
         };
         let p = self.pipeline(key)?;
         let dev = &self.ctx.device;
-        let meta = meta_words(l.params, l)?;
+        let mut mems = Vec::with_capacity(l.bufs.len());
+        for (k, b) in l.bufs.iter().enumerate() {
+            let m = b
+                .mem
+                .as_any()
+                .downcast_ref::<WgpuMemory>()
+                .ok_or_else(|| launch_err(kernel, format!("buffer {k} is not wgpu memory")))?;
+            mems.push(m.buf.clone());
+        }
+        let mut offsets: Vec<usize> = l.bufs.iter().map(|b| b.offset).collect();
+        self.unalias_inputs(kernel, l, &mut mems, &mut offsets);
+        let meta = meta_words(l.params, l, &offsets)?;
         let meta_buf = dev.create_buffer(&wgpu::BufferDescriptor {
             label: Some("kiln meta"),
             size: (meta.len() * 4) as u64,
@@ -189,21 +197,12 @@ impl WgpuDevice {
         self.ctx
             .queue
             .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
-        let mut mems = Vec::with_capacity(l.bufs.len());
-        for (k, b) in l.bufs.iter().enumerate() {
-            let m = b
-                .mem
-                .as_any()
-                .downcast_ref::<WgpuMemory>()
-                .ok_or_else(|| launch_err(kernel, format!("buffer {k} is not wgpu memory")))?;
-            mems.push(m);
-        }
         let mut entries: Vec<wgpu::BindGroupEntry> = mems
             .iter()
             .enumerate()
             .map(|(k, m)| wgpu::BindGroupEntry {
                 binding: k as u32,
-                resource: m.buf.as_entire_binding(),
+                resource: m.as_entire_binding(),
             })
             .collect();
         let nb = mems.len() as u32;
@@ -229,6 +228,45 @@ impl WgpuDevice {
             fault_bytes,
             _meta: meta_buf,
         })
+    }
+
+    /// WebGPU refuses one buffer bound read-only and read-write in one dispatch: an input that
+    /// shares its wgpu buffer with an output (views of one engine arena) is copied to a buffer
+    /// of its own first, in queue order, and bound there.
+    fn unalias_inputs(
+        &self,
+        kernel: KernelId,
+        l: &GpuLaunch,
+        mems: &mut [wgpu::Buffer],
+        offsets: &mut [usize],
+    ) {
+        let descs = kernel.buffers();
+        let written = |k: usize| descs.get(k).is_some_and(|d| d.access != Access::Read);
+        let dev = &self.ctx.device;
+        let mut enc: Option<wgpu::CommandEncoder> = None;
+        for k in 0..mems.len() {
+            if written(k) || !(0..mems.len()).any(|j| written(j) && mems[j] == mems[k]) {
+                continue;
+            }
+            let b = &l.bufs[k];
+            let lo = b.offset / 4 * 4;
+            let hi = (b.offset + b.len * b.dtype.size()).div_ceil(4) * 4;
+            let copy = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln unaliased input"),
+                size: (hi - lo).max(4) as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let e = enc.get_or_insert_with(|| dev.create_command_encoder(&Default::default()));
+            if hi > lo {
+                e.copy_buffer_to_buffer(&mems[k], lo as u64, &copy, 0, (hi - lo) as u64);
+            }
+            mems[k] = copy;
+            offsets[k] = b.offset - lo;
+        }
+        if let Some(e) = enc {
+            self.ctx.queue.submit([e.finish()]);
+        }
     }
 
     /// Splits `blocks` over up to three dispatch dimensions of at most `max_groups` each.

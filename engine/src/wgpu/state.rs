@@ -18,6 +18,8 @@ pub struct WgpuDevice {
     pub(super) max_block: u32,
     pub(super) max_groups: u32,
     pub(super) max_shared_bytes: u32,
+    /// A CPU adapter (lavapipe): correct, but slower than kiln's own cpu backend.
+    pub(super) software: bool,
     pub(super) pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
 }
 
