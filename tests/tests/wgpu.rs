@@ -130,7 +130,8 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
         block,
         shared: kiln::math::shared_bytes_total(block, dev.wave(), 0),
     };
-    match g.launch(port, &l) {
+    // The launch only enqueues; the fault surfaces at the synchronisation.
+    match g.launch(port, &l).and_then(|()| g.sync()) {
         Err(DeviceError::KernelFault {
             kernel: k,
             backend,

@@ -171,7 +171,11 @@ impl WgpuDevice {
             Timer::HostClock
         };
         Ok(WgpuDevice {
-            ctx: Arc::new(Ctx { device, queue }),
+            ctx: Arc::new(Ctx {
+                device,
+                queue,
+                faults: Default::default(),
+            }),
             name: format!(
                 "{} ({:?}, wgpu {:?}, subgroup {}, {}, {})",
                 info.name,
@@ -307,38 +311,13 @@ impl GpuDevice for WgpuDevice {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(launch_err(kernel, format!("{e}")));
         }
-        let fault = self.ctx.read_back(&fault_buf, 0, fault_bytes)?;
-        let w: Vec<u32> = fault
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        if w[0] != 0 {
-            let block = [w[1], w[2], w[3]];
-            let message = if w[4] == u32::MAX {
-                format!(
-                    "the adapter ran subgroups of {} lanes, the pipeline was built for {}",
-                    w[5], self.wave
-                )
-            } else {
-                let what = kernel
-                    .buffers()
-                    .get(w[4] as usize)
-                    .map(|b| format!("`{}`", b.name))
-                    .unwrap_or_else(|| "shared memory".into());
-                format!(
-                    "view index {} out of bounds of {what} ({} faulting accesses)",
-                    w[5], w[0]
-                )
-            };
-            return Err(DeviceError::KernelFault {
-                kernel: kernel.name(),
-                backend: Backend::Wgpu,
-                block: Some(block),
-                detail: message,
-                state: crate::DeviceState::Usable,
-            });
-        }
-        Ok(())
+        self.ctx
+            .defer_fault_check(kernel, fault_buf, fault_bytes, self.wave)
+    }
+
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.ctx.wait()?;
+        self.ctx.check_faults()
     }
 
     fn as_any(&self) -> &dyn Any {

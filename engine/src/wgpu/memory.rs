@@ -11,6 +11,8 @@ use std::sync::Arc;
 pub(super) struct Ctx {
     pub(super) device: wgpu::Device,
     pub(super) queue: wgpu::Queue,
+    /// Fault records of dispatches not checked yet.
+    pub(super) faults: super::faults::Faults,
 }
 
 impl Ctx {
@@ -86,6 +88,8 @@ impl DeviceMemory for WgpuMemory {
                 self.len
             )));
         }
+        // A read waits for the work before it: report that work's faults first.
+        self.ctx.check_faults()?;
         if out.is_empty() {
             return Ok(());
         }

@@ -15,6 +15,7 @@
 
 mod device;
 mod errors;
+mod faults;
 mod memory;
 mod modules;
 mod pipelines;

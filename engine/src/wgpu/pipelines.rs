@@ -186,17 +186,7 @@ impl WgpuDevice {
             .queue
             .write_buffer(&meta_buf, 0, &words_bytes(&meta));
         let fault_bytes = (kiln_shaders_wgsl_fault_words() * 4) as u64;
-        let fault_buf = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kiln fault"),
-            size: fault_bytes,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.ctx
-            .queue
-            .write_buffer(&fault_buf, 0, &vec![0u8; fault_bytes as usize]);
+        let fault_buf = self.ctx.fault_record(fault_bytes);
         let mut entries: Vec<wgpu::BindGroupEntry> = mems
             .iter()
             .enumerate()

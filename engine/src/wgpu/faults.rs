@@ -1,0 +1,119 @@
+//! Kernel faults on wgpu, checked late: every dispatch writes a small fault record (view index
+//! out of bounds, unexpected subgroup width) that is read back at the next synchronisation or
+//! read instead of after each dispatch, so launches only enqueue. Fault records are reused.
+
+use super::memory::Ctx;
+use crate::{Backend, DeviceError};
+use kiln_math::KernelId;
+use std::sync::Mutex;
+
+/// Dispatches whose fault records have not been read: past this many, a launch reads them.
+const MAX_PENDING: usize = 256;
+
+/// A dispatch's fault record, not read yet.
+struct Pending {
+    kernel: KernelId,
+    buf: wgpu::Buffer,
+    bytes: u64,
+    wave: u32,
+}
+
+/// The records of one device: those waiting to be read and those free for reuse.
+#[derive(Default)]
+pub(super) struct Faults {
+    pending: Mutex<Vec<Pending>>,
+    free: Mutex<Vec<wgpu::Buffer>>,
+}
+
+impl Ctx {
+    /// A zeroed fault record of `bytes` (every record of a device has the same size).
+    pub(super) fn fault_record(&self, bytes: u64) -> wgpu::Buffer {
+        let reused = self.faults.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let buf = reused.unwrap_or_else(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kiln fault"),
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        self.queue.write_buffer(&buf, 0, &vec![0u8; bytes as usize]);
+        buf
+    }
+
+    /// Remembers `buf` to be read at the next check.
+    pub(super) fn defer_fault_check(
+        &self,
+        kernel: KernelId,
+        buf: wgpu::Buffer,
+        bytes: u64,
+        wave: u32,
+    ) -> Result<(), DeviceError> {
+        let full = {
+            let mut p = self.faults.pending.lock().unwrap_or_else(|p| p.into_inner());
+            p.push(Pending {
+                kernel,
+                buf,
+                bytes,
+                wave,
+            });
+            p.len() >= MAX_PENDING
+        };
+        if full {
+            self.check_faults()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads every pending record (waiting for their dispatches) and reports the first fault.
+    pub(super) fn check_faults(&self) -> Result<(), DeviceError> {
+        let pending = std::mem::take(&mut *self.faults.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut first = None;
+        for p in pending {
+            let words = self.read_back(&p.buf, 0, p.bytes)?;
+            if first.is_none() {
+                first = decode(p.kernel, p.wave, &words);
+            }
+            self.faults.free.lock().unwrap_or_else(|e| e.into_inner()).push(p.buf);
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// The fault a record reports, if any: `[count, block x, y, z, buffer (u32::MAX: subgroup
+/// width), index or width]`.
+fn decode(kernel: KernelId, wave: u32, bytes: &[u8]) -> Option<DeviceError> {
+    let w: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    if w.first().copied().unwrap_or(0) == 0 || w.len() < 6 {
+        return None;
+    }
+    let detail = if w[4] == u32::MAX {
+        format!(
+            "the adapter ran subgroups of {} lanes, the pipeline was built for {wave}",
+            w[5]
+        )
+    } else {
+        let what = kernel
+            .buffers()
+            .get(w[4] as usize)
+            .map(|b| format!("`{}`", b.name))
+            .unwrap_or_else(|| "shared memory".into());
+        format!(
+            "view index {} out of bounds of {what} ({} faulting accesses)",
+            w[5], w[0]
+        )
+    };
+    Some(DeviceError::KernelFault {
+        kernel: kernel.name(),
+        backend: Backend::Wgpu,
+        block: Some([w[1], w[2], w[3]]),
+        detail,
+        state: crate::DeviceState::Usable,
+    })
+}
