@@ -85,7 +85,11 @@ pub enum PortError {
 }
 
 fn names(dtypes: &[DType]) -> String {
-    dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+    dtypes
+        .iter()
+        .map(|d| d.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl PortError {

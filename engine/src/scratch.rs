@@ -40,7 +40,10 @@ impl Device {
     /// The scratch region, grown to at least `bytes` (a capture in progress refuses to grow it:
     /// the graph would keep the freed region's address).
     pub(crate) fn scratch(&self, bytes: usize) -> Result<Scratch<'_>, PortError> {
-        let mut held = self.scratch_slot().lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = self
+            .scratch_slot()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let fits = held.as_ref().is_some_and(|r| r.len() >= bytes);
         if !fits {
             let grow = bytes

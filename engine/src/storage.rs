@@ -114,7 +114,12 @@ impl Storage {
 
     /// Copies `data` to `offset`; returns once the device holds it (or holds a copy it will
     /// write in order with the work queued before it, when `enqueued`).
-    pub(crate) fn write(&self, offset: usize, data: &[u8], enqueued: bool) -> Result<(), PortError> {
+    pub(crate) fn write(
+        &self,
+        offset: usize,
+        data: &[u8],
+        enqueued: bool,
+    ) -> Result<(), PortError> {
         self.range(offset, data.len())?;
         match self {
             // SAFETY: inside the region (checked above); `data` is the caller's own slice.

@@ -105,7 +105,7 @@ impl Tensor {
                 dev.name()
             )));
         }
-        if ptr.is_null() || (ptr as usize) % dtype.size() != 0 {
+        if ptr.is_null() || !(ptr as usize).is_multiple_of(dtype.size()) {
             return Err(other(format!(
                 "host pointer {ptr:?} is null or not aligned to {}",
                 dtype.name()
@@ -134,7 +134,7 @@ impl Tensor {
         let DeviceKind::Gpu(g) = dev.kind() else {
             return Err(other(format!("{} has no device memory", dev.name())));
         };
-        if ptr == 0 || ptr % dtype.size() as u64 != 0 {
+        if ptr == 0 || !ptr.is_multiple_of(dtype.size() as u64) {
             return Err(other(format!(
                 "device pointer {ptr:#x} is null or not aligned to {}",
                 dtype.name()
@@ -219,7 +219,7 @@ impl Tensor {
         shape: &[usize],
     ) -> Result<Tensor, PortError> {
         let bytes = checked_bytes(dtype, shape)?;
-        if byte_offset % dtype.size() != 0
+        if !byte_offset.is_multiple_of(dtype.size())
             || byte_offset
                 .checked_add(bytes)
                 .is_none_or(|end| end > self.byte_len())

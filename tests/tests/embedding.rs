@@ -9,7 +9,9 @@ use kiln::paged::{
 use kiln::{ops, Backend, DType, Device, DeviceError, KernelId, PortError, Tensor};
 
 fn seq(n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i * 7919) % 61) as f32 * scale - 1.0).collect()
+    (0..n)
+        .map(|i| ((i * 7919) % 61) as f32 * scale - 1.0)
+        .collect()
 }
 
 #[test]
@@ -137,12 +139,21 @@ fn a_block_table_on_the_device_gives_the_host_tables_answer_and_is_checked_when_
         let mut resident = DeviceBlockTable::new(&dev, 2, 16).unwrap();
         let mut got = Tensor::zeros(&dev, DType::F32, q.shape()).unwrap();
         let unwritten = paged_attention_decode_resident(&dev, &q, &k, &v, &resident, 0.0, &mut got);
-        assert!(unwritten.is_err_and(|e| e.is_invalid_input()), "{}", dev.name());
+        assert!(
+            unwritten.is_err_and(|e| e.is_invalid_input()),
+            "{}",
+            dev.name()
+        );
         resident.write(&host, &k).unwrap();
         let before = dev.allocations();
         paged_attention_decode_resident(&dev, &q, &k, &v, &resident, 0.0, &mut got).unwrap();
         assert_eq!(dev.allocations(), before);
-        assert_eq!(got.to_bytes().unwrap(), want.to_bytes().unwrap(), "{}", dev.name());
+        assert_eq!(
+            got.to_bytes().unwrap(),
+            want.to_bytes().unwrap(),
+            "{}",
+            dev.name()
+        );
 
         let mut bad = host.clone();
         bad.rows[0] = 8; // past the pool's 8 rows

@@ -594,8 +594,7 @@ const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
         "vocabulary",
         &[
             "backend", "error", "host", "port", "gpu", "device", "storage", "tensor", "scratch",
-            "case",
-            "quant",
+            "case", "quant",
         ],
         &["vocabulary"],
     ),

@@ -2,7 +2,7 @@
 //! before any launch (the output is left untouched), and the body is correct for block sizes
 //! other than the preferred one (fewer waves than a block's rows, waves that own no row).
 
-use kiln::{ops, DType, Device, PortError, SimConfig, Tensor};
+use kiln::{ops, DType, Device, SimConfig, Tensor};
 use kiln_math::kernels::linear::LinearParams;
 
 /// Sentinel the refused launches must leave in `y`.

@@ -341,18 +341,12 @@ fn gumbel_refuses_bad_input() {
     let mut index = Tensor::zeros(&dev, DType::U32, &[2]).unwrap();
     for t in [0.0, -1.0, f32::NAN, f32::INFINITY] {
         let e = ops::gumbel_max_sample(&dev, &lt, [1, 2], t, &mut index).unwrap_err();
-        assert!(
-            e.is_invalid_input(),
-            "T {t}: {e}"
-        );
+        assert!(e.is_invalid_input(), "T {t}: {e}");
     }
     for splits in [0, 65] {
         let e =
             ops::gumbel_max_sample_split(&dev, &lt, [1, 2], 1.0, splits, &mut index).unwrap_err();
-        assert!(
-            e.is_invalid_input(),
-            "splits {splits}: {e}"
-        );
+        assert!(e.is_invalid_input(), "splits {splits}: {e}");
     }
     let mut short = Tensor::zeros(&dev, DType::U32, &[3]).unwrap();
     for splits in [1, 2] {

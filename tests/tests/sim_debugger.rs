@@ -122,7 +122,9 @@ fn a_fold_from_lane_16_is_a_fault_on_the_cpu_naming_its_line() {
         out.to_vec()
     };
     match device_error(run(true).map(|_| ())) {
-        DeviceError::KernelFault { detail: message, .. } => {
+        DeviceError::KernelFault {
+            detail: message, ..
+        } => {
             assert!(
                 message.contains("sim_debugger.rs") && message.contains("mask 16"),
                 "{message}"

@@ -44,16 +44,14 @@ impl Stream {
         // SAFETY: a live stream of the bound context.
         unsafe { result::stream::synchronize(self.raw()) }.map_err(|e| {
             let kernel = *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared
-                .launch_error(kernel, "cuStreamSynchronize", e)
+            self.shared.launch_error(kernel, "cuStreamSynchronize", e)
         })
     }
 
     fn capturing(&self) -> bool {
         // SAFETY: a live stream.
-        unsafe { result::stream::is_capturing(self.raw()) }.is_ok_and(|s| {
-            s != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-        })
+        unsafe { result::stream::is_capturing(self.raw()) }
+            .is_ok_and(|s| s != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 }
 
@@ -64,7 +62,12 @@ pub(crate) struct CudaGpu {
 
 impl std::fmt::Debug for CudaGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaGpu({}, stream {:?})", self.stream.shared.name, self.stream.raw())
+        write!(
+            f,
+            "CudaGpu({}, stream {:?})",
+            self.stream.shared.name,
+            self.stream.raw()
+        )
     }
 }
 
@@ -74,7 +77,12 @@ pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
     static GPU: OnceLock<Result<Arc<CudaGpu>, String>> = OnceLock::new();
     GPU.get_or_init(|| {
         driver_present()?;
-        let ctx = CudaContext::new(0).map_err(|e| format!("cuInit/cuDevicePrimaryCtxRetain: {}", context::error_name(&e)))?;
+        let ctx = CudaContext::new(0).map_err(|e| {
+            format!(
+                "cuInit/cuDevicePrimaryCtxRetain: {}",
+                context::error_name(&e)
+            )
+        })?;
         let shared = loaded(&ctx)?;
         let stream = ctx
             .new_stream()
@@ -387,7 +395,6 @@ impl GpuDevice for CudaGpu {
         self
     }
 }
-
 
 impl Device {
     /// A device that enqueues every launch and copy on the caller's CUDA stream (and its

@@ -6,12 +6,12 @@
 //! is an error, not a silent substitute); `auto` or unset lets [`choose_arm`] decide.
 
 use super::launch;
-use crate::scratch::scratch_bytes;
 use super::plan::{plan_decode, DecodePlan, PlanConfig};
 use super::table::{KvGeometry, PageTable, RequestSpan};
 use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
 use crate::ports::{ports, select_port};
 use crate::reference::primitives::attend_heads;
+use crate::scratch::scratch_bytes;
 use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::decode_attention::group_heads;
 use kiln_math::kernels::paged_attention_decode::{PagedAttentionDecode, PagedDecodeParams};
@@ -403,7 +403,15 @@ fn run_v2(
     if plan.merge_free {
         // One chunk per request, in order: the partials are the answer.
         let ran = launch::v2_upload_and_launch(
-            dev, &mut scratch, &p, q, k_pool, v_pool, &tables, out, &mut lse,
+            dev,
+            &mut scratch,
+            &p,
+            q,
+            k_pool,
+            v_pool,
+            &tables,
+            out,
+            &mut lse,
         )?;
         return Ok(vec![ran]);
     }

@@ -8,10 +8,10 @@ use crate::launch::Ran;
 use crate::ops::kernel as launchers;
 use crate::scratch::{scratch_bytes, Scratch};
 use crate::{Device, PortError, Tensor};
-use kiln_math::DType;
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
+use kiln_math::DType;
 use kiln_math::KernelId;
 
 /// Scratch bytes of `tables` uploaded as i32 pieces.
@@ -90,7 +90,17 @@ pub fn paged_attention_decode_v2_partial(
     };
     let tables = v2_tables(table, plan);
     let mut scratch = dev.scratch(table_bytes(&tables))?;
-    v2_upload_and_launch(dev, &mut scratch, &p, q, k_pool, v_pool, &tables, out_v, out_lse)
+    v2_upload_and_launch(
+        dev,
+        &mut scratch,
+        &p,
+        q,
+        k_pool,
+        v_pool,
+        &tables,
+        out_v,
+        out_lse,
+    )
 }
 
 /// The tables v2 uploads, in the kernel's buffer order.

@@ -15,6 +15,6 @@ pub use dispatch::{
     choose_arm, paged_decode, paged_decode_with, DecodeArm, DecodeChoice, DecodePolicy, DecodeRun,
     ARM_ENV,
 };
-pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
 pub use plan::{plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
+pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
 pub use table::{BlockTable, KvGeometry, PageTable, RequestSpan, TableError};

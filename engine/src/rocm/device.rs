@@ -2,7 +2,7 @@
 //! launches and event timing.
 
 use super::artifacts::{base_arch, kernarg_bytes, Artifact, ARTIFACTS};
-use super::hip::{self, Hip, HipDevicePtr, HipEvent, HipFunction, HipModule};
+use super::hip::{self, Hip, HipDevicePtr, HipEvent, HipFunction, HipModule, HipStream};
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::{Port, PortLaunch};
 use crate::{Backend, DeviceError};
@@ -36,7 +36,15 @@ pub struct RocmDevice {
     wave: u32,
     max_block: u32,
     module: OnceLock<Result<Module, String>>,
-    /// Milliseconds of the last launch, between events around it (f32 bits).
+    /// The stream launches are enqueued on (null: the default stream).
+    stream: HipStream,
+    /// The last kernel enqueued: a fault seen by a later synchronisation is reported for it.
+    last_kernel: Mutex<&'static str>,
+    /// Set once a kernel faulted: the device is unusable for the rest of the process.
+    fault: Mutex<Option<String>>,
+    /// Events around the last launch, read when its time is asked for.
+    last_events: Mutex<Option<Events>>,
+    /// Milliseconds of the last launch whose events were read (f32 bits).
     last_launch_ms: AtomicU32,
 }
 
@@ -57,6 +65,10 @@ impl std::fmt::Debug for RocmDevice {
 
 impl RocmDevice {
     fn open(ordinal: c_int) -> Result<RocmDevice, String> {
+        RocmDevice::on_stream(ordinal, std::ptr::null_mut())
+    }
+
+    fn on_stream(ordinal: c_int, stream: HipStream) -> Result<RocmDevice, String> {
         let hip = Hip::get()?;
         let mut version = 0;
         // SAFETY: out-pointer to a live local, per the HIP API.
@@ -120,14 +132,59 @@ impl RocmDevice {
             wave,
             max_block: max_block.max(wave),
             module: OnceLock::new(),
+            stream,
+            last_kernel: Mutex::new("(none)"),
+            fault: Mutex::new(None),
+            last_events: Mutex::new(None),
             last_launch_ms: AtomicU32::new(f32::NAN.to_bits()),
         })
     }
 
-    /// Milliseconds the last launch took on the device (HIP events around it).
+    /// Milliseconds the last launch took on the device (HIP events around it; waits for it).
     pub fn last_launch_ms(&self) -> Option<f32> {
+        let events = self
+            .last_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(ms) = events.and_then(|e| e.elapsed_ms()) {
+            self.last_launch_ms.store(ms.to_bits(), Ordering::Relaxed);
+        }
         let ms = f32::from_bits(self.last_launch_ms.load(Ordering::Relaxed));
         (!ms.is_nan()).then_some(ms)
+    }
+
+    /// Refuses work after a fault lost the device.
+    fn usable(&self) -> Result<(), DeviceError> {
+        match self.fault.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(f) => Err(DeviceError::DeviceUnavailable {
+                backend: Backend::Rocm,
+                reason: format!(
+                    "the device is unusable after an earlier kernel fault ({f}); restart the process"
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the stream; an error there is a fault of the work it waited for.
+    fn wait(&self) -> Result<(), DeviceError> {
+        self.usable()?;
+        let h = self.hip;
+        // SAFETY: the device's stream (or the default one).
+        h.check("hipStreamSynchronize", unsafe {
+            (h.hipStreamSynchronize)(self.stream)
+        })
+        .map_err(|message| {
+            *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+            DeviceError::KernelFault {
+                kernel: *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner()),
+                backend: Backend::Rocm,
+                block: None,
+                detail: format!("{message} (the faulting block is not reported by HIP)"),
+                state: crate::DeviceState::Lost,
+            }
+        })
     }
 
     fn artifact(&self) -> Option<&'static Artifact> {
@@ -230,6 +287,7 @@ impl GpuDevice for RocmDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {
+        self.usable()?;
         let mut ptr: HipDevicePtr = std::ptr::null_mut();
         // SAFETY: out-pointer to a live local.
         self.hip
@@ -241,7 +299,27 @@ impl GpuDevice for RocmDevice {
             hip: self.hip,
             ptr,
             len: bytes,
+            stream: self.stream,
+            owned: true,
         }))
+    }
+
+    unsafe fn borrow_raw(
+        &self,
+        ptr: u64,
+        bytes: usize,
+    ) -> Result<Box<dyn DeviceMemory>, DeviceError> {
+        Ok(Box::new(RocmMemory {
+            hip: self.hip,
+            ptr: ptr as HipDevicePtr,
+            len: bytes,
+            stream: self.stream,
+            owned: false,
+        }))
+    }
+
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.wait()
     }
 
     fn launch(&self, port: &Port, l: &GpuLaunch) -> Result<(), DeviceError> {
@@ -256,6 +334,7 @@ impl GpuDevice for RocmDevice {
                 port.target, self.arch
             )));
         }
+        self.usable()?;
         let f = self.function(symbol).map_err(refused)?;
         let mut bufs = Vec::with_capacity(l.bufs.len());
         for b in l.bufs {
@@ -284,7 +363,7 @@ impl GpuDevice for RocmDevice {
         // live device allocations of the lengths passed.
         unsafe {
             if let Some(ev) = &events {
-                let _ = (h.hipEventRecord)(ev.start, std::ptr::null_mut());
+                let _ = (h.hipEventRecord)(ev.start, self.stream);
             }
             h.check(
                 "hipModuleLaunchKernel",
@@ -297,27 +376,19 @@ impl GpuDevice for RocmDevice {
                     1,
                     1,
                     shared,
-                    std::ptr::null_mut(),
+                    self.stream,
                     std::ptr::null_mut(),
                     extra.as_mut_ptr(),
                 ),
             )
             .map_err(refused)?;
             if let Some(ev) = &events {
-                let _ = (h.hipEventRecord)(ev.stop, std::ptr::null_mut());
+                let _ = (h.hipEventRecord)(ev.stop, self.stream);
             }
-            h.check("hipDeviceSynchronize", (h.hipDeviceSynchronize)())
-                .map_err(|message| DeviceError::KernelFault {
-                    kernel,
-                    backend: Backend::Rocm,
-                    block: None,
-                    detail: format!("{message} (the faulting block is not reported by HIP)"),
-                    state: crate::DeviceState::Lost,
-                })?;
         }
-        if let Some(ms) = events.and_then(|e| e.elapsed_ms()) {
-            self.last_launch_ms.store(ms.to_bits(), Ordering::Relaxed);
-        }
+        *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner()) = kernel;
+        // Enqueued: the events are read (and the launch waited for) only when its time is asked.
+        *self.last_events.lock().unwrap_or_else(|p| p.into_inner()) = events;
         Ok(())
     }
 
@@ -352,7 +423,7 @@ impl Events {
 
     fn elapsed_ms(&self) -> Option<f32> {
         let mut ms = 0f32;
-        // SAFETY: both events were recorded on the null stream before this call.
+        // SAFETY: both events were recorded on the device's stream before this call.
         unsafe {
             if (self.hip.hipEventSynchronize)(self.stop) != hip::HIP_SUCCESS {
                 return None;
@@ -379,6 +450,10 @@ struct RocmMemory {
     hip: &'static Hip,
     ptr: HipDevicePtr,
     len: usize,
+    /// The stream of the device that made it: copies wait for its work first.
+    stream: HipStream,
+    /// kiln's allocation (freed on drop) or a caller's (never freed).
+    owned: bool,
 }
 
 // SAFETY: a device address; copies go through the runtime, which is thread-safe.
@@ -392,6 +467,16 @@ impl std::fmt::Debug for Hip {
 }
 
 impl RocmMemory {
+    /// Waits for the work queued on the stream (the blocking copies run on the default one).
+    fn wait_stream(&self) -> Result<(), DeviceError> {
+        // SAFETY: the stream of the device that made this memory.
+        self.hip
+            .check("hipStreamSynchronize", unsafe {
+                (self.hip.hipStreamSynchronize)(self.stream)
+            })
+            .map_err(DeviceError::Other)
+    }
+
     fn range(&self, offset: usize, n: usize) -> Result<(), DeviceError> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
@@ -409,6 +494,7 @@ impl DeviceMemory for RocmMemory {
     }
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError> {
         self.range(offset, out.len())?;
+        self.wait_stream()?;
         // SAFETY: inside the allocation (checked) into a host slice of that length.
         self.hip
             .check("hipMemcpy(device to host)", unsafe {
@@ -423,6 +509,7 @@ impl DeviceMemory for RocmMemory {
     }
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
         self.range(offset, data.len())?;
+        self.wait_stream()?;
         // SAFETY: as above, host to device.
         self.hip
             .check("hipMemcpy(host to device)", unsafe {
@@ -442,9 +529,35 @@ impl DeviceMemory for RocmMemory {
 
 impl Drop for RocmMemory {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: allocated by hipMalloc, freed once.
         unsafe {
             let _ = (self.hip.hipFree)(self.ptr);
         }
+    }
+}
+
+impl crate::Device {
+    /// A device on HIP device `ordinal` that enqueues every launch on the caller's stream
+    /// (`hipStream_t`); reads and [`Device::sync`](crate::Device::sync) wait for that stream.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of device `ordinal` and stays so while the device (or any
+    /// tensor made on it) is used.
+    pub unsafe fn rocm_on_stream(
+        ordinal: usize,
+        stream: *mut c_void,
+    ) -> Result<crate::Device, crate::PortError> {
+        let ordinal = c_int::try_from(ordinal).unwrap_or(c_int::MAX);
+        RocmDevice::on_stream(ordinal, stream)
+            .map(|d| crate::Device::from_gpu(Arc::new(d)))
+            .map_err(|reason| {
+                crate::PortError::Device(DeviceError::DeviceUnavailable {
+                    backend: Backend::Rocm,
+                    reason,
+                })
+            })
     }
 }

@@ -85,6 +85,7 @@ hip_api! {
     hipFree: fn(HipDevicePtr) -> HipError;
     hipMemcpy: fn(*mut c_void, *const c_void, usize, c_int) -> HipError;
     hipDeviceSynchronize: fn() -> HipError;
+    hipStreamSynchronize: fn(HipStream) -> HipError;
     hipEventCreate: fn(*mut HipEvent) -> HipError;
     hipEventRecord: fn(HipEvent, HipStream) -> HipError;
     hipEventSynchronize: fn(HipEvent) -> HipError;

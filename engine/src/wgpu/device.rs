@@ -114,7 +114,11 @@ impl WgpuDevice {
     }
 
     /// The features kiln uses of those `feats` offers, under `opts`.
-    fn features_for(info: &wgpu::AdapterInfo, feats: wgpu::Features, opts: Options) -> wgpu::Features {
+    fn features_for(
+        info: &wgpu::AdapterInfo,
+        feats: wgpu::Features,
+        opts: Options,
+    ) -> wgpu::Features {
         // Subgroup shuffles are only usable when the size the kernels fold over is fixed.
         let subgroups = feats.contains(wgpu::Features::SUBGROUP)
             && info.subgroup_min_size == info.subgroup_max_size
@@ -123,7 +127,10 @@ impl WgpuDevice {
         let mut required = wgpu::Features::empty();
         for (on, f) in [
             (subgroups, wgpu::Features::SUBGROUP),
-            (opts.f16 && feats.contains(wgpu::Features::SHADER_F16), wgpu::Features::SHADER_F16),
+            (
+                opts.f16 && feats.contains(wgpu::Features::SHADER_F16),
+                wgpu::Features::SHADER_F16,
+            ),
             (
                 opts.timestamps && feats.contains(wgpu::Features::TIMESTAMP_QUERY),
                 wgpu::Features::TIMESTAMP_QUERY,

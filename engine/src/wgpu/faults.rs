@@ -28,7 +28,12 @@ pub(super) struct Faults {
 impl Ctx {
     /// A zeroed fault record of `bytes` (every record of a device has the same size).
     pub(super) fn fault_record(&self, bytes: u64) -> wgpu::Buffer {
-        let reused = self.faults.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let reused = self
+            .faults
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
         let buf = reused.unwrap_or_else(|| {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("kiln fault"),
@@ -52,7 +57,11 @@ impl Ctx {
         wave: u32,
     ) -> Result<(), DeviceError> {
         let full = {
-            let mut p = self.faults.pending.lock().unwrap_or_else(|p| p.into_inner());
+            let mut p = self
+                .faults
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             p.push(Pending {
                 kernel,
                 buf,
@@ -70,14 +79,24 @@ impl Ctx {
 
     /// Reads every pending record (waiting for their dispatches) and reports the first fault.
     pub(super) fn check_faults(&self) -> Result<(), DeviceError> {
-        let pending = std::mem::take(&mut *self.faults.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending = std::mem::take(
+            &mut *self
+                .faults
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let mut first = None;
         for p in pending {
             let words = self.read_back(&p.buf, 0, p.bytes)?;
             if first.is_none() {
                 first = decode(p.kernel, p.wave, &words);
             }
-            self.faults.free.lock().unwrap_or_else(|e| e.into_inner()).push(p.buf);
+            self.faults
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(p.buf);
         }
         first.map_or(Ok(()), Err)
     }

@@ -155,7 +155,9 @@ impl crate::Tensor {
             .and_then(|g| g.as_any().downcast_ref::<super::WgpuDevice>())
             .map(|d| d.ctx.clone())
             .ok_or_else(|| other(format!("{} is not a wgpu device", dev.name())))?;
-        let need = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let need = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
         if !buffer.usage().contains(need) {
             return Err(other(format!(
                 "a wgpu buffer with usage {:?} cannot back a tensor: it needs {need:?}",
@@ -164,7 +166,11 @@ impl crate::Tensor {
             .into());
         }
         let len = buffer.size() as usize;
-        let mem = WgpuMemory { ctx, buf: buffer, len };
+        let mem = WgpuMemory {
+            ctx,
+            buf: buffer,
+            len,
+        };
         crate::Tensor::over_at(
             dev,
             crate::storage::Storage::Gpu(Box::new(mem)),

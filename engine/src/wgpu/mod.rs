@@ -23,10 +23,10 @@ mod slot;
 mod state;
 mod timing;
 
-pub(crate) use device::open;
 /// The wgpu crate kiln is built against: an engine hands kiln its devices, queues and buffers
 /// of this version.
 pub use ::wgpu as api;
+pub(crate) use device::open;
 pub use device::{open_with, Options};
 pub use memory::WgpuMemory;
 pub(crate) use slot::slot;

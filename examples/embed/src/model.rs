@@ -72,7 +72,8 @@ impl Dims {
     /// is copied before the dispatch).
     pub fn arena_bytes(&self) -> usize {
         let d = *self;
-        let weights = d.hidden * 3 + 2 * d.batch * d.hidden
+        let weights = d.hidden * 3
+            + 2 * d.batch * d.hidden
             + d.hidden * d.heads_q * d.head_dim * 2
             + 3 * d.hidden * d.ffn
             + d.vocab * d.hidden;
@@ -120,10 +121,14 @@ pub struct Model {
 
 /// A deterministic fill in [-scale, scale) (an LCG: the example needs no RNG crate).
 fn fill(seed: u64, n: usize, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
         })
         .collect()
@@ -184,10 +189,14 @@ impl Model {
         table.row_offsets.push(0);
         let per = d.pages / d.batch;
         for r in 0..d.batch {
-            table.rows.extend((0..per).map(|p| (r + p * d.batch) as i32));
+            table
+                .rows
+                .extend((0..per).map(|p| (r + p * d.batch) as i32));
             table.row_offsets.push(table.rows.len() as i32);
             table.logical_starts.push(0);
-            table.visible_lens.push((per * d.page_size - 5 * r - 3) as i32);
+            table
+                .visible_lens
+                .push((per * d.page_size - 5 * r - 3) as i32);
         }
         m.table.write(&table, &m.k_pool)?;
         Ok(m)
@@ -201,9 +210,28 @@ impl Model {
         let lin = LinearParams::default();
         let [n0, n1, n2] = &m.norm;
         ops::fused_add_rms_norm(dev, &m.x, &mut m.residual, n0, 1e-5, &mut m.h)?;
-        ops::kernel::linear(dev, &lin, &m.h, &m.wq, &m.no_bias, &mut m.q.reshape(&[m.dims.batch, m.dims.heads_q * m.dims.head_dim])?)?;
-        paged_attention_decode_resident(dev, &m.q, &m.k_pool, &m.v_pool, &m.table, 0.0, &mut m.attn)?;
-        let attn = m.attn.reshape(&[m.dims.batch, m.dims.heads_q * m.dims.head_dim])?;
+        ops::kernel::linear(
+            dev,
+            &lin,
+            &m.h,
+            &m.wq,
+            &m.no_bias,
+            &mut m
+                .q
+                .reshape(&[m.dims.batch, m.dims.heads_q * m.dims.head_dim])?,
+        )?;
+        paged_attention_decode_resident(
+            dev,
+            &m.q,
+            &m.k_pool,
+            &m.v_pool,
+            &m.table,
+            0.0,
+            &mut m.attn,
+        )?;
+        let attn = m
+            .attn
+            .reshape(&[m.dims.batch, m.dims.heads_q * m.dims.head_dim])?;
         ops::kernel::linear(dev, &lin, &attn, &m.wo, &m.no_bias, &mut m.o)?;
         ops::fused_add_rms_norm(dev, &m.o, &mut m.residual, n1, 1e-5, &mut m.h)?;
         ops::kernel::linear(dev, &lin, &m.h, &m.w_gate, &m.no_bias, &mut m.gate)?;

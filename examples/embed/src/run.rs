@@ -69,8 +69,13 @@ pub fn run(backend: Backend, steps: usize, replays: usize) -> Result<Report, Str
     if let Arena::Cuda { stream, .. } = &a.arena {
         let graph = capture(stream, || step(&mut m))?;
         for r in 0..replays {
-            m.logits.view(0, &[1]).and_then(|mut t| t.write_f32(&[f32::NAN])).map_err(|e| e.to_string())?;
-            graph.launch().map_err(|e| format!("cuGraphLaunch: {e:?}"))?;
+            m.logits
+                .view(0, &[1])
+                .and_then(|mut t| t.write_f32(&[f32::NAN]))
+                .map_err(|e| e.to_string())?;
+            graph
+                .launch()
+                .map_err(|e| format!("cuGraphLaunch: {e:?}"))?;
             if m.outputs().map_err(|e| e.to_string())? != eager {
                 return Err(format!("graph replay {r} differs from the eager step"));
             }
@@ -78,7 +83,9 @@ pub fn run(backend: Backend, steps: usize, replays: usize) -> Result<Report, Str
         let (mut host, t0) = (0.0, Instant::now());
         for _ in 0..replays {
             let t = Instant::now();
-            graph.launch().map_err(|e| format!("cuGraphLaunch: {e:?}"))?;
+            graph
+                .launch()
+                .map_err(|e| format!("cuGraphLaunch: {e:?}"))?;
             host += t.elapsed().as_secs_f64();
         }
         dev.sync().map_err(|e| e.to_string())?;
@@ -129,7 +136,9 @@ fn open(backend: Backend, bytes: usize) -> Result<(Device, Arena, Arena), String
         Backend::Cuda => {
             use kiln::cuda_api::{result, CudaContext};
             let ctx = CudaContext::new(0).map_err(|e| format!("CUDA: {e:?}"))?;
-            let stream = ctx.new_stream().map_err(|e| format!("cuStreamCreate: {e:?}"))?;
+            let stream = ctx
+                .new_stream()
+                .map_err(|e| format!("cuStreamCreate: {e:?}"))?;
             // SAFETY: the context is current (CudaContext::new binds it); freed never: the
             // example's process ends with the run.
             let alloc = || {
@@ -155,7 +164,9 @@ fn open(backend: Backend, bytes: usize) -> Result<(Device, Arena, Arena), String
                 .map_err(|e| format!("no wgpu adapter: {e}"))?;
             let info = adapter.get_info();
             let feats = adapter.features()
-                & (wgpu::Features::SUBGROUP | wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY);
+                & (wgpu::Features::SUBGROUP
+                    | wgpu::Features::SHADER_F16
+                    | wgpu::Features::TIMESTAMP_QUERY);
             let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
                 label: Some("engine"),
                 required_features: feats,
@@ -176,7 +187,8 @@ fn open(backend: Backend, bytes: usize) -> Result<(Device, Arena, Arena), String
                 queue: queue.clone(),
             };
             let (weights, acts) = (arena("engine weights"), arena("engine activations"));
-            let dev = Device::wgpu_from(&info, device.clone(), queue.clone()).map_err(|e| e.to_string())?;
+            let dev = Device::wgpu_from(&info, device.clone(), queue.clone())
+                .map_err(|e| e.to_string())?;
             Ok((dev, weights, acts))
         }
         other => Err(format!("the example does not embed {other}")),

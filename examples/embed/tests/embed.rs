@@ -16,7 +16,10 @@ fn required() -> Vec<Backend> {
 fn the_embedded_step_runs_on_every_present_backend() {
     for b in Backend::ALL {
         if let Some(why) = kiln::unavailable_reason(b) {
-            assert!(!required().contains(&b), "required backend {b} is absent: {why}");
+            assert!(
+                !required().contains(&b),
+                "required backend {b} is absent: {why}"
+            );
             eprintln!("skipped {b}: {why}");
             continue;
         }
