@@ -31,6 +31,7 @@ rm -f "$out/test.log"
 ./kiln bench --backend cuda --csv "$out/bench-cuda.csv" 2>&1 | tee "$out/bench-cuda.txt"
 ./kiln bench --backend cuda --json > "$out/bench-cuda.json" 2>&1
 ./kiln bench --backend cuda --paged > "$out/bench-paged-cuda.csv" 2>&1
+./kiln-embed-example cuda --replays 100 2>&1 | tee "$out/embed-cuda.txt"
 exit $status
 "#;
 
@@ -45,6 +46,12 @@ pub fn device_bundle() -> Result<(), String> {
         .find(|(name, _)| name == "kiln")
         .ok_or("cargo built no `kiln` binary")?;
     copy_stripped(&kiln.1, &bundle.join("kiln"))?;
+    // The embedding example: an engine's decode step on its own stream, captured into a graph.
+    let example = cargo_executables(&root, &["build", "--release", "-p", "kiln-embed-example"])?
+        .into_iter()
+        .find(|(name, _)| name == "kiln_embed_example")
+        .ok_or("cargo built no `kiln-embed-example` binary")?;
+    copy_stripped(&example.1, &bundle.join("kiln-embed-example"))?;
 
     let tests = cargo_executables(
         &root,
@@ -56,6 +63,8 @@ pub fn device_bundle() -> Result<(), String> {
             "kiln-tests",
             "-p",
             "kiln",
+            "-p",
+            "kiln-embed-example",
         ],
     )?;
     for (name, path) in &tests {
