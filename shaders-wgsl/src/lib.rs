@@ -25,9 +25,7 @@ mod sources;
 mod translate;
 mod variant;
 
-pub use artifacts::{
-    engine_artifacts, stale_artifacts, write_artifacts, ARTIFACT_DIR, TABLE_FILE,
-};
+pub use artifacts::{engine_artifacts, stale_artifacts, write_artifacts, ARTIFACT_DIR, TABLE_FILE};
 pub use bindings::{meta_binding, meta_buffer_word, meta_grid_word, FAULT_WORDS, MAX_BLOCK};
 pub use error::Error;
 pub use kernels::{kernels, KernelSpec};

@@ -33,9 +33,16 @@ fn the_check_names_a_changed_a_missing_and_an_extra_file() {
     let dir = std::env::temp_dir().join(format!("kiln-wgsl-artifacts-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("left_over.wgsl"), "// a module no longer generated").unwrap();
+    std::fs::write(
+        dir.join("left_over.wgsl"),
+        "// a module no longer generated",
+    )
+    .unwrap();
     write_artifacts(&dir, &files).unwrap();
-    assert!(!dir.join("left_over.wgsl").exists(), "write keeps only what it generates");
+    assert!(
+        !dir.join("left_over.wgsl").exists(),
+        "write keeps only what it generates"
+    );
     assert_eq!(stale_artifacts(&dir, &files).unwrap(), Vec::<String>::new());
 
     let (changed, _) = &files[0];
@@ -54,7 +61,10 @@ fn the_check_names_a_changed_a_missing_and_an_extra_file() {
     // The table lists every module, each embedded from its file beside it.
     let table = &files.iter().find(|(n, _)| n == TABLE_FILE).unwrap().1;
     for (name, _) in files.iter().filter(|(n, _)| n != TABLE_FILE) {
-        assert!(table.contains(&format!("source: include_str!({name:?})")), "{name}");
+        assert!(
+            table.contains(&format!("source: include_str!({name:?})")),
+            "{name}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -60,7 +60,10 @@ fn a_kernel_output_reads_back_as_half_types() {
     assert!(got.iter().zip(&kiln_bits).all(|(a, b)| a.to_bits() == b.0));
     let widened: Vec<f32> = got.iter().map(|v| v.to_f32()).collect();
     assert_eq!(widened, out.to_f32_vec().unwrap());
-    assert!(widened.iter().any(|&v| v != 0.0), "the kernel wrote nothing");
+    assert!(
+        widened.iter().any(|&v| v != 0.0),
+        "the kernel wrote nothing"
+    );
 }
 
 #[test]

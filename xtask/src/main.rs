@@ -40,7 +40,9 @@ fn main() -> ExitCode {
             })
         }
         Some("device-bundle") => bundle::device_bundle().map_err(|e| format!("device-bundle: {e}")),
-        _ => Err("usage: cargo xtask kernels [--check] [--wgsl-only] | cargo xtask device-bundle".into()),
+        _ => Err(
+            "usage: cargo xtask kernels [--check] [--wgsl-only] | cargo xtask device-bundle".into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
