@@ -1,5 +1,6 @@
-//! What an engine builds: each backend's Cargo feature brings its dependencies and nothing else
-//! (`cargo tree` on the lockfile, offline).
+//! What an engine builds and what is published: each backend's Cargo feature brings its
+//! dependencies and nothing else (`cargo tree` on the lockfile, offline), and the publishable
+//! crates' packages hold the artifacts the engine embeds and the license texts.
 //!
 //! Runs the `cargo` that runs the tests on this checkout; `xtask device-bundle`'s run.sh skips
 //! it on machines without Rust.
@@ -100,3 +101,74 @@ fn no_backend_feature_compiles_no_gpu_dependency() {
     );
 }
 
+/// The files `cargo package` puts in a crate's package.
+fn package_list(krate: &str) -> Vec<String> {
+    cargo(&[
+        "package",
+        "--list",
+        "-p",
+        krate,
+        "--offline",
+        "--locked",
+        "--allow-dirty",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// Every file under `dir`, relative to `base`, with `/` separators.
+fn files_under(base: &Path, dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(base, &path, out);
+        } else {
+            let rel = path.strip_prefix(base).unwrap();
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+const PUBLISHED: &[(&str, &str)] = &[("kiln-math", "shared-kernel-math"), ("kiln", "engine")];
+
+#[test]
+fn the_engine_package_holds_every_artifact_it_embeds() {
+    let engine = workspace_root().join("engine");
+    let mut artifacts = Vec::new();
+    files_under(&engine, &engine.join("artifacts"), &mut artifacts);
+    for backend in ["cuda", "hip", "wgsl"] {
+        let prefix = format!("artifacts/{backend}/");
+        assert!(
+            artifacts.iter().any(|a| a.starts_with(&prefix)),
+            "no {prefix} in {artifacts:?}"
+        );
+    }
+    let list = package_list("kiln");
+    let missing: Vec<&String> = artifacts.iter().filter(|a| !list.contains(a)).collect();
+    assert!(missing.is_empty(), "not packaged: {missing:?}");
+    // Nothing is generated while building from the package.
+    assert!(!list.contains(&"build.rs".to_string()), "{list:?}");
+}
+
+#[test]
+fn each_published_package_has_its_readme_and_both_licenses() {
+    for (krate, _) in PUBLISHED {
+        let list = package_list(krate);
+        for f in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
+            assert!(list.iter().any(|l| l == f), "{krate}: no {f} in {list:?}");
+        }
+    }
+}
+
+#[test]
+fn the_license_copies_are_the_roots() {
+    let root = workspace_root();
+    for (krate, dir) in PUBLISHED {
+        for f in ["LICENSE-MIT", "LICENSE-APACHE"] {
+            let top = std::fs::read(root.join(f)).unwrap();
+            let copy = std::fs::read(root.join(dir).join(f)).unwrap();
+            assert!(top == copy, "{krate}: {dir}/{f} differs from {f}");
+        }
+    }
+}

@@ -18,7 +18,7 @@ cd "$(dirname "$0")"
 status=0
 for t in tests/*; do
     name=$(basename "$t")
-    # These run cargo (shaders-hip with +nightly; cargo tree on the checkout):
+    # These run cargo (shaders-hip with +nightly; cargo tree and package on the checkout):
     # nothing to run where Rust is absent.
     case "$name" in hip_wave_gate*|packaging*) echo "test $name: skipped (needs a Rust toolchain)"; continue;; esac
     echo "=== $name" >> "$out/tests.txt"
