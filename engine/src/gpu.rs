@@ -150,6 +150,7 @@ pub trait GpuDevice: Send + Sync + Debug {
 
 /// The GPU backends' bench timing loop: one untimed warm-up `pass`, then `runs` timed ones;
 /// each pass returns its seconds, reported per launch (`launches` launches a pass).
+#[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))] // their timing loop
 pub(crate) fn warm_then_timed(
     runs: usize,
     launches: usize,

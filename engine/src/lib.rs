@@ -23,7 +23,9 @@ mod storage;
 mod tensor;
 // Backends: import vocabulary only.
 mod cpu;
+#[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "rocm")]
 pub mod rocm;
 mod sim;
 #[cfg(feature = "wgpu")]
@@ -42,7 +44,7 @@ pub mod ops;
 pub mod paged;
 pub mod parity;
 pub mod rng;
-#[cfg(test)]
+#[cfg(all(test, feature = "rocm"))]
 mod rocm_tests;
 pub mod timing;
 

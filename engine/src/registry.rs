@@ -35,15 +35,21 @@ impl Device {
 }
 
 /// The slot of a GPU backend for one kernel: its artifacts' ports, or why there are none.
+#[cfg_attr(
+    not(any(feature = "cuda", feature = "rocm", feature = "wgpu")),
+    allow(unused_variables)
+)]
 pub(crate) fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
     match backend {
+        #[cfg(feature = "cuda")]
         Backend::Cuda => crate::cuda::slot(id),
+        #[cfg(feature = "rocm")]
         Backend::Rocm => crate::rocm::slot(id),
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => crate::wgpu::slot(id),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => Slot::Absent(NO_WGPU.into()),
         Backend::Cpu | Backend::Sim => unreachable!("host backends have host slots"),
+        #[allow(unreachable_patterns)] // every backend feature on
+        other => Slot::Absent(not_built(other)),
     }
 }
 
@@ -51,17 +57,21 @@ pub(crate) fn gpu_slot(id: KernelId, backend: Backend) -> Slot {
 fn open_gpu(backend: Backend) -> Result<Arc<dyn GpuDevice>, String> {
     match backend {
         Backend::Cpu | Backend::Sim => Err("not a GPU backend".into()),
+        #[cfg(feature = "cuda")]
         Backend::Cuda => crate::cuda::open(),
+        #[cfg(feature = "rocm")]
         Backend::Rocm => crate::rocm::open(),
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => crate::wgpu::open(),
-        #[cfg(not(feature = "wgpu"))]
-        Backend::Wgpu => Err(NO_WGPU.into()),
+        #[allow(unreachable_patterns)] // every backend feature on
+        other => Err(not_built(other)),
     }
 }
 
-#[cfg(not(feature = "wgpu"))]
-const NO_WGPU: &str = "this build of kiln has no wgpu backend (built without the `wgpu` feature)";
+/// Why a backend compiled out of this build (its Cargo feature off) is absent.
+fn not_built(backend: Backend) -> String {
+    format!("kiln was built without the `{backend}` feature")
+}
 
 /// Why a backend cannot be opened on this machine, or `None` when it can.
 pub fn unavailable_reason(backend: Backend) -> Option<String> {

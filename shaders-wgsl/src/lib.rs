@@ -14,6 +14,7 @@
 //! words, then `(element offset, length)` per buffer, then the grid), then `kiln_fault` (the
 //! first out-of-bounds access: flag, block x/y/z, buffer, index).
 
+mod artifacts;
 mod bindings;
 mod error;
 mod kernels;
@@ -24,6 +25,7 @@ mod sources;
 mod translate;
 mod variant;
 
+pub use artifacts::{engine_artifacts, stale_artifacts, write_artifacts, ARTIFACT_DIR, TABLE_FILE};
 pub use bindings::{meta_binding, meta_buffer_word, meta_grid_word, FAULT_WORDS, MAX_BLOCK};
 pub use error::Error;
 pub use kernels::{kernels, KernelSpec};

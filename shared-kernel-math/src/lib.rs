@@ -19,6 +19,8 @@
 mod block;
 mod element;
 mod fast_math;
+#[cfg(feature = "half")]
+mod half_types;
 mod kernel;
 pub mod kernels;
 mod list;
@@ -32,6 +34,9 @@ pub use element::{
     Bf16, DType, Element, Scalar, F16,
 };
 pub use fast_math::{exp2_approx, exp2_poly, mul_add};
+/// The `half` crate, whose `f16` and `bf16` are [`Scalar`]s with the `half` feature.
+#[cfg(feature = "half")]
+pub use half;
 pub use kernel::{
     shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,
     Waves,

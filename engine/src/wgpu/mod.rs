@@ -1,6 +1,7 @@
-//! The wgpu backend: WGSL modules translated from kiln-math at build time (`build.rs`), run
-//! through wgpu on Vulkan (Metal on macOS, DX12 on Windows; wgpu's GL backend is not built, so
-//! a GL-only machine has no wgpu device rather than one without subgroups).
+//! The wgpu backend: WGSL modules translated from kiln-math by `cargo xtask kernels` and
+//! embedded from `engine/artifacts/wgsl/`, run through wgpu on Vulkan (Metal on macOS, DX12 on
+//! Windows; wgpu's GL backend is not built, so a GL-only machine has no wgpu device rather than
+//! one without subgroups).
 //!
 //! The wave the kernels see is the adapter's subgroup size when the adapter has SUBGROUP and a
 //! single subgroup size; otherwise the modules' workgroup-memory variant runs with blocks of 64

@@ -1,4 +1,5 @@
-//! The WGSL modules build.rs embeds, the `KILN_WGSL_DIR` override of their text, the facts the
+//! The WGSL modules the engine embeds (`engine/artifacts/wgsl/`, written by `cargo xtask
+//! kernels` and committed), the `KILN_WGSL_DIR` override of their text, the facts the
 //! engine shares with them (scratch, block and fault sizes) and the lookup of the module a
 //! kernel × dtype runs on a device's variant (subgroups, f16 storage).
 
@@ -6,7 +7,8 @@ use super::errors::other;
 use crate::DeviceError;
 use kiln_math::{DType, KernelId};
 
-/// One generated module (the table is written by build.rs).
+/// One generated module (an entry of `artifacts/wgsl/modules.rs`, written by `cargo xtask
+/// kernels` through `kiln_shaders_wgsl::engine_artifacts`).
 #[derive(Debug)]
 pub(super) struct WgslModule {
     pub kernel: &'static str,
@@ -20,7 +22,7 @@ pub(super) struct WgslModule {
     pub source: &'static str,
 }
 
-pub(super) static MODULES: &[WgslModule] = include!(concat!(env!("OUT_DIR"), "/wgsl_modules.rs"));
+pub(super) static MODULES: &[WgslModule] = include!("../../artifacts/wgsl/modules.rs");
 
 /// A folder of WGSL files (named as `cargo run -p kiln-shaders-wgsl --example dump` names them)
 /// that replace the embedded modules they name: A/B runs of hand-edited or rebuilt modules
