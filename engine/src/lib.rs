@@ -5,12 +5,13 @@
 //! - [`ops`]: one typed, validated function per kernel; each returns which path ran ([`Ran`]).
 //! - [`ports`]: the per-kernel port tables, [`select_port`] and [`has_port`].
 //! - [`launch()`]: the generic entry (`kiln run`, the parity harness) by [`KernelId`].
-//! - [`parity`]: the harness that checks every port against the reference chain.
-//! - [`timing`]: launches and copies timed on the device's clock, for benchmarks.
+//! - `parity`, `timing`, `debug`, `rng`, `reference` (feature `harness`): the parity harness and
+//!   its reference chains, launches timed on the device's clock, the sim as a body debugger.
 //! - [`quant`]: MLX affine weight formats, the quantizer, and GGUF files repacked exactly into them.
 
 // Vocabulary: imports nothing above it.
 mod backend;
+#[cfg(feature = "harness")]
 pub mod case;
 mod device;
 mod error;
@@ -29,19 +30,26 @@ pub mod wgpu;
 // The one place naming every backend, then the kernel list's expansion and the port tables.
 mod catalog;
 pub mod ports;
+#[cfg(feature = "harness")]
 pub mod reference;
+#[cfg(not(feature = "harness"))]
+mod reference;
 mod registry;
 // Launch, ops and the harnesses above them.
 #[cfg(test)]
 mod collective_tests;
+#[cfg(feature = "harness")]
 pub mod debug;
 pub mod launch;
 pub mod ops;
 pub mod paged;
+#[cfg(feature = "harness")]
 pub mod parity;
+#[cfg(any(test, feature = "harness"))]
 pub mod rng;
 #[cfg(test)]
 mod rocm_tests;
+#[cfg(feature = "harness")]
 pub mod timing;
 
 pub use backend::Backend;
