@@ -94,8 +94,11 @@ pub const fn shared_words(group: u32, head_dim: u32, block: u32, wave: u32) -> u
 /// The pool's geometry (layout A: `[num_blocks, block_size, heads_kv, head_dim]`).
 #[derive(Clone, Copy)]
 pub struct PoolShape {
+    /// Tokens per page.
     pub block_size: usize,
+    /// KV heads per token.
     pub heads_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
 }
 
@@ -108,13 +111,16 @@ pub struct TokenSpan {
     pub start: usize,
     /// Visible tokens `[begin, end)` this block covers.
     pub begin: usize,
+    /// One past the last visible token this block covers.
     pub end: usize,
 }
 
 /// The query-head group a block serves: `heads` consecutive query heads of KV head `kv_head`.
 #[derive(Clone, Copy)]
 pub struct HeadGroup {
+    /// The KV head the group's queries attend with.
     pub kv_head: usize,
+    /// Query heads in the group (the GQA ratio, or fewer).
     pub heads: usize,
     /// Element offset of the group's first query (its `heads · head_dim` queries are contiguous).
     pub q_base: usize,
