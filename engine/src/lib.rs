@@ -8,6 +8,7 @@
 //! - `parity`, `timing`, `debug`, `rng`, `reference` (feature `harness`): the parity harness and
 //!   its reference chains, launches timed on the device's clock, the sim as a body debugger.
 //! - [`quant`]: MLX affine weight formats, the quantizer, and GGUF files repacked exactly into them.
+#![warn(missing_docs)]
 
 // Vocabulary: imports nothing above it.
 mod backend;

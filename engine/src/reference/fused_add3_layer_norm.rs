@@ -5,6 +5,8 @@ use super::primitives;
 use kiln_math::kernels::fused_add3_layer_norm::Add3LayerNormParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`fused_add3_layer_norm`](kiln_math::kernels::fused_add3_layer_norm::fused_add3_layer_norm): its params and
+/// buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)] // one slice per buffer of the list entry
 pub fn fused_add3_layer_norm<T: Element>(
     p: &Add3LayerNormParams,

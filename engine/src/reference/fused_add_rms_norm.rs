@@ -4,6 +4,8 @@ use super::primitives;
 use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`fused_add_rms_norm`](kiln_math::kernels::fused_add_rms_norm::fused_add_rms_norm): its params and
+/// buffers, in list order, as host slices.
 pub fn fused_add_rms_norm<T: Element>(
     p: &AddRmsNormParams,
     x: &[T],

@@ -28,6 +28,8 @@ fn rope_head<T: Element>(p: &RopeAppendParams, head: &[T], position: u32) -> Vec
     out
 }
 
+/// The unfused chain of [`fused_rope_qk_append`](kiln_math::kernels::fused_rope_qk_append::fused_rope_qk_append): its params and
+/// buffers, in list order, as host slices.
 pub fn fused_rope_qk_append<T: Element>(
     p: &RopeAppendParams,
     qkv: &[T],

@@ -4,6 +4,8 @@ use super::primitives::{map, scalar, zip};
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`fused_xielu`](kiln_math::kernels::fused_xielu::fused_xielu): its params and
+/// buffers, in list order, as host slices.
 pub fn fused_xielu<T: Element>(p: &XieluParams, x: &[T], out: &mut [T]) {
     let (alpha_p, alpha_n) = (scalar::<T>(p.alpha_p), scalar::<T>(p.alpha_n));
     let (beta, eps) = (scalar::<T>(p.beta), scalar::<T>(p.eps));

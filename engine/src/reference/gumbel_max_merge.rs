@@ -4,6 +4,8 @@
 use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`gumbel_max_merge`](kiln_math::kernels::gumbel_max_merge::gumbel_max_merge): its params and
+/// buffers, in list order, as host slices.
 pub fn gumbel_max_merge<T: Element>(
     p: &GumbelMergeParams,
     vals: &[T],

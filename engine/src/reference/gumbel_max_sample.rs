@@ -11,6 +11,8 @@ pub fn uniform(key: [u32; 2], row: u32, i: u32) -> f32 {
     open_uniform(philox([i / 4, 0, row, 0], key)[(i % 4) as usize])
 }
 
+/// The unfused chain of [`gumbel_max_sample`](kiln_math::kernels::gumbel_max_sample::gumbel_max_sample): its params and
+/// buffers, in list order, as host slices.
 pub fn gumbel_max_sample<T: Element>(
     p: &GumbelParams,
     logits: &[T],

@@ -4,6 +4,8 @@
 use kiln_math::kernels::linear::LinearParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`linear`](kiln_math::kernels::linear::linear): its params and
+/// buffers, in list order, as host slices.
 pub fn linear<T: Element>(p: &LinearParams, x: &[T], w: &[T], bias: &[T], y: &mut [T]) {
     let (m, k, n) = (p.m as usize, p.k as usize, p.n as usize);
     for r in 0..m {

@@ -5,6 +5,8 @@ use super::primitives::{attend_heads, gather_visible, KvPoolShape};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`paged_attention_decode`](kiln_math::kernels::paged_attention_decode::paged_attention_decode): its params and
+/// buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)]
 pub fn paged_attention_decode<T: Element>(
     p: &PagedDecodeParams,

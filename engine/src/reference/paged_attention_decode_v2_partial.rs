@@ -27,6 +27,8 @@ fn request<'a>(
     Some((pages, fpo, visible))
 }
 
+/// The unfused chain of [`paged_attention_decode_v2_partial`](kiln_math::kernels::paged_attention_decode_v2_partial::paged_attention_decode_v2_partial): its params and
+/// buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)]
 pub fn paged_attention_decode_v2_partial<T: Element>(
     p: &PagedDecodeV2Params,

@@ -4,6 +4,8 @@
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
 use kiln_math::Element;
 
+/// The unfused chain of [`paged_attention_merge_states`](kiln_math::kernels::paged_attention_merge_states::paged_attention_merge_states): its params and
+/// buffers, in list order, as host slices.
 pub fn paged_attention_merge_states<T: Element>(
     p: &MergeStatesParams,
     v_in: &[T],

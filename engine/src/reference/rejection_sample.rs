@@ -73,6 +73,8 @@ pub fn sample_row(
     (arg as u32, 0, p.max_rounds)
 }
 
+/// The unfused chain of [`rejection_sample`](kiln_math::kernels::rejection_sample::rejection_sample): its params and
+/// buffers, in list order, as host slices.
 pub fn rejection_sample<T: Element>(
     p: &RejectionParams,
     probs: &[T],

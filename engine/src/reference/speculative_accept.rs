@@ -63,6 +63,8 @@ pub fn accept_row(
     out
 }
 
+/// The unfused chain of [`speculative_accept`](kiln_math::kernels::speculative_accept::speculative_accept): its params and
+/// buffers, in list order, as host slices.
 pub fn speculative_accept<T: Element>(
     p: &SpeculativeParams,
     target_probs: &[T],

@@ -7,7 +7,8 @@
 //! is the instantiation's element type; other element types are fixed). Vendor crates, the
 //! engine, the tests and the CLI expand this list; nothing per-kernel is written anywhere else.
 
-/// Shared by the paged decode kernels (not a kernel itself).
+// Shared by the paged decode kernels (not a kernel itself); its docs are its own `//!` (an outer
+// doc here would resolve their links from this module).
 pub mod decode_attention;
 
 /// Calls `$m!` with every kernel entry.

@@ -21,6 +21,7 @@ fn h_check(dtype: DType) -> Check {
     }
 }
 
+/// The parity cases of `fused_add3_layer_norm` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     // (rows, width, per-column bias); widths of the spec's identity tests, 6656 the limit.
     let shapes = [

@@ -29,6 +29,7 @@ fn residual_check(dtype: DType) -> Check {
     }
 }
 
+/// The parity cases of `fused_add_rms_norm` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     // Spec §3's shapes, plus a row length that is no multiple of any chunk width (element-wise
     // paths and unaligned row starts).

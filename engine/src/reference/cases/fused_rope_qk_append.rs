@@ -20,6 +20,7 @@ fn tolerance(dtype: DType) -> Check {
 /// (batch, seq_len, heads_q, heads_kv, head_dim, rope_dims, traditional, layout, position).
 type RopeCase = (usize, usize, usize, usize, usize, u32, u32, u32, i32);
 
+/// The parity cases of `fused_rope_qk_append` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     let shapes: [RopeCase; 5] = [
         (1, 1, 4, 2, 64, 0, 0, 0, 4096),

@@ -23,6 +23,7 @@ fn case(dtype: DType, label: &str, shape: Vec<usize>, gate: Fill) -> Case {
     }
 }
 
+/// The parity cases of `fused_silu_mul` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     vec![
         // Two whole tiles and a ragged one; an odd row; saturated gates both ways.

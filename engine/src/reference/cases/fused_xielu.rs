@@ -19,6 +19,7 @@ fn check(dtype: DType) -> Check {
     }
 }
 
+/// The parity cases of `fused_xielu` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     let case =
         |label: &str, shape: Vec<usize>, fill: Fill, params: Vec<(&'static str, String)>| Case {

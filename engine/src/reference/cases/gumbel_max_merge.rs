@@ -3,6 +3,7 @@
 use crate::case::{Case, Check, Fill};
 use kiln_math::DType;
 
+/// The parity cases of `gumbel_max_merge` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(_dtype: DType) -> Vec<Case> {
     // Values from a few levels so that ties are common, −inf among them; row 1 all −inf.
     let levels = [f64::NEG_INFINITY, -1.0, 0.5, 2.0];

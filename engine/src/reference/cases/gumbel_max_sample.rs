@@ -39,6 +39,7 @@ fn case(rows: usize, vocab: usize, t: &str, splits: usize, key: (u32, u32)) -> C
     }
 }
 
+/// The parity cases of `gumbel_max_sample` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(_dtype: DType) -> Vec<Case> {
     vec![
         case(8, 1000, "1.0", 0, (1, 2)),

@@ -42,6 +42,7 @@ fn case(m: usize, k: usize, n: usize, has_bias: bool, checks: Vec<Check>) -> Cas
     }
 }
 
+/// The parity cases of `linear` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     // M over 1, 3 and 8 (GEMV, odd, the limit), 2 and 5 (each chunk-loop width: four chunks
     // in flight up to M = 2, two up to 4, one beyond); K 1 and 37 (element-wise rows), 64, 256,

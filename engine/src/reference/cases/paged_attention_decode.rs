@@ -4,6 +4,7 @@ use super::paged_cases::{self, PagedCase};
 use crate::case::{Case, Check, Fill};
 use kiln_math::DType;
 
+/// The parity cases of `paged_attention_decode` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     paged_cases::sim_cases()
         .into_iter()

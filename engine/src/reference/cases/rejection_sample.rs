@@ -21,6 +21,7 @@ fn mixed_filters(rows: usize, vocab: usize) -> Vec<f64> {
     (0..rows).flat_map(|r| table[r % table.len()]).collect()
 }
 
+/// The parity cases of `rejection_sample` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(_dtype: DType) -> Vec<Case> {
     // (rows, vocab, key). The sim runs every round's collectives lane by lane: keep rows and
     // cases few.

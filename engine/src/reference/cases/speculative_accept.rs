@@ -4,6 +4,7 @@ use super::sampler_checks;
 use crate::case::{Case, Fill};
 use kiln_math::DType;
 
+/// The parity cases of `speculative_accept` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(_dtype: DType) -> Vec<Case> {
     // (batch, drafts, vocab, rule). Random q rows make most drafts fail: tokens 0..vocab are
     // drawn as draft ids, and the accept test reads q and p at them.
