@@ -6,12 +6,18 @@ use crate::Backend;
 /// How a buffer's input values are drawn.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fill {
+    /// Normal with this mean and standard deviation, rounded to the dtype.
     Normal {
+        /// Mean.
         mean: f64,
+        /// Standard deviation.
         std: f64,
     },
+    /// Uniform on `[lo, hi)`, rounded to the dtype.
     Uniform {
+        /// Lower bound (inclusive).
         lo: f64,
+        /// Upper bound (exclusive).
         hi: f64,
     },
     /// Exactly these values, in order (page tables, index lists, special values).
@@ -21,6 +27,7 @@ pub enum Fill {
 }
 
 impl Fill {
+    /// [`Fill::Normal`] with `mean` and `std`.
     pub const fn normal(mean: f64, std: f64) -> Fill {
         Fill::Normal { mean, std }
     }
@@ -34,28 +41,47 @@ pub enum Check {
     /// Bit-identical to the reference.
     Exact,
     /// Exact, except at most `max_frac` of elements may be one ulp off (none further).
-    Ulp { max_frac: f64 },
+    Ulp {
+        /// Largest fraction of elements allowed one ulp off.
+        max_frac: f64,
+    },
     /// Normalized RMS and max deviation (spec §0.2) strictly below these bounds.
-    Tolerance { nrms: f64, nmax: f64 },
+    Tolerance {
+        /// Bound on the normalized RMS deviation.
+        nrms: f64,
+        /// Bound on the normalized max deviation.
+        nmax: f64,
+    },
     /// Bit-identical on the `exact_on` backends (where the port and the reference share
     /// rounding points and reduction order), `Tolerance { nrms, nmax }` on every other.
     ExactOn {
+        /// The backends that must match bit for bit.
         exact_on: &'static [Backend],
+        /// Bound on the normalized RMS deviation elsewhere.
         nrms: f64,
+        /// Bound on the normalized max deviation elsewhere.
         nmax: f64,
     },
     /// `max_rel` (spec §0.2) strictly below `bound`; elements equal to the reference (infinities
     /// included) count as no deviation, any other non-finite value fails.
-    MaxRel { bound: f64 },
+    MaxRel {
+        /// Bound on `max_rel`.
+        bound: f64,
+    },
     /// Bit-identical on the `exact_on` backends; elsewhere at least `min_frac` of the elements
     /// identical (sampled tokens: another summation order moves the rare draw that lands within
     /// rounding of a boundary).
     Agree {
+        /// The backends that must match bit for bit.
         exact_on: &'static [Backend],
+        /// Smallest fraction of elements identical elsewhere.
         min_frac: f64,
     },
     /// At least `min_frac` of the elements bit-identical.
-    MostlyExact { min_frac: f64 },
+    MostlyExact {
+        /// Smallest fraction of elements identical.
+        min_frac: f64,
+    },
 }
 
 impl Check {
@@ -88,11 +114,14 @@ impl Check {
 /// One parity case of a kernel: shapes and params, how inputs are drawn, what outputs must meet.
 #[derive(Clone, Debug)]
 pub struct Case {
+    /// Names the case in reports (shapes and what it exercises).
     pub label: String,
     /// Per buffer, in list order.
     pub shapes: Vec<Vec<usize>>,
     /// User params as `kiln run --param` would set them.
     pub params: Vec<(&'static str, String)>,
+    /// Per buffer, in list order: how its inputs are drawn.
     pub fill: Vec<Fill>,
+    /// Per buffer, in list order: what it must meet after the launch.
     pub checks: Vec<Check>,
 }

@@ -1,5 +1,6 @@
 //! The engine's catalog of the kernel list: per kernel, its params plumbing; per kernel × dtype,
-//! the host instantiations (cpu, sim at every wave) and the reference chain.
+//! the host instantiations (cpu, sim at every wave) and the reference chain; with the harness,
+//! its parity and bench cases.
 
 use crate::cpu::CpuViews;
 use crate::host::{HostData, HostEntry, HostLaunch, HostSlice, ViewSource};
@@ -23,9 +24,11 @@ pub(crate) struct KernelEntry {
     pub default_params: fn() -> Vec<u32>,
     pub set_param: fn(&mut [u32], &str, &str) -> Result<(), ParamError>,
     pub get_param: fn(&[u32], &str) -> Option<ParamValue>,
-    /// The parity cases its reference module declares.
+    /// The parity cases its cases module declares.
+    #[cfg(feature = "harness")]
     pub cases: fn(DType) -> Vec<crate::case::Case>,
-    /// The shapes its reference module says to benchmark at.
+    /// The shapes its cases module says to benchmark at.
+    #[cfg(feature = "harness")]
     pub bench_cases: fn(DType) -> Vec<crate::case::Case>,
     pub instances: &'static [Instance],
 }
@@ -143,8 +146,10 @@ macro_rules! engine_kernels {
                 default_params: defaults,
                 set_param: set,
                 get_param: get,
-                cases: crate::reference::$name::cases,
-                bench_cases: crate::reference::$name::bench_cases,
+                #[cfg(feature = "harness")]
+                cases: crate::reference::cases::$name::cases,
+                #[cfg(feature = "harness")]
+                bench_cases: crate::reference::cases::$name::bench_cases,
                 instances: &[$(Instance {
                     dtype: <kiln_math::elem!($dt) as kiln_math::Scalar>::DTYPE,
                     cpu: [<i_ $dt>]::cpu,

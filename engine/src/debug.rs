@@ -33,6 +33,7 @@ use kiln_math::{shared_bytes_total, Block, DType, View};
 
 /// A kernel body runnable by [`run_body`].
 pub trait Body: Sync {
+    /// The body of one thread of block `b`; `views` holds the buffers in the order given.
     fn run<B: Block>(&self, b: &B, views: &Views<'_>);
 }
 

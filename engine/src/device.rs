@@ -46,8 +46,15 @@ pub struct Device(Arc<Inner>);
 /// Where a tensor's bytes live; tensors of one memory space can be used on any device of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemorySpace {
+    /// Host memory: the cpu and the sim.
     Host,
-    Gpu { backend: Backend, ordinal: usize },
+    /// Memory of one GPU.
+    Gpu {
+        /// Its backend.
+        backend: Backend,
+        /// The device among that backend's (CUDA ordinal, HIP device).
+        ordinal: usize,
+    },
 }
 
 impl Device {
@@ -102,9 +109,11 @@ impl Device {
         )))
     }
 
+    /// The backend the device runs.
     pub fn backend(&self) -> Backend {
         self.0.backend
     }
+    /// A human-readable name: the adapter, its arch or warp width, the artifact it runs.
     pub fn name(&self) -> &str {
         &self.0.name
     }
@@ -112,6 +121,7 @@ impl Device {
     pub fn wave(&self) -> u32 {
         self.0.wave
     }
+    /// Where its tensors' bytes live.
     pub fn memory_space(&self) -> MemorySpace {
         match &self.0.kind {
             DeviceKind::Gpu(g) => MemorySpace::Gpu {

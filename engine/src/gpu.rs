@@ -12,6 +12,7 @@ use std::fmt::Debug;
 pub trait DeviceMemory: Send + Sync + Debug {
     /// Size in bytes.
     fn len(&self) -> usize;
+    /// Whether it holds no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -31,19 +32,27 @@ pub trait DeviceMemory: Send + Sync + Debug {
 
 /// One buffer of a GPU launch: an allocation, the byte offset of element 0, the element count.
 pub struct GpuBuf<'a> {
+    /// The allocation.
     pub mem: &'a dyn DeviceMemory,
+    /// Byte offset of element 0.
     pub offset: usize,
+    /// Elements the kernel may index.
     pub len: usize,
+    /// The element type.
     pub dtype: DType,
 }
 
 /// A launch on a GPU: bound params, buffers in list order, geometry.
 pub struct GpuLaunch<'a> {
+    /// The kernel.
     pub kernel: KernelId,
+    /// Its element type.
     pub dtype: DType,
     /// The params struct as words (the by-value argument).
     pub params: &'a [u32],
+    /// The buffers, in list order.
     pub bufs: &'a [GpuBuf<'a>],
+    /// Blocks along x, y, z.
     pub grid: [u32; 3],
     /// Threads per block (a multiple of the device's wave).
     pub block: u32,
@@ -53,7 +62,9 @@ pub struct GpuLaunch<'a> {
 
 /// An opened GPU.
 pub trait GpuDevice: Send + Sync + Debug {
+    /// The backend.
     fn backend(&self) -> Backend;
+    /// The adapter's name and what kiln runs on it.
     fn name(&self) -> String;
     /// The warp/wavefront/subgroup width the device reports.
     fn wave(&self) -> u32;
@@ -64,6 +75,7 @@ pub trait GpuDevice: Send + Sync + Debug {
     }
     /// Identifies the device's memory space among devices of its backend.
     fn ordinal(&self) -> usize;
+    /// A new allocation of `bytes` (contents undefined).
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError>;
     /// Wraps `bytes` of a caller's device allocation at address `ptr`; kiln never frees it.
     ///
@@ -145,6 +157,7 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn resident_blocks(&self, _port: &Port, _block: u32, _shared: usize) -> Option<usize> {
         None
     }
+    /// The backend downcasts to its own device type.
     fn as_any(&self) -> &dyn Any;
 }
 

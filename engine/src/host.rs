@@ -18,8 +18,10 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// The wave widths the emulator runs (kiln-math's [`WAVES`](kiln_math::WAVES)).
     pub const WAVES: &'static [u32] = kiln_math::WAVES;
 
+    /// Wave `wave`, the kernel's preferred block size, a 10 s barrier timeout.
     pub fn new(wave: u32) -> SimConfig {
         SimConfig {
             wave,

@@ -11,7 +11,9 @@ use kiln_math::{shared_bytes_total, Access, DType, Elem, KernelId};
 /// One argument of a launch, in list order: inputs by shared reference, outputs (`Dst`, `Rw`)
 /// by exclusive reference.
 pub enum Arg<'a> {
+    /// A buffer the kernel only reads.
     In(&'a Tensor),
+    /// A buffer the kernel writes (`Dst`) or reads and writes (`Rw`).
     Out(&'a mut Tensor),
 }
 
@@ -65,19 +67,30 @@ pub enum FallbackReason {
 /// Which path ran.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Path {
-    Port { backend: Backend, wave: u32 },
+    /// The backend's port.
+    Port {
+        /// The backend.
+        backend: Backend,
+        /// The wave it ran at.
+        wave: u32,
+    },
+    /// The unfused reference chain on the host, and why.
     Fallback(FallbackReason),
 }
 
 /// What a launch did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ran {
+    /// The kernel.
     pub kernel: KernelId,
+    /// Its element type.
     pub dtype: DType,
+    /// The path that ran.
     pub path: Path,
 }
 
 impl Ran {
+    /// Whether the fallback ran.
     pub fn is_fallback(&self) -> bool {
         matches!(self.path, Path::Fallback(_))
     }

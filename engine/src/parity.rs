@@ -21,17 +21,31 @@ pub use crate::case::{Case, Check, Fill};
 /// The result of one case on one device.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    /// The kernel run.
     pub kernel: KernelId,
+    /// Its instantiation's dtype.
     pub dtype: DType,
+    /// The device's backend.
     pub backend: Backend,
+    /// The device's wave width.
     pub wave: u32,
+    /// The case's label.
     pub case: String,
+    /// The seed the inputs were drawn with (rerun with it to reproduce).
     pub seed: u64,
+    /// Normalized RMS deviation of the tolerance-checked output with the largest one (0 when
+    /// none).
     pub nrms: f64,
+    /// That output's normalized max deviation, or the largest `max_rel` of the `MaxRel`-checked
+    /// outputs (0 when none).
     pub nmax: f64,
+    /// The bound `nrms` is held to (0 when none).
     pub tol_nrms: f64,
+    /// The bound `nmax` is held to (0 when none).
     pub tol_nmax: f64,
+    /// Whether every check, guard and poison test passed.
     pub pass: bool,
+    /// What failed, one line each (empty on a pass).
     pub failures: Vec<String>,
 }
 

@@ -9,8 +9,11 @@ use kiln_math::{DType, KernelId};
 /// One compiled (or host-instantiated) kernel × dtype for one backend.
 #[derive(Debug)]
 pub struct Port {
+    /// The kernel it runs.
     pub kernel: KernelId,
+    /// The instantiation's element type `T`.
     pub dtype: DType,
+    /// The backend it belongs to.
     pub backend: Backend,
     /// The wave width the port was built for; `None` when it runs at the device's width.
     pub wave: Option<u32>,
@@ -35,6 +38,9 @@ pub(crate) enum PortLaunch {
 /// A backend's ports of one kernel, or why it has none.
 #[derive(Debug)]
 pub enum Slot {
+    /// The backend's ports of the kernel, one per dtype (several per dtype where artifacts
+    /// differ by wave or target).
     Present(Vec<Port>),
+    /// Why the backend has no ports of the kernel (not built, no artifact, feature off).
     Absent(String),
 }

@@ -12,15 +12,22 @@ use std::sync::OnceLock;
 /// Every backend's ports of one kernel.
 #[derive(Debug)]
 pub struct KernelPorts {
+    /// The kernel.
     pub kernel: KernelId,
+    /// The cpu backend's slot.
     pub cpu: Slot,
+    /// The sim backend's slot.
     pub sim: Slot,
+    /// The CUDA backend's slot.
     pub cuda: Slot,
+    /// The ROCm backend's slot.
     pub rocm: Slot,
+    /// The wgpu backend's slot.
     pub wgpu: Slot,
 }
 
 impl KernelPorts {
+    /// The slot of `backend`.
     pub fn slot(&self, backend: Backend) -> &Slot {
         match backend {
             Backend::Cpu => &self.cpu,

@@ -84,10 +84,13 @@ pub fn unavailable_reason(backend: Backend) -> Option<String> {
 /// One line of `kiln devices`.
 #[derive(Clone, Debug)]
 pub struct DeviceReport {
+    /// The backend.
     pub backend: Backend,
+    /// Whether a device of it opens here.
     pub available: bool,
     /// The device's name when available, else why not.
     pub detail: String,
+    /// The device's wave when available.
     pub wave: Option<u32>,
 }
 

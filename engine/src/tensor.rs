@@ -281,15 +281,19 @@ impl Tensor {
         Ok(t)
     }
 
+    /// The device it lives on.
     pub fn device(&self) -> &Device {
         &self.dev
     }
+    /// Its element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+    /// Its shape, row-major.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
+    /// Elements: the product of the shape.
     pub fn numel(&self) -> usize {
         numel(&self.shape)
     }
@@ -297,6 +301,7 @@ impl Tensor {
     pub fn byte_offset(&self) -> usize {
         self.offset
     }
+    /// Bytes of its elements.
     pub fn byte_len(&self) -> usize {
         self.numel() * self.dtype.size()
     }
@@ -382,6 +387,7 @@ impl Tensor {
         self.mem.write(self.offset + at, bytes, true)
     }
 
+    /// Writes `data` (exactly [`Tensor::numel`] elements of the tensor's dtype).
     pub fn write<T: Scalar>(&mut self, data: &[T]) -> Result<(), PortError> {
         self.check_dtype(T::DTYPE)?;
         // SAFETY: Scalar types are plain data.
@@ -391,6 +397,7 @@ impl Tensor {
         self.write_bytes(bytes)
     }
 
+    /// Writes f32 values rounded to nearest even into a float tensor.
     pub fn write_f32(&mut self, data: &[f32]) -> Result<(), PortError> {
         match self.dtype {
             DType::F32 => self.write(data),
@@ -410,6 +417,7 @@ impl Tensor {
         }
     }
 
+    /// The elements, after the work queued before the read (`T` must be the dtype).
     pub fn to_vec<T: Scalar>(&self) -> Result<Vec<T>, PortError> {
         self.check_dtype(T::DTYPE)?;
         let bytes = self.to_bytes()?;

@@ -21,6 +21,8 @@ pub const fn shared_bytes_total(block: u32, wave: u32, kernel_bytes: usize) -> u
     scratch_words(block, wave) as usize * 4 + kernel_bytes
 }
 
+/// The block of threads a kernel body runs in: thread and block ids, the barrier, wave shuffles
+/// and shared memory (implemented per backend), and the collectives written once on top of them.
 pub trait Block: Sized {
     /// Lanes per wave (CUDA warp, AMD wavefront, WGSL subgroup; 1 on the serial CPU block).
     const WAVE: u32;
@@ -29,11 +31,17 @@ pub trait Block: Sized {
     fn thread(&self) -> u32;
     /// Threads in the block (a multiple of `WAVE`).
     fn size(&self) -> u32;
+    /// This block's index along x, `0..grid_x()`.
     fn block_x(&self) -> u32;
+    /// This block's index along y, `0..grid_y()`.
     fn block_y(&self) -> u32;
+    /// This block's index along z, `0..grid_z()`.
     fn block_z(&self) -> u32;
+    /// Blocks in the grid along x.
     fn grid_x(&self) -> u32;
+    /// Blocks in the grid along y.
     fn grid_y(&self) -> u32;
+    /// Blocks in the grid along z.
     fn grid_z(&self) -> u32;
 
     /// Block-wide barrier: all threads arrive; memory written before it is visible after it.
@@ -51,14 +59,17 @@ pub trait Block: Sized {
     /// `offset` is a multiple of `align_of::<T>()`; out-of-range requests trap.
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T>;
 
+    /// This thread's lane in its wave, `0..WAVE`.
     #[inline(always)]
     fn lane(&self) -> u32 {
         self.thread() % Self::WAVE
     }
+    /// This thread's wave in the block, `0..waves()`.
     #[inline(always)]
     fn wave_id(&self) -> u32 {
         self.thread() / Self::WAVE
     }
+    /// Waves in the block.
     #[inline(always)]
     fn waves(&self) -> u32 {
         self.size().div_ceil(Self::WAVE)

@@ -9,15 +9,22 @@
 /// The dtype of a buffer or of a kernel instantiation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// IEEE binary32.
     F32,
+    /// IEEE binary16 ([`F16`]).
     F16,
+    /// bfloat16 ([`Bf16`]).
     Bf16,
+    /// 32-bit unsigned integer (token ids, counts).
     U32,
+    /// 32-bit signed integer (page tables, offsets).
     I32,
+    /// Byte (packed quantized weights).
     U8,
 }
 
 impl DType {
+    /// The lowercase name used by the kernel list, artifact symbols and the CLI (`"bf16"`).
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -29,6 +36,7 @@ impl DType {
         }
     }
 
+    /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {
             DType::F32 | DType::U32 | DType::I32 => 4,
@@ -37,6 +45,7 @@ impl DType {
         }
     }
 
+    /// The dtype of a [`name`](DType::name); `None` for any other string.
     pub fn parse(s: &str) -> Option<DType> {
         Some(match s {
             "f32" => DType::F32,
@@ -61,15 +70,18 @@ impl DType {
 /// Implementors are plain data: any bit pattern of `size_of::<Self>()` bytes is a valid value,
 /// there is no padding, and `DTYPE.size() == size_of::<Self>()`.
 pub unsafe trait Scalar: Copy + Send + Sync + 'static {
+    /// The dtype this type stores.
     const DTYPE: DType;
 }
 
 /// A kernel element type: stored as `Self`, computed in f32.
 pub trait Element: Scalar + PartialEq + core::fmt::Debug {
+    /// The value as f32, exactly (NaNs stay NaN with the same payload bits where they fit).
     fn to_f32(self) -> f32;
     /// The value as f32 for kernels that only propagate NaNs: exact for every number, but a
     /// NaN's payload may differ by target (on GPUs one hardware conversion, no NaN select).
     fn widen(self) -> f32;
+    /// `v` rounded to nearest, ties to even; the same bits on every target.
     fn from_f32(v: f32) -> Self;
     /// `[from_f32(a), from_f32(b)]`, the same bits; one packed conversion where the target has
     /// it (sm_80+ `cvt.rn.{f16,bf16}x2.f32`: single conversions are quarter-rate there and bound
@@ -77,6 +89,7 @@ pub trait Element: Scalar + PartialEq + core::fmt::Debug {
     fn from_f32_pair(a: f32, b: f32) -> [Self; 2];
     /// Storage bits, widened; used by tests and poison patterns.
     fn to_bits32(self) -> u32;
+    /// The value whose storage bits are the low bits of `b` (the inverse of `to_bits32`).
     fn from_bits32(b: u32) -> Self;
 }
 

@@ -6,26 +6,35 @@ use core::fmt;
 /// its bytes are the launch ABI's by-value argument on every backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {
+    /// `f32`.
     F32,
+    /// `u32`.
     U32,
+    /// `i32`.
     I32,
 }
 
 /// One field of a params struct.
 #[derive(Clone, Copy, Debug)]
 pub struct ParamField {
+    /// The field's name in the struct (and for `kiln run --param`).
     pub name: &'static str,
+    /// Its type.
     pub kind: ParamKind,
     /// `false`: derived from buffer shapes by `KernelDef::bind`; `true`: set by the caller.
     pub user: bool,
+    /// The field's doc comment.
     pub doc: &'static str,
 }
 
 /// A field value, widened.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ParamValue {
+    /// An `f32` field's value.
     F32(f32),
+    /// A `u32` field's value.
     U32(u32),
+    /// An `i32` field's value.
     I32(i32),
 }
 
@@ -42,9 +51,11 @@ impl fmt::Display for ParamValue {
 /// Why a params field could not be set by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamError {
+    /// The struct has no field of that name.
     UnknownField,
     /// The field is derived from the buffers' shapes.
     ShapeDerived,
+    /// The value does not parse as the field's kind.
     BadValue(ParamKind),
 }
 
@@ -58,13 +69,18 @@ impl fmt::Display for ParamError {
     }
 }
 
-/// A `#[repr(C)]` params struct shared by host and device (declare it with [`params!`]).
+/// A `#[repr(C)]` params struct shared by host and device (declare it with
+/// [`params!`](crate::params)).
 pub trait Params: Copy + Default + fmt::Debug + Send + Sync + 'static {
+    /// Every field, in declaration (= word) order.
     const FIELDS: &'static [ParamField];
     /// The struct as 32-bit words, in field order (the by-value launch argument).
     fn words(&self) -> &[u32];
+    /// The struct from its words; panics unless `words` holds exactly one word per field.
     fn from_words(words: &[u32]) -> Self;
+    /// The field `name`'s value; `None` for no such field.
     fn get(&self, name: &str) -> Option<ParamValue>;
+    /// Parses `value` into the caller-set field `name`.
     fn set(&mut self, name: &str, value: &str) -> Result<(), ParamError>;
 }
 
@@ -163,12 +179,14 @@ pub struct Launch {
 /// Which wave sizes a kernel body is correct for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waves {
+    /// Every wave size.
     Any,
     /// Only this width (a kernel that hard-wires lane arithmetic; declare why in the list).
     Only(u32),
 }
 
 impl Waves {
+    /// Whether the body is correct at `wave` lanes.
     pub const fn accepts(self, wave: u32) -> bool {
         match self {
             Waves::Any => true,
@@ -181,20 +199,35 @@ impl Waves {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ShapeError {
     /// Wrong number of buffers (the list and the caller disagree).
-    BufferCount { got: usize, want: usize },
+    BufferCount {
+        /// Buffers given.
+        got: usize,
+        /// Buffers the kernel takes.
+        want: usize,
+    },
     /// `what` must equal `want`.
     Mismatch {
+        /// The quantity, in words.
         what: &'static str,
+        /// Its value.
         got: u64,
+        /// The value it must have.
         want: u64,
     },
     /// `what` must be non-zero.
-    Empty { what: &'static str },
+    Empty {
+        /// The quantity, in words.
+        what: &'static str,
+    },
     /// `what` must lie in `[lo, hi]`.
     Range {
+        /// The quantity, in words.
         what: &'static str,
+        /// Its value.
         got: f64,
+        /// The smallest value allowed.
         lo: f64,
+        /// The largest value allowed.
         hi: f64,
     },
     /// Anything else, said in words.
@@ -223,10 +256,12 @@ impl fmt::Display for ShapeError {
 pub mod shape {
     use super::ShapeError;
 
+    /// Elements of a tensor of shape `s` (1 for a scalar shape `[]`).
     pub fn numel(s: &[usize]) -> usize {
         s.iter().product()
     }
 
+    /// `got == want`, else [`ShapeError::Mismatch`] naming `what`.
     pub fn eq(what: &'static str, got: usize, want: usize) -> Result<(), ShapeError> {
         if got == want {
             Ok(())
@@ -239,6 +274,7 @@ pub mod shape {
         }
     }
 
+    /// `v > 0`, else [`ShapeError::Empty`] naming `what`.
     pub fn nonzero(what: &'static str, v: usize) -> Result<(), ShapeError> {
         if v == 0 {
             Err(ShapeError::Empty { what })
@@ -260,7 +296,9 @@ pub mod shape {
 
 /// A kernel: its params, how shapes bind to them, and how it launches.
 pub trait KernelDef {
+    /// Its params struct (declared with [`params!`](crate::params)).
     type Params: crate::Params;
+    /// Its name in the kernel list (`KernelId::name`).
     const NAME: &'static str;
     /// Wave sizes the body is correct for.
     const WAVES: Waves = Waves::Any;

@@ -4,6 +4,7 @@
 //! The same source is compiled for the host (the engine's `cpu` and `sim` backends), for
 //! `nvptx64-nvidia-cuda`, for `amdgcn-amd-amdhsa`, and translated to WGSL. `no_std`, no alloc.
 #![no_std]
+#![warn(missing_docs)]
 // nvptx converts f16 in hardware (element.rs); GPUs take exp2 and fma from their instructions (fast_math.rs).
 #![cfg_attr(
     any(target_arch = "nvptx64", target_arch = "amdgpu"),

@@ -36,7 +36,9 @@ macro_rules! elem {
 /// The element of a list buffer: `T` (the instantiation's dtype) or a fixed scalar type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Elem {
+    /// `T`: the dtype the kernel is instantiated for.
     Kernel,
+    /// Always this dtype.
     Fixed(crate::DType),
 }
 
@@ -53,8 +55,11 @@ impl Elem {
 /// One buffer of a kernel, as the list declares it.
 #[derive(Clone, Copy, Debug)]
 pub struct BufferDesc {
+    /// The buffer's name in the list (and the body's view argument).
     pub name: &'static str,
+    /// Read, write or both, from the view type (`Src`, `Dst`, `Rw`).
     pub access: crate::Access,
+    /// Its element type.
     pub elem: Elem,
 }
 

@@ -15,12 +15,16 @@ use core::ptr::NonNull;
 /// How a kernel uses a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// Read only ([`Src`]).
     Read,
+    /// Written only ([`Dst`]): every element the kernel's contract covers is written.
     Write,
+    /// Read and written ([`Rw`]).
     ReadWrite,
 }
 
 impl Access {
+    /// `"read"`, `"write"` or `"read-write"`.
     pub const fn name(self) -> &'static str {
         match self {
             Access::Read => "read",
@@ -28,6 +32,7 @@ impl Access {
             Access::ReadWrite => "read-write",
         }
     }
+    /// Whether the kernel writes the buffer (`Write` or `ReadWrite`).
     pub const fn writes(self) -> bool {
         !matches!(self, Access::Read)
     }
@@ -38,6 +43,7 @@ impl Access {
 pub trait Probe: Sync {
     /// `byte` is the byte offset of the accessed element from the start of buffer `buf`.
     fn read(&self, buf: u32, byte: usize);
+    /// A write of the element at byte offset `byte` of buffer `buf`.
     fn write(&self, buf: u32, byte: usize);
 }
 
@@ -207,8 +213,11 @@ fn check_chunk<T, const N: usize>(ptr: *const T, i: usize, len: usize) {
 
 /// What the generated entries and the host launchers need to build a view from raw parts.
 pub trait View: Copy {
+    /// The element type viewed.
     type Elem: Scalar;
+    /// How the view may access its buffer.
     const ACCESS: Access;
+    /// The dtype of `Elem`.
     const DTYPE: DType = <Self::Elem as Scalar>::DTYPE;
     /// # Safety
     /// `ptr` is valid for `len` elements of `Self::Elem` for as long as the view is used, with
@@ -264,6 +273,7 @@ macro_rules! view {
             pub fn len(&self) -> usize {
                 self.len
             }
+            /// Whether the view has no elements.
             #[inline(always)]
             pub fn is_empty(&self) -> bool {
                 self.len == 0
@@ -293,6 +303,7 @@ view!(
 );
 
 impl<T: Scalar> Src<T> {
+    /// Element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
@@ -359,6 +370,7 @@ impl<T: Scalar> Rw<T> {
 }
 
 impl<T: Scalar> Dst<T> {
+    /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {
@@ -378,6 +390,7 @@ impl<T: Scalar> Dst<T> {
 }
 
 impl<T: Scalar> Rw<T> {
+    /// Element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
@@ -388,6 +401,7 @@ impl<T: Scalar> Rw<T> {
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) }
     }
+    /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {

@@ -26,14 +26,19 @@ pub const ARM_ENV: &str = "KILN_PAGED_DECODE";
 /// The three ways to run a paged decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DecodeArm {
+    /// One block per request and head group, the whole context (spec §9.2).
     V1,
+    /// Partials over chunks of pages, then a merge (spec §9.3–9.4).
     V2,
+    /// The gather fallback on the host.
     Fallback,
 }
 
 impl DecodeArm {
+    /// Every arm.
     pub const ALL: [DecodeArm; 3] = [DecodeArm::V1, DecodeArm::V2, DecodeArm::Fallback];
 
+    /// Its name in `KILN_PAGED_DECODE` and reports.
     pub const fn name(self) -> &'static str {
         match self {
             DecodeArm::V1 => "v1",
@@ -42,6 +47,7 @@ impl DecodeArm {
         }
     }
 
+    /// The arm of a name.
     pub fn parse(s: &str) -> Option<DecodeArm> {
         DecodeArm::ALL.into_iter().find(|a| a.name() == s)
     }
@@ -159,16 +165,22 @@ pub const CUDA_V2_MIN_TOKENS: usize = 512;
 /// The arm for a batch, why, and the v2 plan when v2 runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeChoice {
+    /// The arm.
     pub arm: DecodeArm,
+    /// Why it was chosen.
     pub reason: String,
+    /// The v2 plan when v2 runs.
     pub plan: Option<DecodePlan>,
 }
 
 /// What [`paged_decode`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeRun {
+    /// The arm that ran.
     pub arm: DecodeArm,
+    /// Why it was chosen.
     pub reason: String,
+    /// The v2 plan when v2 ran.
     pub plan: Option<DecodePlan>,
     /// The launches, in order (one for v1, the fallback, or a merge-free v2; two otherwise).
     pub launches: Vec<Ran>,

@@ -21,6 +21,7 @@ pub struct PlanConfig {
 /// A v2 plan for one batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodePlan {
+    /// Pages each chunk covers (a request's last chunk may cover fewer).
     pub pages_per_chunk: usize,
     /// Request of each chunk.
     pub request_indices: Vec<i32>,
@@ -35,6 +36,7 @@ pub struct DecodePlan {
 }
 
 impl DecodePlan {
+    /// Chunks of the plan (rows of the partial outputs).
     pub fn chunks(&self) -> usize {
         self.request_indices.len()
     }
@@ -43,20 +45,46 @@ impl DecodePlan {
 /// Why no v2 plan exists for a batch.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// The batch has no request.
     #[error("the batch is empty")]
     NoRequests,
+    /// `pages_per_chunk` is 0 (pinned by the config, or in a plan being checked).
     #[error("pages per chunk is 0")]
     ZeroPagesPerChunk,
+    /// The query heads do not split evenly over the KV heads.
     #[error("Hq = {heads_q} is not a multiple of Hkv = {heads_kv}")]
-    HeadsNotDivisible { heads_q: usize, heads_kv: usize },
+    HeadsNotDivisible {
+        /// Query heads.
+        heads_q: usize,
+        /// KV heads.
+        heads_kv: usize,
+    },
+    /// More chunks than a grid dimension holds.
     #[error("{chunks} chunks, at most {MAX_CHUNKS} fit a grid dimension")]
-    TooManyChunks { chunks: usize },
+    TooManyChunks {
+        /// Chunks the plan would have.
+        chunks: usize,
+    },
+    /// More blocks per chunk (KV heads × query-head groups) than a grid dimension holds.
     #[error("{blocks} blocks per chunk, at most {MAX_CHUNKS} fit a grid dimension")]
-    TooManyHeadGroups { blocks: usize },
+    TooManyHeadGroups {
+        /// Blocks per chunk.
+        blocks: usize,
+    },
+    /// The partial outputs would need more than u32 indexing.
     #[error("partial workspace of {elements} elements exceeds u32 indexing of the merge")]
-    WorkspaceTooLarge { elements: u64 },
+    WorkspaceTooLarge {
+        /// Elements of the partial outputs.
+        elements: u64,
+    },
+    /// A plan being checked disagrees with the batch.
     #[error("chunk {chunk}: {detail}")]
-    Inconsistent { chunk: usize, detail: String },
+    Inconsistent {
+        /// The first chunk that disagrees.
+        chunk: usize,
+        /// How, in words.
+        detail: String,
+    },
 }
 
 fn chunk_count(pages: &[usize], ppc: usize) -> usize {

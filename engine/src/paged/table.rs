@@ -9,9 +9,13 @@ use std::ops::Range;
 /// of its last.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PageTable {
+    /// Pool rows of every request's pages, request after request.
     pub indices: Vec<i32>,
+    /// `[B+1]` offsets into `indices`, from 0, non-decreasing.
     pub indptr: Vec<i32>,
+    /// `[B]` entries used of each request's last page.
     pub last_page_len: Vec<i32>,
+    /// `[B]` entries skipped at the start of each request's first page (a window's start).
     pub first_page_offset: Vec<i32>,
 }
 
@@ -19,9 +23,13 @@ pub struct PageTable {
 /// its visible tokens are the absolute positions `logical_starts[s] .. + visible_lens[s]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlockTable {
+    /// Pool rows of every sequence, sequence after sequence.
     pub rows: Vec<i32>,
+    /// `[B+1]` offsets into `rows`, from 0, non-decreasing.
     pub row_offsets: Vec<i32>,
+    /// `[B]` absolute position of each sequence's first visible token.
     pub logical_starts: Vec<i32>,
+    /// `[B]` tokens each sequence sees.
     pub visible_lens: Vec<i32>,
 }
 
@@ -29,55 +37,93 @@ pub struct BlockTable {
 /// first page, and how many tokens it sees.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestSpan {
+    /// Its entries of the table's row list.
     pub pages: Range<usize>,
+    /// Entries of its first page before its first visible token.
     pub first_offset: usize,
+    /// Tokens it sees.
     pub visible: usize,
 }
 
 /// Why a page table was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
+    /// An array has the wrong length for the batch.
     #[error("{what} has {got} entries, must have {want}")]
     Length {
+        /// The array.
         what: &'static str,
+        /// Its length.
         got: usize,
+        /// The length the batch needs.
         want: usize,
     },
+    /// An offsets array decreases.
     #[error("{what} is not monotone: entry {at} is {value} after {previous}")]
     NotMonotone {
+        /// The array.
         what: &'static str,
+        /// Index of the decreasing entry.
         at: usize,
+        /// Its value.
         value: i32,
+        /// The entry before it.
         previous: i32,
     },
+    /// An offsets array does not start at 0.
     #[error("{what} starts at {first}, must start at 0")]
-    NonZeroStart { what: &'static str, first: i32 },
+    NonZeroStart {
+        /// The array.
+        what: &'static str,
+        /// Its first entry.
+        first: i32,
+    },
+    /// An offsets array ends past the row list.
     #[error("{what} ends at {last}, past the {len} table entries")]
     PastTable {
+        /// The array.
         what: &'static str,
+        /// Its last entry.
         last: i32,
+        /// Entries of the row list.
         len: usize,
     },
+    /// A table entry names a row the pool does not have.
     #[error("table entry {at} names pool row {row}, the pool has {num_blocks} rows")]
     RowOutsidePool {
+        /// Index in the row list.
         at: usize,
+        /// The row it names.
         row: i32,
+        /// Rows of the pool.
         num_blocks: usize,
     },
+    /// A per-request value lies outside its range.
     #[error("request {request}: {what} is {got}, must be in [{lo}, {hi}]")]
     OutOfRange {
+        /// The request.
         request: usize,
+        /// The value, in words.
         what: &'static str,
+        /// Its value.
         got: i64,
+        /// The smallest value allowed.
         lo: i64,
+        /// The largest value allowed.
         hi: i64,
     },
+    /// A request's visible tokens run past its pages.
     #[error("request {request} sees {visible} tokens from position {start}, past its {pages} pages of {page_size}")]
     BeyondTable {
+        /// The request.
         request: usize,
+        /// Entry of its first page its window starts at.
         start: usize,
+        /// Tokens it sees.
         visible: usize,
+        /// Pages the table gives it.
         pages: usize,
+        /// Tokens per page.
         page_size: usize,
     },
 }
@@ -91,12 +137,19 @@ impl TableError {
 /// The pool and query geometry a decode runs on, read from the tensors' shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvGeometry {
+    /// Requests (the first axis of `q`).
     pub batch: usize,
+    /// Query heads.
     pub heads_q: usize,
+    /// KV heads of the pools.
     pub heads_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
+    /// Pool rows (pages).
     pub num_blocks: usize,
+    /// Tokens per page.
     pub page_size: usize,
+    /// The pools' element type.
     pub pool_dtype: DType,
 }
 

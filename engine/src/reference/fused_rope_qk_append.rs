@@ -3,9 +3,8 @@
 //! Angles use the graph's f32 rounding points (`d`, `−d·log2(base)`, `2^(·)`, `scale·pos`,
 //! `θ` each an f32); the rotation itself is evaluated in f64 and rounded to `T` once.
 
-use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
-use kiln_math::{DType, Element};
+use kiln_math::Element;
 
 /// One head of one token, `[D]`, rotated (or copied) as `fast::rope` would.
 fn rope_head<T: Element>(p: &RopeAppendParams, head: &[T], position: u32) -> Vec<T> {
@@ -29,6 +28,8 @@ fn rope_head<T: Element>(p: &RopeAppendParams, head: &[T], position: u32) -> Vec
     out
 }
 
+/// The unfused chain of [`fused_rope_qk_append`](kiln_math::kernels::fused_rope_qk_append::fused_rope_qk_append): its params and
+/// buffers, in list order, as host slices.
 pub fn fused_rope_qk_append<T: Element>(
     p: &RopeAppendParams,
     qkv: &[T],
@@ -65,82 +66,4 @@ pub fn fused_rope_qk_append<T: Element>(
             }
         }
     }
-}
-
-/// Spec §4 / §15 budgets: f32 and f16 share the f16 budget, bf16 the norm's bf16 one.
-fn tolerance(dtype: DType) -> Check {
-    match dtype {
-        DType::Bf16 => Check::Tolerance {
-            nrms: 1.6e-2,
-            nmax: 7e-2,
-        },
-        _ => Check::Tolerance {
-            nrms: 2e-3,
-            nmax: 1.2e-2,
-        },
-    }
-}
-
-/// (batch, seq_len, heads_q, heads_kv, head_dim, rope_dims, traditional, layout, position).
-type RopeCase = (usize, usize, usize, usize, usize, u32, u32, u32, i32);
-
-pub fn cases(dtype: DType) -> Vec<Case> {
-    let shapes: [RopeCase; 5] = [
-        (1, 1, 4, 2, 64, 0, 0, 0, 4096),
-        (2, 5, 2, 1, 128, 64, 1, 1, 0),
-        (1, 3, 2, 2, 32, 0, 1, 0, 131068),
-        (1, 7, 3, 1, 80, 40, 0, 0, 17),
-        (2, 2, 2, 2, 64, 32, 0, 1, 131070),
-    ];
-    shapes
-        .iter()
-        .map(|&(b, l, hq, hkv, d, r, trad, layout, pos)| {
-            let kv = if layout == 0 {
-                vec![b, hkv, l, d]
-            } else {
-                vec![b, l, hkv, d]
-            };
-            Case {
-                label: format!(
-                    "b{b} l{l} hq{hq} hkv{hkv} d{d} r{r} {} layout{layout} pos{pos}",
-                    if trad == 1 {
-                        "interleaved"
-                    } else {
-                        "half-split"
-                    }
-                ),
-                shapes: vec![
-                    vec![b, l, (hq + 2 * hkv) * d],
-                    vec![b, hq, l, d],
-                    kv.clone(),
-                    kv,
-                ],
-                params: vec![
-                    ("rope_dims", r.to_string()),
-                    ("traditional", trad.to_string()),
-                    ("layout", layout.to_string()),
-                    ("position_base", pos.to_string()),
-                    // log2(500000), Llama 3's base.
-                    ("log2_base", "18.931568".into()),
-                ],
-                fill: vec![
-                    Fill::normal(0.0, 1.0),
-                    Fill::Output,
-                    Fill::Output,
-                    Fill::Output,
-                ],
-                checks: vec![
-                    Check::None,
-                    tolerance(dtype),
-                    tolerance(dtype),
-                    Check::Exact,
-                ],
-            }
-        })
-        .collect()
-}
-
-/// Benchmarked at its parity shapes.
-pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
 }

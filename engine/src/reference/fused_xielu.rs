@@ -1,11 +1,11 @@
 //! xIELU as the unfused elementwise graph (spec §10): each op stores a `T` tensor.
 
 use super::primitives::{map, scalar, zip};
-use crate::case::{Case, Check, Fill};
-use crate::Backend;
 use kiln_math::kernels::fused_xielu::XieluParams;
-use kiln_math::{DType, Element};
+use kiln_math::Element;
 
+/// The unfused chain of [`fused_xielu`](kiln_math::kernels::fused_xielu::fused_xielu): its params and
+/// buffers, in list order, as host slices.
 pub fn fused_xielu<T: Element>(p: &XieluParams, x: &[T], out: &mut [T]) {
     let (alpha_p, alpha_n) = (scalar::<T>(p.alpha_p), scalar::<T>(p.alpha_n));
     let (beta, eps) = (scalar::<T>(p.beta), scalar::<T>(p.eps));
@@ -23,75 +23,4 @@ pub fn fused_xielu<T: Element>(p: &XieluParams, x: &[T], out: &mut [T]) {
         .collect();
     let linear = map(x, |v| v * beta);
     out.copy_from_slice(&zip(&selected, &linear, |a, b| a + b));
-}
-
-/// Byte-identical on the host backends (same rounding points, same expm1); the §15 budgets of
-/// the dtype elsewhere.
-fn check(dtype: DType) -> Check {
-    let (nrms, nmax) = match dtype {
-        DType::F32 => (1e-6, 1e-5),
-        DType::F16 => (2e-3, 1.2e-2),
-        _ => (1.6e-2, 7e-2),
-    };
-    Check::ExactOn {
-        exact_on: &[Backend::Cpu, Backend::Sim],
-        nrms,
-        nmax,
-    }
-}
-
-pub fn cases(dtype: DType) -> Vec<Case> {
-    let case =
-        |label: &str, shape: Vec<usize>, fill: Fill, params: Vec<(&'static str, String)>| Case {
-            label: label.into(),
-            shapes: vec![shape.clone(), shape],
-            params,
-            fill: vec![fill, Fill::Output],
-            checks: vec![Check::None, check(dtype)],
-        };
-    let apertus = || {
-        vec![
-            ("alpha_p", "0.7936".into()),
-            ("alpha_n", "1.2931".into()),
-            ("beta", "0.5".into()),
-            ("eps", "-1e-6".into()),
-        ]
-    };
-    vec![
-        case("16410", vec![16410], Fill::normal(0.0, 2.0), apertus()),
-        case("3x5x77", vec![3, 5, 77], Fill::normal(-0.5, 4.0), apertus()),
-        case(
-            "near zero 1000",
-            vec![1000],
-            Fill::Uniform {
-                lo: -1e-5,
-                hi: 1e-5,
-            },
-            apertus(),
-        ),
-        case(
-            "wide range 4096, eps -0.5",
-            vec![4096],
-            Fill::normal(0.0, 30.0),
-            vec![
-                ("alpha_p", "2.5".into()),
-                ("alpha_n", "0.31".into()),
-                ("beta", "-0.25".into()),
-                ("eps", "-0.5".into()),
-            ],
-        ),
-    ]
-}
-
-/// Benchmarked at its parity shapes and at a prefill-sized MLP activation (4096 tokens × 8192),
-/// where an elementwise kernel should stream at the copy bandwidth.
-pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    let mut v = cases(dtype);
-    // The first parity case's inputs and scalars (normal(0, 2), Apertus' values) at that size.
-    let mut big = v[0].clone();
-    big.label = "4096x8192".into();
-    big.shapes = vec![vec![4096, 8192], vec![4096, 8192]];
-    big.checks = vec![Check::None, Check::None];
-    v.push(big);
-    v
 }

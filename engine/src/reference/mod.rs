@@ -1,8 +1,7 @@
 //! The reference chains: each fused kernel as a composition of simple host ops, written from
 //! the spec and independently of the fused bodies. They are the fallback when a device has no
-//! port, and the parity harness's oracle. Each module also declares its parity cases
-//! (`cases`) and the shapes `kiln bench` times it at (`bench_cases`: model shapes, or its parity
-//! cases when it has none).
+//! port, and the parity harness's oracle; [`cases`] (feature `harness`) declares each kernel's
+//! parity and bench cases.
 //!
 //! Intermediate values are computed in f64 and rounded to `T` exactly where the unfused chain
 //! stores a tensor.
@@ -15,6 +14,7 @@ macro_rules! reference_modules {
 }
 kiln_math::for_each_kernel!(reference_modules);
 
-pub mod paged_cases;
+#[cfg(feature = "harness")]
+pub mod cases;
 pub mod primitives;
 pub mod sampling;

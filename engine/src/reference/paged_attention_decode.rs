@@ -2,11 +2,11 @@
 //! single-query attention per query head.
 
 use super::primitives::{attend_heads, gather_visible, KvPoolShape};
-use super::paged_cases::{self, PagedCase};
-use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
-use kiln_math::{DType, Element};
+use kiln_math::Element;
 
+/// The unfused chain of [`paged_attention_decode`](kiln_math::kernels::paged_attention_decode::paged_attention_decode): its params and
+/// buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)]
 pub fn paged_attention_decode<T: Element>(
     p: &PagedDecodeParams,
@@ -47,58 +47,4 @@ pub fn paged_attention_decode<T: Element>(
         let q_rows = &q[s * hq * d..(s + 1) * hq * d];
         attend_heads(q_rows, &keys, &values, hkv, d, p.scale as f64, seq_out);
     }
-}
-
-pub fn cases(dtype: DType) -> Vec<Case> {
-    paged_cases::sim_cases()
-        .into_iter()
-        .map(|c| v1_case(&c, dtype))
-        .collect()
-}
-
-/// The v1 launch of a paged case: the CSR table becomes rows / row_offsets / logical starts /
-/// visible lengths.
-pub fn v1_case(c: &PagedCase, dtype: DType) -> Case {
-    let b = c.requests.len();
-    let (rows, offsets, starts, lens) = c.v1_tables();
-    let q = vec![b, c.heads_q, 1, c.head_dim];
-    Case {
-        label: c.label.clone(),
-        shapes: vec![
-            q.clone(),
-            c.pool_shape(),
-            c.pool_shape(),
-            vec![rows.len()],
-            vec![b + 1],
-            vec![b],
-            vec![b],
-            q,
-        ],
-        params: vec![],
-        fill: vec![
-            Fill::normal(0.0, 1.0),
-            Fill::normal(0.0, 1.0),
-            Fill::normal(0.0, 1.0),
-            Fill::Values(rows),
-            Fill::Values(offsets),
-            Fill::Values(starts),
-            Fill::Values(lens),
-            Fill::Output,
-        ],
-        checks: vec![
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            paged_cases::tolerance(dtype),
-        ],
-    }
-}
-
-/// Benchmarked at its parity shapes.
-pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
 }

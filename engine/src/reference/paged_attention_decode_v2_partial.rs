@@ -2,10 +2,8 @@
 //! run f64 attention; the LSE is reported in log2 units.
 
 use super::primitives::{attend_heads, gather_visible, KvPoolShape};
-use super::paged_cases::{self, PagedCase};
-use crate::case::{Case, Check, Fill};
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
-use kiln_math::{DType, Element};
+use kiln_math::Element;
 
 /// Request `r`'s table as (pages, first offset, visible length), or `None` if malformed.
 fn request<'a>(
@@ -29,6 +27,8 @@ fn request<'a>(
     Some((pages, fpo, visible))
 }
 
+/// The unfused chain of [`paged_attention_decode_v2_partial`](kiln_math::kernels::paged_attention_decode_v2_partial::paged_attention_decode_v2_partial): its params and
+/// buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)]
 pub fn paged_attention_decode_v2_partial<T: Element>(
     p: &PagedDecodeV2Params,
@@ -91,67 +91,4 @@ pub fn paged_attention_decode_v2_partial<T: Element>(
             *dst = (l * std::f64::consts::LOG2_E) as f32;
         }
     }
-}
-
-pub fn cases(dtype: DType) -> Vec<Case> {
-    paged_cases::sim_cases()
-        .into_iter()
-        .map(|c| v2_case(&c, dtype))
-        .collect()
-}
-
-/// The v2 partial launch of a paged case at its pages-per-chunk.
-pub fn v2_case(c: &PagedCase, dtype: DType) -> Case {
-    let b = c.requests.len();
-    let t = c.csr();
-    let chunks = c.chunks();
-    let f = |v: &[i32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
-    Case {
-        label: format!("{} ppc{}", c.label, c.pages_per_chunk),
-        shapes: vec![
-            vec![b, c.heads_q, 1, c.head_dim],
-            c.pool_shape(),
-            c.pool_shape(),
-            vec![t.indices.len()],
-            vec![b + 1],
-            vec![b],
-            vec![b],
-            vec![chunks.len()],
-            vec![chunks.len()],
-            vec![chunks.len(), c.heads_q, c.head_dim],
-            vec![chunks.len(), c.heads_q],
-        ],
-        params: vec![("pages_per_chunk", c.pages_per_chunk.to_string())],
-        fill: vec![
-            Fill::normal(0.0, 1.0),
-            Fill::normal(0.0, 1.0),
-            Fill::normal(0.0, 1.0),
-            Fill::Values(f(&t.indices)),
-            Fill::Values(f(&t.indptr)),
-            Fill::Values(f(&t.last_page_len)),
-            Fill::Values(f(&t.first_page_offset)),
-            Fill::Values(chunks.iter().map(|&(r, _)| r as f64).collect()),
-            Fill::Values(chunks.iter().map(|&(_, k)| k as f64).collect()),
-            Fill::Output,
-            Fill::Output,
-        ],
-        checks: vec![
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            Check::None,
-            paged_cases::tolerance(dtype),
-            paged_cases::tolerance(dtype),
-        ],
-    }
-}
-
-/// Benchmarked at its parity shapes.
-pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
 }

@@ -63,9 +63,13 @@ pub fn scalar<T: Element>(v: f32) -> f64 {
 /// The pool geometry of layout A `[num_blocks, block_size, heads_kv, head_dim]` (spec §9.1).
 #[derive(Clone, Copy, Debug)]
 pub struct KvPoolShape {
+    /// Pool rows (pages).
     pub num_blocks: usize,
+    /// Tokens per page.
     pub block_size: usize,
+    /// KV heads per token.
     pub heads_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
 }
 

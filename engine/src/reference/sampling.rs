@@ -1,9 +1,5 @@
 //! What the sampler references share, written from the spec apart from kiln-math: Philox with
-//! 64-bit products, the open-interval uniform, inverse CDFs in natural index order, and the
-//! parity check of sampled tokens.
-
-use crate::case::Check;
-use crate::Backend;
+//! 64-bit products, the open-interval uniform and inverse CDFs in natural index order.
 
 /// Philox-4x32-10 with 64-bit products (written apart from kiln-math's 16-bit-limb version).
 pub fn philox(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
@@ -44,22 +40,4 @@ pub fn inverse_cdf(weights: &[f32], u: f32) -> (Option<u32>, f32) {
         }
     }
     (None, mass)
-}
-
-/// Sampled tokens: exact on the cpu (serial sums in index order, as the references sum).
-/// Elsewhere the sums round in another order, which moves a draw only when it lands within
-/// rounding of a CDF or top-p boundary: most rows must still agree (the distribution tests in
-/// `samplers.rs` cover the law).
-fn sampled_tokens() -> Check {
-    Check::Agree {
-        exact_on: &[Backend::Cpu],
-        min_frac: 0.75,
-    }
-}
-
-/// The checks of a sampler's buffers: `inputs` unchecked, then `outputs` of sampled tokens.
-pub fn sampler_checks(inputs: usize, outputs: usize) -> Vec<Check> {
-    let mut checks = vec![Check::None; inputs];
-    checks.resize(inputs + outputs, sampled_tokens());
-    checks
 }

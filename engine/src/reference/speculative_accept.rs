@@ -1,12 +1,11 @@
 //! Speculative-decoding acceptance (spec §6.6), sequentially per row, with the kernel's Philox
 //! counters and natural-order f32 inverse CDFs (so a serial block's bits match it exactly).
 
-use super::sampling::{inverse_cdf, open_uniform, philox, sampler_checks};
-use crate::case::{Case, Fill};
+use super::sampling::{inverse_cdf, open_uniform, philox};
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, NO_TOKEN, RULE_GREEDY, RULE_SAMPLER_MATCH,
 };
-use kiln_math::{DType, Element};
+use kiln_math::Element;
 
 /// A draw from `weights` at `u`: index 0 when rounding leaves the goal unreached (the kernel's
 /// unclaimed draw), with the mass.
@@ -64,6 +63,8 @@ pub fn accept_row(
     out
 }
 
+/// The unfused chain of [`speculative_accept`](kiln_math::kernels::speculative_accept::speculative_accept): its params and
+/// buffers, in list order, as host slices.
 pub fn speculative_accept<T: Element>(
     p: &SpeculativeParams,
     target_probs: &[T],
@@ -92,49 +93,4 @@ pub fn speculative_accept<T: Element>(
             tokens[r * (n + 1) + j] = out.get(j).copied().unwrap_or(NO_TOKEN);
         }
     }
-}
-
-pub fn cases(_dtype: DType) -> Vec<Case> {
-    // (batch, drafts, vocab, rule). Random q rows make most drafts fail: tokens 0..vocab are
-    // drawn as draft ids, and the accept test reads q and p at them.
-    let shapes = [
-        (8, 3, 50, 0),
-        (8, 2, 300, 1),
-        (8, 4, 20, 2),
-        (8, 1, 1000, 0),
-    ];
-    shapes
-        .iter()
-        .map(|&(b, n, v, rule)| Case {
-            label: format!("b{b} n{n} v{v} rule{rule}"),
-            shapes: vec![
-                vec![b, n + 1, v],
-                vec![b, n, v],
-                vec![b, n],
-                vec![b, n + 1],
-                vec![b],
-            ],
-            params: vec![
-                ("rule", rule.to_string()),
-                ("key0", "31337".into()),
-                ("key1", (v * 7).to_string()),
-            ],
-            fill: vec![
-                Fill::Uniform { lo: 0.0, hi: 1.0 },
-                Fill::Uniform { lo: 0.0, hi: 1.0 },
-                Fill::Uniform {
-                    lo: 0.0,
-                    hi: v as f64,
-                },
-                Fill::Output,
-                Fill::Output,
-            ],
-            checks: sampler_checks(3, 2),
-        })
-        .collect()
-}
-
-/// Benchmarked at its parity shapes.
-pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
 }

@@ -11,14 +11,22 @@ use std::sync::OnceLock;
 
 /// `hipError_t`: 0 is success.
 pub type HipError = c_int;
+/// `hipModule_t`.
 pub type HipModule = *mut c_void;
+/// `hipFunction_t`.
 pub type HipFunction = *mut c_void;
+/// `hipStream_t` (null: the default stream).
 pub type HipStream = *mut c_void;
+/// `hipEvent_t`.
 pub type HipEvent = *mut c_void;
+/// `hipDeviceptr_t`.
 pub type HipDevicePtr = *mut c_void;
 
+/// `hipSuccess`.
 pub const HIP_SUCCESS: HipError = 0;
+/// `hipErrorNoDevice`.
 pub const HIP_ERROR_NO_DEVICE: HipError = 100;
+/// `hipErrorInvalidDevice`.
 pub const HIP_ERROR_INVALID_DEVICE: HipError = 101;
 /// `hipDeviceAttributeWarpSize`, unchanged from ROCm 5.4 through 7.x.
 pub const ATTRIBUTE_WARP_SIZE: c_int = 87;
@@ -26,13 +34,17 @@ pub const ATTRIBUTE_WARP_SIZE: c_int = 87;
 pub const ATTRIBUTE_MAX_THREADS_PER_BLOCK: c_int = 56;
 /// `hipMemcpyKind`.
 pub const MEMCPY_HOST_TO_DEVICE: c_int = 1;
+/// `hipMemcpyDeviceToHost`.
 pub const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 /// `extra` keys of `hipModuleLaunchKernel`: the kernarg bytes are passed as one buffer.
 pub const LAUNCH_PARAM_BUFFER_POINTER: *mut c_void = std::ptr::without_provenance_mut(1);
+/// The `extra` key of the kernarg buffer's size.
 pub const LAUNCH_PARAM_BUFFER_SIZE: *mut c_void = std::ptr::without_provenance_mut(2);
+/// The end of `extra`.
 pub const LAUNCH_PARAM_END: *mut c_void = std::ptr::without_provenance_mut(3);
 /// `hipDeviceProp_tR0600` is 1472 bytes with `gcnArchName` (256 chars) at byte 1160.
 pub const PROPS_R0600_BYTES: usize = 4096;
+/// Byte offset of `gcnArchName` in `hipDeviceProp_tR0600`.
 pub const PROPS_R0600_GCN_ARCH_NAME: usize = 1160;
 
 macro_rules! hip_api {
@@ -45,7 +57,7 @@ macro_rules! hip_api {
             pub path: String,
             /// `hipGetDevicePropertiesR0600` (ROCm 6+), used only to read the arch name.
             pub hipGetDevicePropertiesR0600: Option<unsafe extern "C" fn(*mut c_void, c_int) -> HipError>,
-            $( pub $name: unsafe extern "C" fn($($arg),*) -> $ret, )*
+            $( #[doc = concat!("`", stringify!($name), "`.")] pub $name: unsafe extern "C" fn($($arg),*) -> $ret, )*
         }
 
         impl Hip {

@@ -6,11 +6,11 @@
 //! memory at the end. Two sweeps, chosen by whether a wave can cover a token's head dim with
 //! one [`LANE_DIMS`]-wide slice per lane:
 //!
-//! - tiled ([`attend_tiled`]): a token's slices go to [`lanes_per_token`] lanes, so a wave holds
+//! - tiled (`attend_tiled`): a token's slices go to [`lanes_per_token`] lanes, so a wave holds
 //!   several lane groups; each group loads [`TILE`] tokens' K and V slices (16-byte chunks for
 //!   16-bit pools) before using any, sums the q·k dots over its lanes with shuffles, rescales
 //!   once per tile and keeps its accumulators in registers. This is the GPU path.
-//! - strided ([`attend_strided`]): waves stripe the tokens one at a time, lanes stride the head
+//! - strided (`attend_strided`): waves stripe the tokens one at a time, lanes stride the head
 //!   dim, accumulators live in shared memory. It serves narrow waves (the serial cpu block,
 //!   wave 4–16 emulation, lavapipe) whose lanes cannot cover the head dim one slice each.
 //!
@@ -94,8 +94,11 @@ pub const fn shared_words(group: u32, head_dim: u32, block: u32, wave: u32) -> u
 /// The pool's geometry (layout A: `[num_blocks, block_size, heads_kv, head_dim]`).
 #[derive(Clone, Copy)]
 pub struct PoolShape {
+    /// Tokens per page.
     pub block_size: usize,
+    /// KV heads per token.
     pub heads_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
 }
 
@@ -108,13 +111,16 @@ pub struct TokenSpan {
     pub start: usize,
     /// Visible tokens `[begin, end)` this block covers.
     pub begin: usize,
+    /// One past the last visible token this block covers.
     pub end: usize,
 }
 
 /// The query-head group a block serves: `heads` consecutive query heads of KV head `kv_head`.
 #[derive(Clone, Copy)]
 pub struct HeadGroup {
+    /// The KV head the group's queries attend with.
     pub kv_head: usize,
+    /// Query heads in the group (the GQA ratio, or fewer).
     pub heads: usize,
     /// Element offset of the group's first query (its `heads · head_dim` queries are contiguous).
     pub q_base: usize,

@@ -12,11 +12,15 @@ use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 crate::params! {
     /// Params of `fused_rope_qk_append`.
     pub struct RopeAppendParams {
+        /// Sequences (B, the first axis of `qkv`).
         pub batch: u32,
         /// Tokens in the window (L).
         pub seq_len: u32,
+        /// Query heads (Hq).
         pub heads_q: u32,
+        /// KV heads (Hkv).
         pub heads_kv: u32,
+        /// Elements per head (D).
         pub head_dim: u32,
         /// Rotated leading dims of each head: `rope_dims`, or `head_dim` when that is 0.
         pub rotated_dims: u32,

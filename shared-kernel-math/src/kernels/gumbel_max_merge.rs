@@ -11,7 +11,9 @@ use crate::{argmax_beats, Block, Dst, Element, KernelDef, Launch, ShapeError, Sr
 crate::params! {
     /// Params of `gumbel_max_merge`.
     pub struct GumbelMergeParams {
+        /// Rows (B, the first axis of `vals`).
         pub rows: u32,
+        /// Partial maxima per row (the second axis of `vals`).
         pub splits: u32,
     }
 }

@@ -39,7 +39,9 @@ pub fn splits_for(rows: usize, vocab: usize) -> usize {
 crate::params! {
     /// Params of `gumbel_max_sample`.
     pub struct GumbelParams {
+        /// Rows (B, the first axis of `logits`).
         pub rows: u32,
+        /// Logits per row (V).
         pub vocab: u32,
         /// Blocks per row (the second dimension of `vals` and `idxs`).
         pub splits: u32,

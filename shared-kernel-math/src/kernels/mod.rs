@@ -7,7 +7,8 @@
 //! is the instantiation's element type; other element types are fixed). Vendor crates, the
 //! engine, the tests and the CLI expand this list; nothing per-kernel is written anywhere else.
 
-/// Shared by the paged decode kernels (not a kernel itself).
+// Shared by the paged decode kernels (not a kernel itself); its docs are its own `//!` (an outer
+// doc here would resolve their links from this module).
 pub mod decode_attention;
 
 /// Calls `$m!` with every kernel entry.
@@ -68,15 +69,25 @@ macro_rules! define_kernel_ids {
     ($( $name:ident : $id:ident [$($dt:ident),*] ( $($b:ident : $acc:ident < $e:ident >),* ); )*) => {
         /// Every kernel in the list.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum KernelId { $($id),* }
+        pub enum KernelId {
+            $(
+                #[doc = concat!(
+                    "The [`", stringify!($name), "`](crate::kernels::", stringify!($name), ") kernel."
+                )]
+                $id,
+            )*
+        }
 
         impl KernelId {
+            /// Every kernel, in list order.
             pub const ALL: &'static [KernelId] = &[$(KernelId::$id),*];
 
+            /// The kernel's name in the list (its module in `kernels`, its op, `kiln run`'s name).
             pub const fn name(self) -> &'static str {
                 match self { $(KernelId::$id => stringify!($name)),* }
             }
 
+            /// The kernel named `name` in the list, if any.
             pub fn from_name(name: &str) -> Option<KernelId> {
                 $( if name == stringify!($name) { return Some(KernelId::$id); } )*
                 None

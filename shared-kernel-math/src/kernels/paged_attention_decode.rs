@@ -17,8 +17,11 @@ crate::params! {
     pub struct PagedDecodeParams {
         /// Sequences (the first axis of `q`).
         pub batch: u32,
+        /// Query heads (Hq).
         pub heads_q: u32,
+        /// KV heads of the pool (Hkv).
         pub heads_kv: u32,
+        /// Elements per head (D).
         pub head_dim: u32,
         /// Tokens per pool row.
         pub block_size: u32,

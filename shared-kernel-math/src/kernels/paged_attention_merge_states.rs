@@ -18,7 +18,9 @@ crate::params! {
         pub partials: u32,
         /// Output rows (the first axis of `v_out`).
         pub rows: u32,
+        /// Heads per row (H).
         pub heads: u32,
+        /// Elements per head (D).
         pub head_dim: u32,
     }
 }

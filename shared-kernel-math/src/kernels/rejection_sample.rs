@@ -23,7 +23,9 @@ pub const FILTER_WORDS: usize = 3;
 crate::params! {
     /// Params of `rejection_sample`; the filters come per row in the `filters` buffer.
     pub struct RejectionParams {
+        /// Rows (B, the first axis of `probs`).
         pub rows: u32,
+        /// Probabilities per row (V).
         pub vocab: u32,
         /// Philox key, low word (draw a fresh key per call).
         pub key0: u32 = 0,

@@ -20,17 +20,21 @@ use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 /// `tokens` entries after the emitted ones.
 pub const NO_TOKEN: u32 = u32::MAX;
 
-/// The acceptance rules, as the `rule` param holds them.
+/// The `rule` param's stochastic rule: modified rejection sampling (`u · q_j(t) ≤ p_j(t)`).
 pub const RULE_STOCHASTIC: u32 = 0;
+/// The `rule` param's sampler-match rule: draw `x ~ p_j`, continue iff `x` is the draft.
 pub const RULE_SAMPLER_MATCH: u32 = 1;
+/// The `rule` param's greedy rule: `x = argmax p_j`, continue iff `x` is the draft.
 pub const RULE_GREEDY: u32 = 2;
 
 crate::params! {
     /// Params of `speculative_accept`.
     pub struct SpeculativeParams {
+        /// Rows (B, the first axis of `draft_tokens`).
         pub batch: u32,
         /// Draft tokens per row (N).
         pub drafts: u32,
+        /// Probabilities per position (V).
         pub vocab: u32,
         /// Philox key, low word (draw a fresh key per call).
         pub key0: u32 = 0,

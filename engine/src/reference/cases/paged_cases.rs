@@ -7,18 +7,26 @@ use kiln_math::DType;
 /// One request: `visible` tokens starting `first_offset` entries into its first page.
 #[derive(Clone, Debug)]
 pub struct PagedRequest {
+    /// Tokens it attends to.
     pub visible: usize,
+    /// Entries of its first page before its first visible token (a window's start).
     pub first_offset: usize,
 }
 
 /// A batch of requests over one pool geometry.
 #[derive(Clone, Debug)]
 pub struct PagedCase {
+    /// Names the case in reports.
     pub label: String,
+    /// Query heads.
     pub heads_q: usize,
+    /// KV heads of the pool.
     pub heads_kv: usize,
+    /// Elements per head.
     pub head_dim: usize,
+    /// Tokens per page.
     pub page_size: usize,
+    /// The batch, in order.
     pub requests: Vec<PagedRequest>,
     /// Pages per chunk for the v2 launch.
     pub pages_per_chunk: usize,
@@ -27,15 +35,20 @@ pub struct PagedCase {
 /// CSR page table of a batch (spec §9.3), as i32 values.
 #[derive(Clone, Debug, Default)]
 pub struct CsrTables {
+    /// Pool rows of every request's pages, request after request.
     pub indices: Vec<i32>,
+    /// Request `r`'s pages are `indices[indptr[r]..indptr[r + 1]]`.
     pub indptr: Vec<i32>,
+    /// Valid entries of each request's last page (0 for an empty request).
     pub last_page_len: Vec<i32>,
+    /// Each request's `first_offset` (0 for an empty request).
     pub first_page_offset: Vec<i32>,
     /// Pool rows the tables need (the scattered rows are a permutation of `0..num_blocks`).
     pub num_blocks: usize,
 }
 
 impl PagedCase {
+    /// Pages request `r` spans (0 when it sees no token).
     pub fn pages(&self, r: &PagedRequest) -> usize {
         if r.visible == 0 {
             0
@@ -79,6 +92,7 @@ impl PagedCase {
         t
     }
 
+    /// The pool's shape `[num_blocks, page_size, heads_kv, head_dim]`.
     pub fn pool_shape(&self) -> Vec<usize> {
         vec![
             self.csr().num_blocks,

@@ -1,0 +1,34 @@
+//! The parity harness's side of the references: each kernel's parity cases (`cases`) and the
+//! shapes `kiln bench` times it at (`bench_cases`: model shapes, or its parity cases when it has
+//! none), in one module per kernel of the list, named after it.
+
+use crate::case::Check;
+use crate::Backend;
+
+/// One cases module per kernel of the list, named after it.
+macro_rules! cases_modules {
+    ($( $name:ident : $id:ident $dtypes:tt $buffers:tt ; )*) => {
+        $( pub mod $name; )*
+    };
+}
+kiln_math::for_each_kernel!(cases_modules);
+
+pub mod paged_cases;
+
+/// Sampled tokens: exact on the cpu (serial sums in index order, as the references sum).
+/// Elsewhere the sums round in another order, which moves a draw only when it lands within
+/// rounding of a CDF or top-p boundary: most rows must still agree (the distribution tests in
+/// `samplers.rs` cover the law).
+fn sampled_tokens() -> Check {
+    Check::Agree {
+        exact_on: &[Backend::Cpu],
+        min_frac: 0.75,
+    }
+}
+
+/// The checks of a sampler's buffers: `inputs` unchecked, then `outputs` of sampled tokens.
+pub fn sampler_checks(inputs: usize, outputs: usize) -> Vec<Check> {
+    let mut checks = vec![Check::None; inputs];
+    checks.resize(inputs + outputs, sampled_tokens());
+    checks
+}

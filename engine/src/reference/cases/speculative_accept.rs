@@ -1,0 +1,51 @@
+//! The parity cases of `speculative_accept` and the shapes `kiln bench` times it at.
+
+use super::sampler_checks;
+use crate::case::{Case, Fill};
+use kiln_math::DType;
+
+/// The parity cases of `speculative_accept` at `dtype` (shapes, fills, checks with the spec's bounds).
+pub fn cases(_dtype: DType) -> Vec<Case> {
+    // (batch, drafts, vocab, rule). Random q rows make most drafts fail: tokens 0..vocab are
+    // drawn as draft ids, and the accept test reads q and p at them.
+    let shapes = [
+        (8, 3, 50, 0),
+        (8, 2, 300, 1),
+        (8, 4, 20, 2),
+        (8, 1, 1000, 0),
+    ];
+    shapes
+        .iter()
+        .map(|&(b, n, v, rule)| Case {
+            label: format!("b{b} n{n} v{v} rule{rule}"),
+            shapes: vec![
+                vec![b, n + 1, v],
+                vec![b, n, v],
+                vec![b, n],
+                vec![b, n + 1],
+                vec![b],
+            ],
+            params: vec![
+                ("rule", rule.to_string()),
+                ("key0", "31337".into()),
+                ("key1", (v * 7).to_string()),
+            ],
+            fill: vec![
+                Fill::Uniform { lo: 0.0, hi: 1.0 },
+                Fill::Uniform { lo: 0.0, hi: 1.0 },
+                Fill::Uniform {
+                    lo: 0.0,
+                    hi: v as f64,
+                },
+                Fill::Output,
+                Fill::Output,
+            ],
+            checks: sampler_checks(3, 2),
+        })
+        .collect()
+}
+
+/// Benchmarked at its parity shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    cases(dtype)
+}
