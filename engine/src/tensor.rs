@@ -358,22 +358,16 @@ impl Tensor {
 
     /// Writes `bytes` at byte `at` of the tensor's elements, leaving the rest as it is.
     pub fn write_bytes_at(&mut self, at: usize, bytes: &[u8]) -> Result<(), PortError> {
-        if at
-            .checked_add(bytes.len())
-            .is_none_or(|end| end > self.byte_len())
-        {
-            return Err(other(format!(
-                "{} bytes written at byte {at} of a tensor of {} bytes",
-                bytes.len(),
-                self.byte_len()
-            )));
-        }
-        self.mem.write(self.offset + at, bytes, false)
+        self.write_at(at, bytes, false)
     }
 
     /// Writes `bytes` at byte `at` ordered after the work queued on the device, without waiting
     /// for it: the device keeps its own copy of `bytes` (kiln's uploads of host tables).
     pub(crate) fn enqueue_write_at(&self, at: usize, bytes: &[u8]) -> Result<(), PortError> {
+        self.write_at(at, bytes, true)
+    }
+
+    fn write_at(&self, at: usize, bytes: &[u8], enqueued: bool) -> Result<(), PortError> {
         if at
             .checked_add(bytes.len())
             .is_none_or(|end| end > self.byte_len())
@@ -384,7 +378,7 @@ impl Tensor {
                 self.byte_len()
             )));
         }
-        self.mem.write(self.offset + at, bytes, true)
+        self.mem.write(self.offset + at, bytes, enqueued)
     }
 
     /// Writes `data` (exactly [`Tensor::numel`] elements of the tensor's dtype).
