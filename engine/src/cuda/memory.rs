@@ -2,7 +2,7 @@
 //! stream of the device that made them.
 
 use super::context::other;
-use super::Stream;
+use super::stream::Stream;
 use crate::gpu::DeviceMemory;
 use crate::DeviceError;
 use cudarc::driver::{result, sys};

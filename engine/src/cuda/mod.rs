@@ -11,11 +11,13 @@
 mod artifacts;
 mod context;
 mod memory;
+mod stream;
 
 pub(crate) use artifacts::slot;
 
 use context::{loaded, other, Loaded};
 use memory::CudaMem;
+use stream::Stream;
 
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::{Port, PortLaunch};
@@ -24,36 +26,6 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// A stream of a loaded context, and the last kernel enqueued on it (a fault seen by a later
-/// synchronisation is reported against it).
-pub(crate) struct Stream {
-    shared: Arc<Loaded>,
-    stream: Arc<CudaStream>,
-    last_kernel: Mutex<&'static str>,
-}
-
-impl Stream {
-    fn raw(&self) -> sys::CUstream {
-        self.stream.cu_stream()
-    }
-
-    /// Waits for the stream; a fault of the work it waited for loses the context.
-    fn sync(&self) -> Result<(), DeviceError> {
-        self.shared.enter()?;
-        // SAFETY: a live stream of the bound context.
-        unsafe { result::stream::synchronize(self.raw()) }.map_err(|e| {
-            let kernel = *self.last_kernel.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.launch_error(kernel, "cuStreamSynchronize", e)
-        })
-    }
-
-    fn capturing(&self) -> bool {
-        // SAFETY: a live stream.
-        unsafe { result::stream::is_capturing(self.raw()) }
-            .is_ok_and(|s| s != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
-    }
-}
 
 /// An opened device: a loaded context and the stream kiln enqueues on.
 pub(crate) struct CudaGpu {

@@ -2,7 +2,6 @@
 //! out of bounds, unexpected subgroup width) that is read back at the next synchronisation or
 //! read instead of after each dispatch, so launches only enqueue. Fault records are reused.
 
-use super::memory::Ctx;
 use crate::{Backend, DeviceError};
 use kiln_math::KernelId;
 use std::sync::Mutex;
@@ -25,17 +24,17 @@ pub(super) struct Faults {
     free: Mutex<Vec<wgpu::Buffer>>,
 }
 
-impl Ctx {
+impl Faults {
     /// A zeroed fault record of `bytes` (every record of a device has the same size).
-    pub(super) fn fault_record(&self, bytes: u64) -> wgpu::Buffer {
-        let reused = self
-            .faults
-            .free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop();
+    pub(super) fn record(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        bytes: u64,
+    ) -> wgpu::Buffer {
+        let reused = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let buf = reused.unwrap_or_else(|| {
-            self.device.create_buffer(&wgpu::BufferDescriptor {
+            device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("kiln fault"),
                 size: bytes,
                 usage: wgpu::BufferUsages::STORAGE
@@ -44,56 +43,37 @@ impl Ctx {
                 mapped_at_creation: false,
             })
         });
-        self.queue.write_buffer(&buf, 0, &vec![0u8; bytes as usize]);
+        queue.write_buffer(&buf, 0, &vec![0u8; bytes as usize]);
         buf
     }
 
-    /// Remembers `buf` to be read at the next check.
-    pub(super) fn defer_fault_check(
-        &self,
-        kernel: KernelId,
-        buf: wgpu::Buffer,
-        bytes: u64,
-        wave: u32,
-    ) -> Result<(), DeviceError> {
-        let full = {
-            let mut p = self
-                .faults
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            p.push(Pending {
-                kernel,
-                buf,
-                bytes,
-                wave,
-            });
-            p.len() >= MAX_PENDING
-        };
-        if full {
-            self.check_faults()
-        } else {
-            Ok(())
-        }
+    /// Remembers `buf` to be read at the next check; true when enough are pending that the
+    /// caller should check now.
+    pub(super) fn defer(&self, kernel: KernelId, buf: wgpu::Buffer, bytes: u64, wave: u32) -> bool {
+        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        p.push(Pending {
+            kernel,
+            buf,
+            bytes,
+            wave,
+        });
+        p.len() >= MAX_PENDING
     }
 
-    /// Reads every pending record (waiting for their dispatches) and reports the first fault.
-    pub(super) fn check_faults(&self) -> Result<(), DeviceError> {
-        let pending = std::mem::take(
-            &mut *self
-                .faults
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+    /// Reads every pending record with `read` (which waits for their dispatches) and reports
+    /// the first fault; the records go back to the free list.
+    pub(super) fn check(
+        &self,
+        read: impl Fn(&wgpu::Buffer, u64) -> Result<Vec<u8>, DeviceError>,
+    ) -> Result<(), DeviceError> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
         let mut first = None;
         for p in pending {
-            let words = self.read_back(&p.buf, 0, p.bytes)?;
+            let words = read(&p.buf, p.bytes)?;
             if first.is_none() {
                 first = decode(p.kernel, p.wave, &words);
             }
-            self.faults
-                .free
+            self.free
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(p.buf);

@@ -16,6 +16,32 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// A zeroed fault record for a dispatch.
+    pub(super) fn fault_record(&self, bytes: u64) -> wgpu::Buffer {
+        self.faults.record(&self.device, &self.queue, bytes)
+    }
+
+    /// Remembers a dispatch's fault record, checking them all once enough are pending.
+    pub(super) fn defer_fault_check(
+        &self,
+        kernel: kiln_math::KernelId,
+        buf: wgpu::Buffer,
+        bytes: u64,
+        wave: u32,
+    ) -> Result<(), DeviceError> {
+        if self.faults.defer(kernel, buf, bytes, wave) {
+            self.check_faults()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads the pending fault records and reports the first fault.
+    pub(super) fn check_faults(&self) -> Result<(), DeviceError> {
+        self.faults
+            .check(|buf, bytes| self.read_back(buf, 0, bytes))
+    }
+
     /// Waits for all submitted work.
     pub(super) fn wait(&self) -> Result<(), DeviceError> {
         self.device
@@ -135,48 +161,5 @@ impl DeviceMemory for WgpuMemory {
 
     fn as_any(&self) -> &dyn Any {
         self
-    }
-}
-
-impl crate::Tensor {
-    /// A view over the caller's wgpu buffer: `shape` elements of `dtype` starting `byte_offset`
-    /// bytes into `buffer`, which must belong to `dev`'s wgpu device (see
-    /// [`Device::wgpu_from`](crate::Device::wgpu_from)) and have `STORAGE`, `COPY_SRC` and
-    /// `COPY_DST` usage. The buffer is reference-counted: the view keeps it alive.
-    pub fn from_wgpu_buffer(
-        dev: &crate::Device,
-        buffer: wgpu::Buffer,
-        byte_offset: u64,
-        dtype: kiln_math::DType,
-        shape: &[usize],
-    ) -> Result<crate::Tensor, crate::PortError> {
-        let ctx = dev
-            .gpu()
-            .and_then(|g| g.as_any().downcast_ref::<super::WgpuDevice>())
-            .map(|d| d.ctx.clone())
-            .ok_or_else(|| other(format!("{} is not a wgpu device", dev.name())))?;
-        let need = wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_SRC
-            | wgpu::BufferUsages::COPY_DST;
-        if !buffer.usage().contains(need) {
-            return Err(other(format!(
-                "a wgpu buffer with usage {:?} cannot back a tensor: it needs {need:?}",
-                buffer.usage()
-            ))
-            .into());
-        }
-        let len = buffer.size() as usize;
-        let mem = WgpuMemory {
-            ctx,
-            buf: buffer,
-            len,
-        };
-        crate::Tensor::over_at(
-            dev,
-            crate::storage::Storage::Gpu(Box::new(mem)),
-            byte_offset as usize,
-            dtype,
-            shape,
-        )
     }
 }
