@@ -160,20 +160,21 @@ fn open(backend: Backend, bytes: usize) -> Result<(Device, Arena, Arena), String
                 backends: wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
                 ..wgpu::InstanceDescriptor::new_without_display_handle()
             });
-            let adapter = block_on(instance.request_adapter(&Default::default()))
+            let adapter = pollster::block_on(instance.request_adapter(&Default::default()))
                 .map_err(|e| format!("no wgpu adapter: {e}"))?;
             let info = adapter.get_info();
             let feats = adapter.features()
                 & (wgpu::Features::SUBGROUP
                     | wgpu::Features::SHADER_F16
                     | wgpu::Features::TIMESTAMP_QUERY);
-            let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-                label: Some("engine"),
-                required_features: feats,
-                required_limits: adapter.limits(),
-                ..Default::default()
-            }))
-            .map_err(|e| format!("wgpu device: {e}"))?;
+            let (device, queue) =
+                pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+                    label: Some("engine"),
+                    required_features: feats,
+                    required_limits: adapter.limits(),
+                    ..Default::default()
+                }))
+                .map_err(|e| format!("wgpu device: {e}"))?;
             let arena = |label| Arena::Wgpu {
                 buffer: device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(label),
@@ -192,20 +193,5 @@ fn open(backend: Backend, bytes: usize) -> Result<(Device, Arena, Arena), String
             Ok((dev, weights, acts))
         }
         other => Err(format!("the example does not embed {other}")),
-    }
-}
-
-/// Drives a wgpu future to completion on this thread (wgpu's native futures are ready at once
-/// or resolved by polling the device, which request_* do not need).
-#[cfg(feature = "wgpu")]
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    use std::task::{Context, Poll, Waker};
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
     }
 }
