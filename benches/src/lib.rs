@@ -22,6 +22,8 @@ use std::fmt::Write as _;
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
     pub kernels: Vec<KernelId>,
+    /// Only these dtypes of each kernel (all when empty).
+    pub dtypes: Vec<DType>,
     /// Timed passes per kernel × dtype × shape (each after one warm-up pass).
     pub runs: usize,
     /// Bytes of each buffer of the copy-bandwidth measurement.
@@ -36,6 +38,7 @@ impl BenchOptions {
         let gpu = dev.l2_bytes().is_some();
         BenchOptions {
             kernels: KernelId::ALL.to_vec(),
+            dtypes: Vec::new(),
             runs: if gpu { 50 } else { 5 },
             copy_bytes: 256 << 20,
             max_rotation_bytes: if gpu { 4 << 30 } else { 1 << 30 },
@@ -106,6 +109,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Measures the copy bandwidth, then every kernel × dtype × bench shape.
 pub fn run(dev: &Device, opts: &BenchOptions) -> Result<BenchReport, PortError> {
+    run_with(dev, opts, |_, _| {})
+}
+
+/// [`run`], handing each row to `on_row` (with the copy bandwidth) as soon as it is measured.
+pub fn run_with(
+    dev: &Device,
+    opts: &BenchOptions,
+    mut on_row: impl FnMut(&CopyBandwidth, &BenchRow),
+) -> Result<BenchReport, PortError> {
     let copy_runs = opts.runs.max(5);
     let copy_s = median(time_copy(dev, opts.copy_bytes, copy_runs)?);
     let copy = CopyBandwidth {
@@ -119,6 +131,9 @@ pub fn run(dev: &Device, opts: &BenchOptions) -> Result<BenchReport, PortError> 
     let mut rows = Vec::new();
     for &kernel in &opts.kernels {
         for &dtype in kernel.dtypes() {
+            if !opts.dtypes.is_empty() && !opts.dtypes.contains(&dtype) {
+                continue;
+            }
             // The port tables say where a kernel runs: an absent or held-back port is skipped.
             if let Err(e) = kiln::select_port(kiln::ports::ports(kernel), dev, dtype) {
                 if e.is_fallback() {
@@ -151,6 +166,7 @@ pub fn run(dev: &Device, opts: &BenchOptions) -> Result<BenchReport, PortError> 
                     gbps,
                     pct_of_copy: 100.0 * gbps / copy.gbps,
                 });
+                on_row(&copy, rows.last().expect("just pushed"));
             }
         }
     }
@@ -212,29 +228,37 @@ fn bench_case(
 impl BenchReport {
     /// A plain-text table.
     pub fn table(&self) -> String {
+        let mut s = BenchReport::table_header(&self.backend, &self.device, &self.copy);
+        for r in &self.rows {
+            let _ = writeln!(s, "{}", BenchReport::table_row(r));
+        }
+        s
+    }
+
+    /// The table's first lines: the copy bandwidth, then the column names.
+    pub fn table_header(backend: &str, device: &str, copy: &CopyBandwidth) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{} on {}: copy bandwidth {:.1} GB/s ({} MiB copy, read + write bytes, median of {})",
-            self.backend,
-            self.device,
-            self.copy.gbps,
-            self.copy.bytes >> 20,
-            self.copy.runs
+            "{backend} on {device}: copy bandwidth {:.1} GB/s ({} MiB copy, read + write bytes, median of {})",
+            copy.gbps,
+            copy.bytes >> 20,
+            copy.runs
         );
         let _ = writeln!(
             s,
             "{:<22} {:<5} {:<12} {:>12} {:>7} {:>11} {:>9} {:>7}",
             "kernel", "dtype", "shape", "bytes", "copies", "median us", "GB/s", "% copy"
         );
-        for r in &self.rows {
-            let _ = writeln!(
-                s,
-                "{:<22} {:<5} {:<12} {:>12} {:>7} {:>11.2} {:>9.1} {:>6.1}%",
-                r.kernel, r.dtype, r.shape, r.bytes, r.copies, r.median_us, r.gbps, r.pct_of_copy
-            );
-        }
         s
+    }
+
+    /// One row of the table (no newline).
+    pub fn table_row(r: &BenchRow) -> String {
+        format!(
+            "{:<22} {:<5} {:<12} {:>12} {:>7} {:>11.2} {:>9.1} {:>6.1}%",
+            r.kernel, r.dtype, r.shape, r.bytes, r.copies, r.median_us, r.gbps, r.pct_of_copy
+        )
     }
 
     /// The report as JSON.

@@ -21,6 +21,9 @@ pub struct Args {
     /// Only these kernels (comma-separated names).
     #[arg(long)]
     kernel: Option<String>,
+    /// Only these dtypes (comma-separated: f32, f16, bf16).
+    #[arg(long, value_delimiter = ',')]
+    dtype: Vec<String>,
     /// With --paged: contexts to run (comma-separated; default 1024,4096,16384,32768).
     #[arg(long, value_delimiter = ',')]
     contexts: Vec<usize>,
@@ -87,11 +90,25 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);
     opts.kernels = crate::args::parse_kernels(a.kernel.as_deref())?;
-    let report = kiln_benches::run(&dev, &opts)?;
+    opts.dtypes = a
+        .dtype
+        .iter()
+        .map(|s| {
+            kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    // The table's rows as they are measured (a long run that is cut short keeps them).
+    let mut header = !a.json;
+    let report = kiln_benches::run_with(&dev, &opts, |copy, row| {
+        if std::mem::take(&mut header) {
+            print!("{}", kiln_benches::BenchReport::table_header(&a.backend, dev.name(), copy));
+        }
+        if !a.json {
+            println!("{}", kiln_benches::BenchReport::table_row(row));
+        }
+    })?;
     if a.json {
         println!("{}", report.json());
-    } else {
-        print!("{}", report.table());
     }
     if let Some(path) = a.csv {
         std::fs::write(&path, report.csv())?;

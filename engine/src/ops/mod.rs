@@ -3,6 +3,8 @@
 //! path ran.
 
 pub mod kernel;
+mod qlinear;
+pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 
 use crate::launch::Ran;
 use crate::{Device, PortError, Tensor};

@@ -226,6 +226,19 @@ impl AffineTensor {
     }
 }
 
+/// Little-endian bytes as u32 words, the last zero-padded: how the `qlinear` kernels read
+/// 16-bit scales and biases (two per word).
+pub fn pack_le_words(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect()
+}
+
 /// Appends `value` rounded to `dtype` (nearest even) as little-endian bytes; `dtype` is one of
 /// the scale dtypes [`AffineFormat::new`] accepts.
 pub(crate) fn encode_scale(dtype: DType, value: f32, out: &mut Vec<u8>) {

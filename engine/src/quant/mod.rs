@@ -25,7 +25,8 @@ mod gguf_writer;
 
 pub use affine::{dequantize, quantize, quantize_with, MlxQuantizer};
 pub use error::{FormatError, GgufError, RepackError};
-pub use format::{pack_codes, unpack_code, AffineFormat, AffineTensor};
+pub(crate) use format::encode_scale;
+pub use format::{pack_codes, pack_le_words, unpack_code, AffineFormat, AffineTensor};
 pub use ggml_type::GgmlType;
 pub use gguf_blocks::{repack, Repacked};
 pub use gguf_file::{GgufFile, TensorInfo};

@@ -17,4 +17,5 @@ kiln_math::for_each_kernel!(reference_modules);
 #[cfg(feature = "harness")]
 pub mod cases;
 pub mod primitives;
+pub mod qlinear;
 pub mod sampling;

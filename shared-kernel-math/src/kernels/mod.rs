@@ -10,6 +10,8 @@
 // Shared by the paged decode kernels (not a kernel itself); its docs are its own `//!` (an outer
 // doc here would resolve their links from this module).
 pub mod decode_attention;
+// The body of the `qlinear_<b>bit` entries.
+pub mod qlinear;
 
 /// Calls `$m!` with every kernel entry.
 #[macro_export]
@@ -54,6 +56,25 @@ macro_rules! for_each_kernel {
                 (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,
                  tokens: Dst<u32>, emitted: Dst<u32>);
             linear: Linear [f32, f16, bf16] (x: Src<T>, w: Src<T>, bias: Src<T>, y: Dst<T>);
+            // MLX affine weights (spec §13), one entry per bit width; the body is `qlinear`.
+            qlinear_2bit: QLinear2Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            qlinear_3bit: QLinear3Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            qlinear_4bit: QLinear4Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            qlinear_5bit: QLinear5Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            qlinear_6bit: QLinear6Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            qlinear_8bit: QLinear8Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
         }
     };
 }

@@ -3,23 +3,13 @@
 use crate::case::{Case, Check, Fill};
 use kiln_math::DType;
 
-/// The linear-layer budgets of the dtype (f32 computes `e^−g` to about an ulp).
-fn check(dtype: DType) -> Check {
-    let (nrms, nmax) = match dtype {
-        DType::F32 => (1e-5, 1e-4),
-        DType::F16 => (2e-3, 1.2e-2),
-        _ => (1.6e-2, 7e-2),
-    };
-    Check::Tolerance { nrms, nmax }
-}
-
 fn case(dtype: DType, label: &str, shape: Vec<usize>, gate: Fill) -> Case {
     Case {
         label: label.into(),
         shapes: vec![shape.clone(), shape.clone(), shape],
         params: vec![],
         fill: vec![gate, Fill::normal(0.0, 1.0), Fill::Output],
-        checks: vec![Check::None, Check::None, check(dtype)],
+        checks: vec![Check::None, Check::None, super::linear_tolerance(dtype)],
     }
 }
 

@@ -3,24 +3,6 @@
 use crate::case::{Case, Check, Fill};
 use kiln_math::DType;
 
-/// f32 accumulation against the f64 reference, then one rounding to `T`.
-fn tolerance(dtype: DType) -> Check {
-    match dtype {
-        DType::F32 => Check::Tolerance {
-            nrms: 1e-5,
-            nmax: 1e-4,
-        },
-        DType::F16 => Check::Tolerance {
-            nrms: 2e-3,
-            nmax: 1.2e-2,
-        },
-        _ => Check::Tolerance {
-            nrms: 1.6e-2,
-            nmax: 7e-2,
-        },
-    }
-}
-
 /// `[m, k] · [n, k]^T`, with or without bias; unit-normal x and w, a bias of scale 1.
 fn case(m: usize, k: usize, n: usize, has_bias: bool, checks: Vec<Check>) -> Case {
     Case {
@@ -70,7 +52,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
                 k,
                 n,
                 b,
-                vec![Check::None, Check::None, Check::None, tolerance(dtype)],
+                vec![Check::None, Check::None, Check::None, super::linear_tolerance(dtype)],
             )
         })
         .collect()

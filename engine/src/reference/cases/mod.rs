@@ -4,6 +4,7 @@
 
 use crate::case::Check;
 use crate::Backend;
+use kiln_math::DType;
 
 /// One cases module per kernel of the list, named after it.
 macro_rules! cases_modules {
@@ -14,6 +15,7 @@ macro_rules! cases_modules {
 kiln_math::for_each_kernel!(cases_modules);
 
 pub mod paged_cases;
+pub mod qlinear;
 
 /// Sampled tokens: exact on the cpu (serial sums in index order, as the references sum).
 /// Elsewhere the sums round in another order, which moves a draw only when it lands within
@@ -31,4 +33,15 @@ pub fn sampler_checks(inputs: usize, outputs: usize) -> Vec<Check> {
     let mut checks = vec![Check::None; inputs];
     checks.resize(inputs + outputs, sampled_tokens());
     checks
+}
+
+/// The linear-layer budgets of spec §0.2 (f32 accumulation against an f64 reference, then one
+/// rounding to the dtype): f32 `1e-5 / 1e-4`, f16 `2e-3 / 1.2e-2`, bf16 `1.6e-2 / 7e-2`.
+pub fn linear_tolerance(dtype: DType) -> Check {
+    let (nrms, nmax) = match dtype {
+        DType::F32 => (1e-5, 1e-4),
+        DType::F16 => (2e-3, 1.2e-2),
+        _ => (1.6e-2, 7e-2),
+    };
+    Check::Tolerance { nrms, nmax }
 }

@@ -1,0 +1,557 @@
+//! Quantized linear layer over MLX's affine layout (spec §13), shared by the `qlinear_<b>bit`
+//! entries of the list (one per bit width, so the bit width is a compile-time constant of
+//! every port and no port can read codes of another width):
+//! `y[M, N] = x[M, K] · Ŵ[N, K]^T (+ bias[N])` with `Ŵ[n, k] = scale[n, g]·q[n, k] + bias_g[n, g]`,
+//! `g = k / group_size`, accumulated in f32 and rounded to `T` once; `M` is 1..=8 in one launch
+//! that streams the packed weights once.
+//!
+//! Buffers: `x [M, K]` and `y [M, N]` in `T`; `w_q [N, K·bits/32]` u32 (each row one LSB-first
+//! bit stream of `K` codes); `scales` and `biases`, `[N, K/group_size]` values of the scale dtype
+//! (f32, f16 or bf16, the `scale_dtype` param) packed little-endian into u32 words (16-bit values
+//! two per word, the last word zero-padded); `bias [N]` in `T` when `has_bias` is 1.
+//!
+//! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them
+//! [`ROWS_PER_WAVE`] at a time, so every `x` element a wave loads serves that many rows. The
+//! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width), two
+//! units in flight where two remain. A code becomes a float without an integer conversion: its
+//! bits go to the top of an f32 mantissa, `f = 1 + q·2^-bits`, so `Σ q·x = 2^bits·(Σ f·x − Σ x)`
+//! and a group contributes `s·2^bits·Σ f·x + (b − s·2^bits)·Σ x`; `Σ x` is the sum the group's
+//! bias needs anyway, and no term cancels (`f ∈ [1, 2)`).
+
+use super::fused_silu_mul::silu_mul_element;
+use crate::kernel::shape;
+use crate::{Bf16, Block, Dst, Element, Launch, ShapeError, Src, F16};
+
+/// Most rows of `x` one launch takes (one f32 accumulator per row and row of `W`).
+pub const MAX_M: usize = 8;
+
+/// Codes per unit: 32 codes fill `bits` whole u32 words at every bit width.
+pub const UNIT: usize = 32;
+
+/// Codes per scale span: a unit's scales are applied per half, so a group of 16 (GGUF Q6_K's
+/// sub-blocks) needs no other path.
+const SPAN: usize = UNIT / 2;
+
+/// Rows of `W` one wave reduces at once, sharing each loaded element of `x`.
+pub const ROWS_PER_WAVE: u32 = 2;
+
+/// Rows of `W` (output features) one block owns, whatever its size or wave.
+pub const BLOCK_ROWS: u32 = 8;
+
+/// Threads per block: four waves of a 32-wide GPU; narrower or wider waves split it otherwise.
+pub const BLOCK_THREADS: u32 = 128;
+
+/// `scale_dtype` codes.
+pub const SCALE_F32: u32 = 0;
+/// 16-bit IEEE scales and biases.
+pub const SCALE_F16: u32 = 1;
+/// bfloat16 scales and biases.
+pub const SCALE_BF16: u32 = 2;
+
+/// `act`: SwiGLU over interleaved gate and up rows.
+pub const ACT_SILU_MUL: u32 = 1;
+
+/// Group sizes the kernels accept (MLX's 32, 64 and 128; 16 for GGUF Q6_K).
+pub const GROUP_SIZES: [u32; 4] = [16, 32, 64, 128];
+
+crate::params! {
+    /// Params of the `qlinear_<b>bit` kernels.
+    pub struct QLinearParams {
+        /// Rows of `x` and `y` (1..=8).
+        pub m: u32,
+        /// The reduced axis: columns of `x`, codes per row of `w_q`.
+        pub k: u32,
+        /// Output features: rows of `w_q`, columns of `y`.
+        pub n: u32,
+        /// 1: add `bias [N]`; 0: no bias (the bias buffer, any one element or more, is ignored).
+        pub has_bias: u32 = 0,
+        /// Elements per group, one scale and one bias each: 16, 32, 64 or 128.
+        pub group_size: u32 = 64,
+        /// The dtype of `scales` and `biases`: 0 f32, 1 f16, 2 bf16.
+        pub scale_dtype: u32 = 1,
+        /// 0: `y = x·Ŵᵀ (+ bias)`, `[M, N]`. 1 ([`ACT_SILU_MUL`]): the rows of `W` are gate and
+        /// up rows interleaved (gate `j` is row `2j`, up `j` row `2j + 1`) and
+        /// `y[m, j] = silu(g)·u` of the two outputs rounded to `T`, `[M, N/2]`.
+        pub act: u32 = 0,
+    }
+}
+
+/// The `scale_dtype` code of a scale dtype (f32, f16 or bf16; anything else reads as f16 and
+/// is refused where formats are built).
+pub const fn scale_code(dtype: crate::DType) -> u32 {
+    match dtype {
+        crate::DType::F32 => SCALE_F32,
+        crate::DType::Bf16 => SCALE_BF16,
+        _ => SCALE_F16,
+    }
+}
+
+/// Words of `count` packed values of the scale dtype `code` (16-bit values two per word).
+pub const fn scale_words(code: u32, count: usize) -> usize {
+    if code == SCALE_F32 {
+        count
+    } else {
+        count.div_ceil(2)
+    }
+}
+
+/// The shape checks of every `qlinear_<b>bit` kernel at `bits`.
+pub fn bind(p: &mut QLinearParams, shapes: &[&[usize]], bits: u32) -> Result<(), ShapeError> {
+    let [x, w_q, scales, biases, bias, y] = shapes else {
+        return Err(ShapeError::BufferCount {
+            got: shapes.len(),
+            want: 6,
+        });
+    };
+    let &[m, k] = *x else {
+        return Err(ShapeError::Invalid("x must be two-dimensional: [M, K]"));
+    };
+    let &[n, words] = *w_q else {
+        return Err(ShapeError::Invalid(
+            "w_q must be two-dimensional: [N, K·bits/32]",
+        ));
+    };
+    shape::nonzero("M (the rows of x)", m)?;
+    if m > MAX_M {
+        return Err(ShapeError::Range {
+            what: "M (the rows of x; one qlinear launch takes at most 8)",
+            got: m as f64,
+            lo: 1.0,
+            hi: MAX_M as f64,
+        });
+    }
+    shape::nonzero("K (the columns of x)", k)?;
+    shape::nonzero("N (the rows of w_q)", n)?;
+    if !k.is_multiple_of(UNIT) {
+        return Err(ShapeError::Invalid(
+            "K (the columns of x) must be a multiple of 32: the kernel reads 32 codes at a time",
+        ));
+    }
+    if !GROUP_SIZES.contains(&p.group_size) {
+        return Err(ShapeError::Invalid("group_size must be 16, 32, 64 or 128"));
+    }
+    if !k.is_multiple_of(p.group_size as usize) {
+        return Err(ShapeError::Invalid(
+            "K (the columns of x) must be a multiple of group_size",
+        ));
+    }
+    if p.scale_dtype > SCALE_BF16 {
+        return Err(ShapeError::Range {
+            what: "scale_dtype (0 f32, 1 f16, 2 bf16)",
+            got: p.scale_dtype as f64,
+            lo: 0.0,
+            hi: 2.0,
+        });
+    }
+    shape::eq(
+        "words per row of w_q against K·bits/32",
+        words,
+        k / UNIT * bits as usize,
+    )?;
+    let groups = n.saturating_mul(k / p.group_size as usize);
+    let want = scale_words(p.scale_dtype, groups);
+    shape::eq(
+        "words of scales (N·K/group_size values packed)",
+        shape::numel(scales),
+        want,
+    )?;
+    shape::eq(
+        "words of biases (N·K/group_size values packed)",
+        shape::numel(biases),
+        want,
+    )?;
+    let &[ym, yn] = *y else {
+        return Err(ShapeError::Invalid("y must be two-dimensional: [M, N]"));
+    };
+    shape::eq("rows of y against M (the rows of x)", ym, m)?;
+    match p.act {
+        0 => shape::eq("columns of y against N (the rows of w_q)", yn, n)?,
+        ACT_SILU_MUL => {
+            if !n.is_multiple_of(2) {
+                return Err(ShapeError::Invalid(
+                    "N (the rows of w_q) must be even with act 1: gate and up rows interleaved",
+                ));
+            }
+            shape::eq("columns of y against N/2 (gate and up pairs)", yn, n / 2)?
+        }
+        a => {
+            return Err(ShapeError::Range {
+                what: "act (0 none, 1 silu·mul of interleaved gate and up rows)",
+                got: a as f64,
+                lo: 0.0,
+                hi: 1.0,
+            })
+        }
+    }
+    match p.has_bias {
+        0 => shape::nonzero(
+            "elements of bias (unused without has_bias)",
+            shape::numel(bias),
+        )?,
+        1 => {
+            let &[bn] = *bias else {
+                return Err(ShapeError::Invalid(
+                    "bias must be one-dimensional, [N], when has_bias is 1",
+                ));
+            };
+            shape::eq("bias length against N (the rows of w_q)", bn, n)?;
+        }
+        h => {
+            return Err(ShapeError::Range {
+                what: "has_bias",
+                got: h as f64,
+                lo: 0.0,
+                hi: 1.0,
+            })
+        }
+    }
+    // Every element index must fit the u32 a WGSL index holds.
+    shape::to_u32("elements of x", m.saturating_mul(k))?;
+    shape::to_u32("words of w_q", n.saturating_mul(words))?;
+    shape::to_u32("elements of y", m.saturating_mul(n))?;
+    p.m = m as u32;
+    p.k = shape::to_u32("K", k)?;
+    p.n = shape::to_u32("N", n)?;
+    Ok(())
+}
+
+/// The launch of every `qlinear_<b>bit` kernel.
+pub fn launch(p: &QLinearParams) -> Launch {
+    Launch {
+        grid: [p.n.div_ceil(BLOCK_ROWS), 1, 1],
+        block: BLOCK_THREADS,
+    }
+}
+
+/// The body at `BITS` bits (the length of `bits`, whose values are unused): dispatches on the
+/// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows; the
+/// rows past `M` of a padded instance re-read the last row of `x` and are not written).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn qlinear<T: Element, B: Block, const BITS: usize>(
+    b: &B,
+    p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    bias: Src<T>,
+    y: Dst<T>,
+    bits: [u32; BITS],
+) {
+    if p.m == 1 {
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 1]);
+    } else if p.m == 2 {
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 2]);
+    } else if p.m <= 4 {
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 4]);
+    } else {
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 8]);
+    }
+}
+
+/// Where one wave's unit sits: its row pair's first words and scale index, its `K` offset.
+#[derive(Clone, Copy)]
+struct At {
+    /// First word of the unit in the pair's first row (the second row's is `row1_words`).
+    row0_words: usize,
+    row1_words: usize,
+    /// First scale index of the pair's first and second rows.
+    row0_groups: usize,
+    row1_groups: usize,
+    /// The unit's first element of `K`.
+    col: usize,
+}
+
+/// The block's rows of `W`, `ROWS_PER_WAVE` per wave at a time, for `M` rows of `x` (`zero`
+/// is `M` zeros: it fixes the accumulator size).
+///
+/// Wave-uniform control flow around `wave_sum`: a wave's row pair and its unit loops depend
+/// only on the pair, so every lane of a wave reaches each `wave_sum`.
+#[inline(always)]
+fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
+    b: &B,
+    p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    bias: Src<T>,
+    y: Dst<T>,
+    bits: [u32; BITS],
+    zero: [f32; M],
+) {
+    let k = p.k as usize;
+    let n_out = p.n as usize;
+    let first = (b.block_x() * BLOCK_ROWS) as usize;
+    let here = BLOCK_ROWS.min(p.n - b.block_x() * BLOCK_ROWS) as usize;
+    let pairs_here = here.div_ceil(ROWS_PER_WAVE as usize);
+    let lane = b.lane() as usize;
+    let wave = B::WAVE as usize;
+    let units = k / UNIT;
+    let words_per_row = units * BITS;
+    let groups_per_row = k / p.group_size as usize;
+    // Wide loads when every unit starts on 16 bytes (uniform over the launch).
+    let wide_w = BITS.is_multiple_of(4) && w_q.chunk_aligned::<4>(0);
+    let wide_x = x.chunk_aligned::<X_CHUNK>(0);
+
+    let mut pair = b.wave_id() as usize;
+    while pair < pairs_here {
+        let n0 = first + pair * ROWS_PER_WAVE as usize;
+        // A second row past N re-reads the first (computed, not written).
+        let n1 = if n0 + 1 < n_out { n0 + 1 } else { n0 };
+        let mut acc0 = zero;
+        let mut acc1 = zero;
+        let at = |u: usize| At {
+            row0_words: n0 * words_per_row + u * BITS,
+            row1_words: n1 * words_per_row + u * BITS,
+            row0_groups: n0 * groups_per_row,
+            row1_groups: n1 * groups_per_row,
+            col: u * UNIT,
+        };
+        let mut u = lane;
+        while u + wave < units {
+            let a = at(u);
+            let c = at(u + wave);
+            let a0 = load_words(w_q, a.row0_words, wide_w, bits);
+            let a1 = load_words(w_q, a.row1_words, wide_w, bits);
+            let c0 = load_words(w_q, c.row0_words, wide_w, bits);
+            let c1 = load_words(w_q, c.row1_words, wide_w, bits);
+            (acc0, acc1) = unit(p, x, scales, biases, a, a0, a1, wide_x, acc0, acc1);
+            (acc0, acc1) = unit(p, x, scales, biases, c, c0, c1, wide_x, acc0, acc1);
+            u += 2 * wave;
+        }
+        if u < units {
+            let a = at(u);
+            let a0 = load_words(w_q, a.row0_words, wide_w, bits);
+            let a1 = load_words(w_q, a.row1_words, wide_w, bits);
+            (acc0, acc1) = unit(p, x, scales, biases, a, a0, a1, wide_x, acc0, acc1);
+        }
+        let last_m = p.m as usize - 1;
+        let mut m = 0;
+        while m < M {
+            let t0 = b.wave_sum(acc0[m]);
+            let t1 = b.wave_sum(acc1[m]);
+            if lane == 0 && m <= last_m {
+                let y0 = T::from_f32(t0 + bias_of(p, bias, n0));
+                if p.act == ACT_SILU_MUL {
+                    // Pairs start on even rows and N is even: row n0 + 1 exists.
+                    let y1 = T::from_f32(t1 + bias_of(p, bias, n0 + 1));
+                    y.set(m * (n_out / 2) + n0 / 2, silu_mul_element(y0, y1));
+                } else {
+                    y.set(m * n_out + n0, y0);
+                    if n0 + 1 < n_out {
+                        y.set(
+                            m * n_out + n0 + 1,
+                            T::from_f32(t1 + bias_of(p, bias, n0 + 1)),
+                        );
+                    }
+                }
+            }
+            m += 1;
+        }
+        pair += b.waves() as usize;
+    }
+}
+
+/// Elements of `x` per load: 16 bytes of a 16-bit `T` (two 16-byte accesses for f32).
+const X_CHUNK: usize = 8;
+
+/// `bias[n]` widened, or 0 without a bias.
+#[inline(always)]
+fn bias_of<T: Element>(p: &QLinearParams, bias: Src<T>, n: usize) -> f32 {
+    if p.has_bias != 0 {
+        bias.get(n).widen()
+    } else {
+        0.0
+    }
+}
+
+/// The `BITS` words of one unit (32 codes) starting at word `at`: 16-byte loads when `wide`.
+#[inline(always)]
+fn load_words<const BITS: usize>(
+    w_q: Src<u32>,
+    at: usize,
+    wide: bool,
+    zero: [u32; BITS],
+) -> [u32; BITS] {
+    // Two loops from 0, not one resumed: every index stays a constant the GPU compilers keep
+    // in registers.
+    let mut w = zero;
+    let mut j = 0;
+    if wide {
+        while j + 4 <= BITS {
+            let c = w_q.get_chunk::<4>(at + j);
+            w[j] = c[0];
+            w[j + 1] = c[1];
+            w[j + 2] = c[2];
+            w[j + 3] = c[3];
+            j += 4;
+        }
+    } else {
+        while j < BITS {
+            w[j] = w_q.get(at + j);
+            j += 1;
+        }
+    }
+    w
+}
+
+/// One unit (32 codes) of both rows of a pair against every row of `x`: two spans of 16 codes,
+/// each with its own scale and bias per row.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn unit<T: Element, const BITS: usize, const M: usize>(
+    p: &QLinearParams,
+    x: Src<T>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    at: At,
+    w0: [u32; BITS],
+    w1: [u32; BITS],
+    wide_x: bool,
+    acc0: [f32; M],
+    acc1: [f32; M],
+) -> ([f32; M], [f32; M]) {
+    let mut acc0 = acc0;
+    let mut acc1 = acc1;
+    (acc0, acc1) = span(p, x, scales, biases, at, 0, w0, w1, wide_x, acc0, acc1);
+    (acc0, acc1) = span(p, x, scales, biases, at, 1, w0, w1, wide_x, acc0, acc1);
+    (acc0, acc1)
+}
+
+/// Span `h` (codes `16h..16h + 16` of the unit): `Σ f·x` per row of `W` and of `x` and `Σ x`
+/// per row of `x` over its two chunks of `x`, then the span's scale and bias applied once.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn span<T: Element, const BITS: usize, const M: usize>(
+    p: &QLinearParams,
+    x: Src<T>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    at: At,
+    h: usize,
+    w0: [u32; BITS],
+    w1: [u32; BITS],
+    wide_x: bool,
+    acc0: [f32; M],
+    acc1: [f32; M],
+) -> ([f32; M], [f32; M]) {
+    let k = p.k as usize;
+    let last_m = p.m as usize - 1;
+    // Zeroed copies of an M-array (a repeat length must be a literal or a module const).
+    let mut sx = acc0;
+    let mut m = 0;
+    while m < M {
+        sx[m] = 0.0;
+        m += 1;
+    }
+    let mut s0 = sx;
+    let mut s1 = sx;
+    let mut c = 0;
+    while c < SPAN / X_CHUNK {
+        let first = h * SPAN + c * X_CHUNK;
+        let mut f0 = [0.0f32; X_CHUNK];
+        let mut f1 = [0.0f32; X_CHUNK];
+        let mut j = 0;
+        while j < X_CHUNK {
+            f0[j] = code_float(w0, first + j);
+            f1[j] = code_float(w1, first + j);
+            j += 1;
+        }
+        let mut m = 0;
+        while m < M {
+            let row = if m < last_m { m } else { last_m };
+            let xc = x_chunk(x, row * k + at.col + first, wide_x);
+            let mut j = 0;
+            while j < X_CHUNK {
+                let xv = xc[j].widen();
+                sx[m] += xv;
+                s0[m] = crate::mul_add(f0[j], xv, s0[m]);
+                s1[m] = crate::mul_add(f1[j], xv, s1[m]);
+                j += 1;
+            }
+            m += 1;
+        }
+        c += 1;
+    }
+    let group = (at.col + h * SPAN) / p.group_size as usize;
+    let levels = (1u32 << BITS as u32) as f32;
+    let (sc0, of0) = scale_pair(p, scales, biases, at.row0_groups + group, levels);
+    let (sc1, of1) = scale_pair(p, scales, biases, at.row1_groups + group, levels);
+    let mut acc0 = acc0;
+    let mut acc1 = acc1;
+    let mut m = 0;
+    while m < M {
+        acc0[m] = crate::mul_add(sc0, s0[m], crate::mul_add(of0, sx[m], acc0[m]));
+        acc1[m] = crate::mul_add(sc1, s1[m], crate::mul_add(of1, sx[m], acc1[m]));
+        m += 1;
+    }
+    (acc0, acc1)
+}
+
+/// `X_CHUNK` elements of `x` from `at`: one chunk load when `wide`.
+#[inline(always)]
+fn x_chunk<T: Element>(x: Src<T>, at: usize, wide: bool) -> [T; X_CHUNK] {
+    if wide {
+        x.get_chunk::<X_CHUNK>(at)
+    } else {
+        let mut c = [x.get(at); X_CHUNK];
+        let mut j = 1;
+        while j < X_CHUNK {
+            c[j] = x.get(at + j);
+            j += 1;
+        }
+        c
+    }
+}
+
+/// Code `i` of a unit's words as `1 + q·2^-BITS`: the code's bits moved to the top of an f32
+/// mantissa under the exponent of 1 (a shift and a mask; no integer-to-float conversion).
+#[inline(always)]
+fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
+    let bit = i * BITS;
+    let word = bit / 32;
+    let shift = (bit % 32) as u32;
+    // The mantissa bit the code's lowest bit lands on.
+    let top = 23 - BITS as u32;
+    let mut placed = if shift >= top {
+        w[word] >> (shift - top)
+    } else {
+        w[word] << (top - shift)
+    };
+    if shift + BITS as u32 > 32 {
+        // The code's high bits start the next word.
+        placed |= w[word + 1] << (top + 32 - shift);
+    }
+    let mask = ((1u32 << BITS as u32) - 1) << top;
+    f32::from_bits((placed & mask) | 0x3f80_0000)
+}
+
+/// `(scale·levels, bias − scale·levels)` of scale index `e`, `levels = 2^bits`: what `Σ f·x`
+/// and `Σ x` are multiplied by (see the module docs).
+#[inline(always)]
+fn scale_pair(
+    p: &QLinearParams,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    e: usize,
+    levels: f32,
+) -> (f32, f32) {
+    let s = scale_value(scales, p.scale_dtype, e) * levels;
+    (s, scale_value(biases, p.scale_dtype, e) - s)
+}
+
+/// Value `e` of a packed scale or bias buffer, widened to f32.
+#[inline(always)]
+fn scale_value(words: Src<u32>, code: u32, e: usize) -> f32 {
+    if code == SCALE_F32 {
+        return f32::from_bits(words.get(e));
+    }
+    let half = (words.get(e / 2) >> ((e % 2) as u32 * 16)) & 0xffff;
+    if code == SCALE_F16 {
+        F16(half as u16).widen()
+    } else {
+        Bf16(half as u16).widen()
+    }
+}

@@ -1,0 +1,40 @@
+//! `qlinear` at 3 bits per code: the body and every contract are in
+//! [`qlinear`](super::qlinear).
+
+use super::qlinear::{bind, launch, qlinear, QLinearParams};
+use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+
+/// Descriptor of `qlinear_3bit`.
+pub struct QLinear3Bit;
+
+impl KernelDef for QLinear3Bit {
+    type Params = QLinearParams;
+    const NAME: &'static str = "qlinear_3bit";
+
+    /// Buffers: `x [M, K]`, `w_q [N, K·3/32]`, `scales` and `biases` (packed words of
+    /// `N·K/group_size` values), `bias [N]` (or anything of one element or more when
+    /// `has_bias` is 0), `y [M, N]`.
+    fn bind(p: &mut QLinearParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
+        bind(p, shapes, 3)
+    }
+
+    fn launch(p: &QLinearParams) -> Launch {
+        launch(p)
+    }
+}
+
+/// The body at 3 bits.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn qlinear_3bit<T: Element, B: Block>(
+    b: &B,
+    p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    bias: Src<T>,
+    y: Dst<T>,
+) {
+    qlinear(b, p, x, w_q, scales, biases, bias, y, [0u32; 3]);
+}
