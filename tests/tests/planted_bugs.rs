@@ -194,10 +194,17 @@ fn a_fold_from_16_fails_as_out_of_wave_on_the_cpu_and_at_waves_4_and_8() {
         match error_on(f, &dev, block) {
             DeviceError::LaneOutOfWave {
                 kernel: "fold_from_16",
-                source_lane: 16,
+                lane,
+                source_lane,
+                wave,
                 at,
                 ..
-            } => assert!(at.contains(&f.planted_site()), "{at}"),
+            } => {
+                // Whichever lane reaches the shuffle first reports: lane ^ 16, outside the wave.
+                assert_eq!(source_lane, lane ^ 16);
+                assert!(source_lane >= wave, "{source_lane} in a wave of {wave}");
+                assert!(at.contains(&f.planted_site()), "{at}");
+            }
             e => panic!("{}: expected LaneOutOfWave, got {e}", dev.name()),
         }
     }
