@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod check;
 mod parity;
 mod ports;
 mod run;
@@ -34,6 +35,9 @@ enum Cmd {
     Run(run::Args),
     /// Bandwidth of every kernel × dtype × bench shape against the device's copy bandwidth.
     Bench(bench::Args),
+    /// A kernel author's check: WGSL for every dtype × variant validated by naga, then parity
+    /// on the cpu and on the sim at waves 4, 8, 32, 64 and several block sizes.
+    Check(check::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +54,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Parity(a) => parity::main(a),
         Cmd::Run(a) => run::main(a),
         Cmd::Bench(a) => bench::main(a),
+        Cmd::Check(a) => check::main(a),
     }
 }

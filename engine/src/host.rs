@@ -2,8 +2,9 @@
 //! and the host data the reference chains read and write.
 
 use crate::DeviceError;
-use kiln_math::View;
-use std::time::Duration;
+use kiln_math::{SourceSite, View};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// How the SIMT emulator runs a launch.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,20 +16,109 @@ pub struct SimConfig {
     pub block: Option<u32>,
     /// How long a thread waits at a barrier or collective before the emulator calls it divergent.
     pub timeout: Duration,
+    /// How long a block may run with no thread passing a barrier or returning before the
+    /// watchdog stops it as hung (`KernelFault`); [`watchdog_limit`] by default.
+    pub watchdog: Duration,
 }
 
 impl SimConfig {
     /// The wave widths the emulator runs (kiln-math's [`WAVES`](kiln_math::WAVES)).
     pub const WAVES: &'static [u32] = kiln_math::WAVES;
 
-    /// Wave `wave`, the kernel's preferred block size, a 10 s barrier timeout.
+    /// Wave `wave`, the kernel's preferred block size, a 10 s barrier timeout, the watchdog
+    /// of [`watchdog_limit`].
     pub fn new(wave: u32) -> SimConfig {
         SimConfig {
             wave,
             block: None,
             timeout: Duration::from_secs(10),
+            watchdog: watchdog_limit(),
         }
     }
+
+    /// The block the emulator runs a kernel with preferred block `preferred` at (unless
+    /// `block` overrides it): clamped to `[wave, 256]` and rounded up to a multiple of the wave.
+    pub fn preferred_block(&self, preferred: u32) -> u32 {
+        let w = self.wave;
+        preferred.clamp(w, 256.max(w)).div_ceil(w) * w
+    }
+}
+
+/// Seconds a host launch (cpu or sim) may make no progress before its watchdog stops it:
+/// `KILN_WATCHDOG_S` (a positive number of seconds), else 5.
+pub fn watchdog_limit() -> Duration {
+    std::env::var("KILN_WATCHDOG_S")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(5), Duration::from_secs_f64)
+}
+
+/// A launch's watchdog: the time of its last progress (a block finished, a barrier passed);
+/// the body's Block calls and probed view accesses ask it whether the launch is hung. The check
+/// runs inside the body and unwinds it, so the launch returns only once no thread touches the
+/// caller's buffers any more (abandoning a hung thread instead would leave it writing memory
+/// the caller frees).
+pub(crate) struct Watchdog {
+    started: Instant,
+    limit: Duration,
+    last_progress_ns: AtomicU64,
+}
+
+/// Block calls and view accesses between two looks at the clock (each look costs a clock read).
+const TICKS_PER_LOOK: u32 = 1024;
+
+thread_local! {
+    static TICKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl Watchdog {
+    pub(crate) fn new(limit: Duration) -> Watchdog {
+        Watchdog {
+            started: Instant::now(),
+            limit,
+            last_progress_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Something finished: the launch is not hung.
+    pub(crate) fn progress(&self) {
+        let now = self.started.elapsed().as_nanos() as u64;
+        self.last_progress_ns.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// The fault to stop the body with, when the launch made no progress for the limit; looks
+    /// at the clock once every `TICKS_PER_LOOK` calls on this thread.
+    pub(crate) fn check(&self, at: SourceSite) -> Option<String> {
+        let n = TICKS.get().wrapping_add(1);
+        TICKS.set(n);
+        if !n.is_multiple_of(TICKS_PER_LOOK) {
+            return None;
+        }
+        let now = self.started.elapsed().as_nanos() as u64;
+        let idle = now.saturating_sub(self.last_progress_ns.load(Ordering::Relaxed));
+        (Duration::from_nanos(idle) > self.limit).then(|| self.fault(at))
+    }
+
+    /// `KernelFault`'s detail for a hung body last seen at `at`.
+    pub(crate) fn fault(&self, at: SourceSite) -> String {
+        format!(
+            "no progress after {} s (a loop that never ends? the body was at {}:{}:{}; KILN_WATCHDOG_S sets the limit)",
+            self.limit.as_secs_f64(),
+            at.file(),
+            at.line(),
+            at.column()
+        )
+    }
+}
+
+/// Unwinding payload of a host body stopped with a typed error (an out-of-wave shuffle, the
+/// watchdog): the launcher returns the error instead of a panic message.
+pub(crate) struct HostStop(pub DeviceError);
+
+/// Stops the running host body with `e` (no panic hook runs: `resume_unwind`).
+pub(crate) fn stop(e: DeviceError) -> ! {
+    std::panic::resume_unwind(Box::new(HostStop(e)))
 }
 
 /// A host launch: raw buffers, bound params and geometry.

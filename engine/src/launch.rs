@@ -306,9 +306,9 @@ fn launch_views(
         (DeviceKind::Cpu | DeviceKind::Sim(_), PortLaunch::Host(f)) => {
             let (block, sim) = match dev.kind() {
                 DeviceKind::Sim(cfg) => {
-                    let b = cfg.block.unwrap_or_else(|| {
-                        geometry.block.clamp(wave, 256.max(wave)).div_ceil(wave) * wave
-                    });
+                    let b = cfg
+                        .block
+                        .unwrap_or_else(|| cfg.preferred_block(geometry.block));
                     (b, Some(cfg))
                 }
                 _ => (1, None),

@@ -114,7 +114,7 @@ pub use cudarc::driver as cuda_api;
 pub(crate) use device::DeviceKind;
 pub use device::{Device, MemorySpace};
 pub use error::{DeviceError, DeviceState, PortError};
-pub use host::SimConfig;
+pub use host::{watchdog_limit, SimConfig};
 pub use kiln_math::{self as math, DType, KernelId};
 pub use launch::{launch, Arg, FallbackReason, Mode, Path, Ran};
 pub use port::{Port, Slot};

@@ -5,7 +5,7 @@ use crate::catalog::entry;
 use crate::host::HostData;
 use crate::launch::{args_in_list_order, default_params, launch, set_param, Mode};
 use crate::rng::{derive_seed, Rng};
-use crate::{Backend, Device, PortError, SimConfig, Tensor};
+use crate::{Backend, Device, DeviceKind, PortError, SimConfig, Tensor};
 use kiln_math::{Access, DType, Element, KernelId};
 
 /// Elements of guard on each side of every written buffer.
@@ -29,6 +29,9 @@ pub struct Outcome {
     pub backend: Backend,
     /// The device's wave width.
     pub wave: u32,
+    /// Threads per block the host backends ran it with (1 on the cpu, the emulator's block on
+    /// the sim); `None` on a GPU, whose launcher picks the block.
+    pub block: Option<u32>,
     /// The case's label.
     pub case: String,
     /// The seed the inputs were drawn with (rerun with it to reproduce).
@@ -198,6 +201,7 @@ pub fn run_case(dev: &Device, kernel: KernelId, dtype: DType, case: &Case, seed:
         dtype,
         backend: dev.backend(),
         wave: dev.wave(),
+        block: None,
         case: case.label.clone(),
         seed,
         nrms: 0.0,
@@ -206,6 +210,13 @@ pub fn run_case(dev: &Device, kernel: KernelId, dtype: DType, case: &Case, seed:
         tol_nmax: 0.0,
         pass: false,
         failures: Vec::new(),
+    };
+    o.block = match dev.kind() {
+        DeviceKind::Cpu => Some(1),
+        DeviceKind::Sim(cfg) => cfg
+            .block
+            .or_else(|| preferred_block(kernel, case).map(|b| cfg.preferred_block(b))),
+        DeviceKind::Gpu(_) => None,
     };
     match check_case(dev, kernel, dtype, case, seed, &mut o) {
         Ok(()) => o.pass = o.failures.is_empty(),
@@ -428,30 +439,117 @@ pub fn devices_for(backends: &[Backend]) -> (Vec<Device>, Vec<(Backend, String)>
     (devs, skipped)
 }
 
-/// Runs every case of every kernel × dtype on every device.
+/// Which blocks the sim runs each case at (a sim device with a fixed `block` runs only that).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimBlocks {
+    /// One of [`sim_blocks`] per case, rotating with the case, dtype and wave, so a matrix run
+    /// covers every block size at the cost of one run per case.
+    Rotate,
+    /// Every one of [`sim_blocks`] for every case (`kiln check`).
+    Every,
+}
+
+/// The blocks the sim runs a kernel whose launch prefers `preferred` threads at: the emulator's
+/// preferred block, one wave and three waves. A kernel is correct for any block that is a
+/// multiple of the wave (the only blocks any backend launches), and three waves is a multiple
+/// of neither 32 below wave 32 nor of 64 or 128 above it, so a body that assumed its launch's
+/// block (`thread() % 32`, `size() / 32`) fails at one of them.
+pub fn sim_blocks(cfg: &SimConfig, preferred: u32) -> Vec<u32> {
+    let mut blocks = vec![cfg.preferred_block(preferred), cfg.wave, 3 * cfg.wave];
+    blocks.sort_unstable();
+    blocks.dedup();
+    blocks
+}
+
+/// The kernel's preferred block for a case's shapes (`None` when the case does not bind: the
+/// run reports why).
+fn preferred_block(kernel: KernelId, case: &Case) -> Option<u32> {
+    let mut words = default_params(kernel);
+    for (name, value) in &case.params {
+        set_param(kernel, &mut words, name, value).ok()?;
+    }
+    let shapes: Vec<&[usize]> = case.shapes.iter().map(Vec::as_slice).collect();
+    (entry(kernel).bind)(&mut words, &shapes)
+        .ok()
+        .map(|l| l.block)
+}
+
+/// The devices one case runs on for `dev`: itself, or for a sim without a fixed block, the sim
+/// at the blocks `plan` picks (`turn` rotates [`SimBlocks::Rotate`]).
+fn case_devices(
+    dev: &Device,
+    kernel: KernelId,
+    case: &Case,
+    plan: SimBlocks,
+    turn: usize,
+) -> Vec<Device> {
+    let DeviceKind::Sim(cfg) = dev.kind() else {
+        return vec![dev.clone()];
+    };
+    if cfg.block.is_some() {
+        return vec![dev.clone()];
+    }
+    let Some(preferred) = preferred_block(kernel, case) else {
+        return vec![dev.clone()];
+    };
+    let blocks = sim_blocks(cfg, preferred);
+    let chosen = match plan {
+        SimBlocks::Rotate => vec![blocks[turn % blocks.len()]],
+        SimBlocks::Every => blocks,
+    };
+    chosen
+        .into_iter()
+        .map(|b| {
+            Device::sim_with(SimConfig {
+                block: Some(b),
+                ..cfg.clone()
+            })
+            .expect("a multiple of the wave within the emulator's limit")
+        })
+        .collect()
+}
+
+/// Runs every case of every kernel × dtype on every device, the sim at the blocks of
+/// [`SimBlocks::Rotate`].
+pub fn run_matrix(devs: &[Device], kernels: &[KernelId], base: u64) -> Vec<Outcome> {
+    run_matrix_with(devs, kernels, base, SimBlocks::Rotate)
+}
+
+/// Runs every case of every kernel × dtype on every device, the sim at the blocks `plan` says.
 /// A kernel × dtype whose port a device's backend declares absent (or holds back) is skipped,
 /// with the reason on stderr: the port tables, not the harness, say where a port exists.
-pub fn run_matrix(devs: &[Device], kernels: &[KernelId], base: u64) -> Vec<Outcome> {
+pub fn run_matrix_with(
+    devs: &[Device],
+    kernels: &[KernelId],
+    base: u64,
+    plan: SimBlocks,
+) -> Vec<Outcome> {
     let mut out = Vec::new();
     for &k in kernels {
-        for &dt in k.dtypes() {
-            for dev in devs {
+        for (d, &dt) in k.dtypes().iter().enumerate() {
+            for (w, dev) in devs.iter().enumerate() {
                 if let Err(e) = crate::ports::select_port(crate::ports::ports(k), dev, dt) {
                     if e.is_fallback() {
                         eprintln!("skipped {} {} on {}: {e}", k.name(), dt.name(), dev.name());
                         continue;
                     }
                 }
-                for case in cases(k, dt) {
-                    let label = format!(
-                        "{}/{}/{}/{}/{}",
-                        k.name(),
-                        dt.name(),
-                        dev.backend(),
-                        dev.wave(),
-                        case.label
-                    );
-                    out.push(run_case(dev, k, dt, &case, derive_seed(base, &label)));
+                for (c, case) in cases(k, dt).iter().enumerate() {
+                    for run_on in case_devices(dev, k, case, plan, c + d + w) {
+                        let block = match run_on.kind() {
+                            DeviceKind::Sim(cfg) => format!("/block {}", cfg.block.unwrap_or(0)),
+                            _ => String::new(),
+                        };
+                        let label = format!(
+                            "{}/{}/{}/{}{block}/{}",
+                            k.name(),
+                            dt.name(),
+                            run_on.backend(),
+                            run_on.wave(),
+                            case.label
+                        );
+                        out.push(run_case(&run_on, k, dt, case, derive_seed(base, &label)));
+                    }
                 }
             }
         }

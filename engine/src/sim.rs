@@ -7,14 +7,19 @@
 //! - `Race`: two threads writing one element between two barriers (or one reading what another
 //!   wrote since the last barrier), and any element touched by two blocks with one writing;
 //! - `LaneOutOfWave`: a shuffle with a lane outside the wave (a fold that assumed a wider wave);
-//! - `KernelFault`: a panic in the body (out-of-bounds view access).
+//! - `KernelFault`: a panic in the body (out-of-bounds view access), or a block where no thread
+//!   passed a barrier or returned for the watchdog's limit (a loop that never ends), stopped at
+//!   the thread's next Block call or view access.
+//!
+//! Every report names the kernel source's file, line and column (views and the lanes' Block
+//! methods track their caller).
 //!
 //! Blocks run one after another; the threads of a block run concurrently.
 
-use crate::host::{block_index, panic_message};
+use crate::host::{block_index, panic_message, Watchdog};
 use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
-use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, View};
+use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, SourceSite, View};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
@@ -48,7 +53,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-type Site = &'static Location<'static>;
+type Site = SourceSite;
+
+/// `file:line:column` of a site.
+fn place(at: Site) -> String {
+    format!("{}:{}:{}", at.file(), at.line(), at.column())
+}
 
 enum RvFail {
     Aborted,
@@ -188,8 +198,9 @@ struct BlockState {
     shared_len: usize,
     probe: NonNull<dyn Probe>,
     error: Mutex<Option<DeviceError>>,
-    /// Shared-memory byte → (thread, epoch) of its last writer.
-    shared_writes: Mutex<HashMap<usize, (u32, u32)>>,
+    /// Shared-memory byte → (thread, epoch, site) of its last writer.
+    shared_writes: Mutex<HashMap<usize, (u32, u32, Site)>>,
+    watchdog: Watchdog,
 }
 
 // SAFETY: `shared` and `probe` point into the launch's allocations, alive for the block's scope;
@@ -230,6 +241,19 @@ impl BlockState {
             detail,
         })
     }
+
+    /// Stops this lane (and the block) when the watchdog finds the block hung.
+    fn watch(&self, tid: u32, at: Site) {
+        if let Some(detail) = self.watchdog.check(at) {
+            self.fail(DeviceError::KernelFault {
+                kernel: self.kernel,
+                backend: crate::Backend::Sim,
+                block: Some(self.idx),
+                detail: format!("thread {tid}: {detail}"),
+                state: crate::DeviceState::Usable,
+            })
+        }
+    }
 }
 
 /// A lane of the emulated block.
@@ -266,49 +290,72 @@ impl<const W: u32> SimLane<'_, W> {
 
 impl<const W: u32> Block for SimLane<'_, W> {
     const WAVE: u32 = W;
+    #[track_caller]
     fn thread(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.tid
     }
+    #[track_caller]
     fn size(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.size
     }
+    #[track_caller]
     fn block_x(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.st.idx[0]
     }
+    #[track_caller]
     fn block_y(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.st.idx[1]
     }
+    #[track_caller]
     fn block_z(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.st.idx[2]
     }
+    #[track_caller]
     fn grid_x(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.grid[0]
     }
+    #[track_caller]
     fn grid_y(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.grid[1]
     }
+    #[track_caller]
     fn grid_z(&self) -> u32 {
+        self.st.watch(self.tid, Location::caller());
         self.grid[2]
     }
 
+    #[track_caller]
     fn barrier(&self) {
         let site = Location::caller();
+        self.st.watch(self.tid, site);
         match self
             .st
             .block_rv
             .arrive(self.tid, 0, self.tid, site, self.st.timeout)
         {
-            Ok(_) => LANE.with(|c| {
-                let mut ctx = c.get().expect("lane context");
-                ctx.epoch += 1;
-                c.set(Some(ctx));
-            }),
+            Ok(_) => {
+                self.st.watchdog.progress();
+                LANE.with(|c| {
+                    let mut ctx = c.get().expect("lane context");
+                    ctx.epoch += 1;
+                    c.set(Some(ctx));
+                })
+            }
             Err(f) => self.st.rv_fail(f),
         }
     }
 
+    #[track_caller]
     fn shuffle_xor(&self, v: u32, mask: u32) -> u32 {
         let site = Location::caller();
+        self.st.watch(self.tid, site);
         let lane = self.tid % W;
         let source_lane = lane ^ mask;
         if source_lane >= W {
@@ -318,7 +365,7 @@ impl<const W: u32> Block for SimLane<'_, W> {
                 lane,
                 source_lane,
                 wave: W,
-                at: format!("{}:{}:{}", site.file(), site.line(), site.column()),
+                at: place(site),
             });
         }
         let rv = &self.st.wave_rv[(self.tid / W) as usize];
@@ -328,11 +375,15 @@ impl<const W: u32> Block for SimLane<'_, W> {
         }
     }
 
+    #[track_caller]
     fn scratch(&self) -> Rw<u32> {
+        self.st.watch(self.tid, Location::caller());
         self.shared_view(0, scratch_words(self.size, W) as usize)
     }
 
+    #[track_caller]
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
+        self.st.watch(self.tid, Location::caller());
         self.shared_view(scratch_words(self.size, W) as usize * 4 + offset, len)
     }
 }
@@ -342,6 +393,7 @@ struct Writer {
     block: u64,
     tid: u32,
     epoch: u32,
+    at: Site,
 }
 
 /// The race detector over the launch's global buffers (shared memory is tracked per block).
@@ -365,30 +417,41 @@ impl SimProbe<'_> {
 
     fn who(w: Writer, ctx: &LaneCtx) -> String {
         if w.block != ctx.block {
-            format!("another block (linear index {})", w.block)
+            format!(
+                "another block (linear index {}) wrote at {}",
+                w.block,
+                place(w.at)
+            )
         } else {
-            format!("thread {} since the last barrier", w.tid)
+            format!(
+                "thread {} wrote at {} since the last barrier",
+                w.tid,
+                place(w.at)
+            )
         }
     }
 
-    fn access(&self, buf: u32, byte: usize, write: bool) {
+    fn access(&self, buf: u32, byte: usize, write: bool, at: Site) {
         let ctx = lane_ctx();
         // SAFETY: the lane context points at the block state for the lane's whole life.
         let st = unsafe { &*ctx.state };
+        st.watch(ctx.tid, at);
         let verb = if write { "wrote" } else { "read" };
         if buf == SHARED_TAG {
             let mut m = lock(&st.shared_writes);
             let prev = m.get(&byte).copied();
             if write {
-                m.insert(byte, (ctx.tid, ctx.epoch));
+                m.insert(byte, (ctx.tid, ctx.epoch, at));
             }
             drop(m);
-            if let Some((tid, epoch)) = prev {
+            if let Some((tid, epoch, their)) = prev {
                 if tid != ctx.tid && epoch == ctx.epoch {
                     st.race(format!(
-                        "thread {} {verb} {} that thread {tid} wrote since the last barrier",
+                        "thread {} {verb} {} at {} that thread {tid} wrote at {} since the last barrier",
                         ctx.tid,
-                        self.describe(buf, byte)
+                        self.describe(buf, byte),
+                        place(at),
+                        place(their)
                     ));
                 }
             }
@@ -403,15 +466,17 @@ impl SimProbe<'_> {
                     block: ctx.block,
                     tid: ctx.tid,
                     epoch: ctx.epoch,
+                    at,
                 },
             );
         }
         drop(m);
         if let Some(w) = prev.filter(|&w| Self::conflict(w, &ctx)) {
             st.race(format!(
-                "thread {} {verb} {} that {} wrote",
+                "thread {} {verb} {} at {} that {}",
                 ctx.tid,
                 self.describe(buf, byte),
+                place(at),
                 Self::who(w, &ctx)
             ));
         }
@@ -419,11 +484,16 @@ impl SimProbe<'_> {
 }
 
 impl Probe for SimProbe<'_> {
-    fn read(&self, buf: u32, byte: usize) {
-        self.access(buf, byte, false)
+    fn read(&self, buf: u32, byte: usize, at: Site) {
+        self.access(buf, byte, false, at)
     }
-    fn write(&self, buf: u32, byte: usize) {
-        self.access(buf, byte, true)
+    fn write(&self, buf: u32, byte: usize, at: Site) {
+        self.access(buf, byte, true, at)
+    }
+    fn tick(&self, at: Site) {
+        let ctx = lane_ctx();
+        // SAFETY: as in `access`.
+        unsafe { &*ctx.state }.watch(ctx.tid, at);
     }
 }
 
@@ -488,6 +558,7 @@ where
             probe: probe_ptr,
             error: Mutex::new(None),
             shared_writes: Mutex::new(HashMap::new()),
+            watchdog: Watchdog::new(cfg.watchdog),
         };
         let spawned = std::thread::scope(|s| -> std::io::Result<()> {
             for tid in 0..l.block {
@@ -507,7 +578,9 @@ where
                             grid: l.grid,
                             st,
                         };
-                        match catch_unwind(AssertUnwindSafe(|| f(&lane, views))) {
+                        let ran = catch_unwind(AssertUnwindSafe(|| f(&lane, views)));
+                        st.watchdog.progress();
+                        match ran {
                             Ok(()) => {
                                 let wave = &st.wave_rv[(tid / st.wave) as usize];
                                 if let Err(detail) =

@@ -23,6 +23,8 @@ mod module;
 mod prelude;
 mod sources;
 mod translate;
+#[cfg(feature = "naga")]
+mod validate;
 mod variant;
 
 pub use artifacts::{engine_artifacts, stale_artifacts, write_artifacts, ARTIFACT_DIR, TABLE_FILE};
@@ -31,6 +33,8 @@ pub use error::Error;
 pub use kernels::{kernels, KernelSpec};
 pub use module::Module;
 pub use sources::{SourceFile, Sources, KILN_MATH_SRC, LIBM_PATH};
+#[cfg(feature = "naga")]
+pub use validate::validate;
 pub use variant::{variant_for, Variant};
 
 use kiln_math::DType;

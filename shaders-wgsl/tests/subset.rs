@@ -163,3 +163,40 @@ fn unknown_libm_function_is_refused() {
     assert_eq!(e.line, BODY_LINE);
     assert!(e.construct.contains("libm::powf"), "{e}");
 }
+
+#[test]
+fn refusals_speak_rust_and_say_what_to_write_instead() {
+    let cases = [
+        (
+            "    let a = [x.get(0).to_f32(), 1.0];\n    let s: f32 = a.iter().sum();\n    out.set(0, T::from_f32(s));",
+            "method `iter` on `[f32; 2]`",
+            "index them in a loop",
+        ),
+        (
+            "    let a = [x.get(0).to_f32(), 1.0, 2.0];\n    let h = &a[..2];\n    out.set(0, T::from_f32(h[0]));",
+            "slice `a[..2]`",
+            "slices do not exist in WGSL",
+        ),
+        (
+            "    let v = x.get(0).to_f32();\n    let y = match v {\n        1.0 => 2.0,\n        _ => v,\n    };\n    out.set(0, T::from_f32(y));",
+            "`match` on the float literal `1.0`",
+            "integers and booleans only",
+        ),
+    ];
+    for (body, construct, instead) in cases {
+        let e = translate_probe(body).expect_err(construct);
+        let shown = e.to_string();
+        eprintln!("{shown}");
+        assert_eq!(
+            e.line,
+            BODY_LINE + 1 + (construct.contains("match") as usize),
+            "{shown}"
+        );
+        assert!(e.construct.contains(construct), "{shown}");
+        assert!(e.detail.contains(instead), "{shown}");
+        // Rust's names, not the translator's (`Array(F32, 2)`, `Value(..)`, `Expr(..)`).
+        for internal in ["Array(", "F32", "Expr(", "Value("] {
+            assert!(!shown.contains(internal), "{shown}");
+        }
+    }
+}

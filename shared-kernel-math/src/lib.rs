@@ -44,6 +44,6 @@ pub use kernel::{
 };
 pub use kernels::KernelId;
 pub use list::{BufferDesc, Elem, WAVES};
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-pub use view::Probe;
 pub use view::{Access, Dst, Rw, Src, View};
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub use view::{Probe, SourceSite};

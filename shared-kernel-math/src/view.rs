@@ -38,13 +38,21 @@ impl Access {
     }
 }
 
-/// Observer of view accesses (host targets only): the SIMT emulator's race detector.
+/// Where in the kernel source a view access is (host targets: views track their caller).
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub type SourceSite = &'static core::panic::Location<'static>;
+
+/// Observer of view accesses (host targets only): the SIMT emulator's race detector and the
+/// host backends' watchdog. `at` is the access's place in the kernel source.
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 pub trait Probe: Sync {
     /// `byte` is the byte offset of the accessed element from the start of buffer `buf`.
-    fn read(&self, buf: u32, byte: usize);
+    fn read(&self, buf: u32, byte: usize, at: SourceSite);
     /// A write of the element at byte offset `byte` of buffer `buf`.
-    fn write(&self, buf: u32, byte: usize);
+    fn write(&self, buf: u32, byte: usize, at: SourceSite);
+    /// A read through a read-only view: not raced, but a loop of them is still running code
+    /// (the watchdog's chance to stop a hung body).
+    fn tick(&self, _at: SourceSite) {}
 }
 
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
@@ -58,17 +66,24 @@ struct Tap {
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 impl Tap {
     #[inline(always)]
-    fn read<T>(t: &Option<Tap>, i: usize) {
+    fn read<T>(t: &Option<Tap>, i: usize, at: SourceSite) {
         if let Some(t) = t {
             // SAFETY: whoever attached the probe keeps it alive for the launch (View::with_probe).
-            unsafe { t.probe.as_ref() }.read(t.buf, t.base + i * core::mem::size_of::<T>());
+            unsafe { t.probe.as_ref() }.read(t.buf, t.base + i * core::mem::size_of::<T>(), at);
         }
     }
     #[inline(always)]
-    fn write<T>(t: &Option<Tap>, i: usize) {
+    fn write<T>(t: &Option<Tap>, i: usize, at: SourceSite) {
         if let Some(t) = t {
             // SAFETY: as above.
-            unsafe { t.probe.as_ref() }.write(t.buf, t.base + i * core::mem::size_of::<T>());
+            unsafe { t.probe.as_ref() }.write(t.buf, t.base + i * core::mem::size_of::<T>(), at);
+        }
+    }
+    #[inline(always)]
+    fn tick(t: &Option<Tap>, at: SourceSite) {
+        if let Some(t) = t {
+            // SAFETY: as above.
+            unsafe { t.probe.as_ref() }.tick(at);
         }
     }
 }
@@ -240,7 +255,6 @@ macro_rules! view {
             ptr: $ptr,
             len: usize,
             #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            #[allow(dead_code)] // read-only views are not probed
             tap: Option<Tap>,
         }
 
@@ -305,10 +319,16 @@ view!(
 impl<T: Scalar> Src<T> {
     /// Element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
             out_of_bounds(i, self.len)
         }
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Tap::tick(&self.tap, core::panic::Location::caller());
         // SAFETY: checked above; the pointer is valid for `len` elements (View::from_raw_parts).
         unsafe { *self.ptr.add(i) }
     }
@@ -323,8 +343,14 @@ impl<T: Scalar> Src<T> {
 impl<T: Scalar> Src<T> {
     /// Elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
         check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Tap::tick(&self.tap, core::panic::Location::caller());
         // SAFETY: checked above.
         unsafe { load_chunk(self.ptr.add(i)) }
     }
@@ -333,11 +359,15 @@ impl<T: Scalar> Src<T> {
 impl<T: Scalar> Dst<T> {
     /// Writes elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
         check_chunk::<T, N>(self.ptr, i, self.len);
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
-            Tap::write::<T>(&self.tap, i + j);
+            Tap::write::<T>(&self.tap, i + j, core::panic::Location::caller());
         }
         // SAFETY: checked above.
         unsafe { store_chunk(self.ptr.add(i), v) }
@@ -347,22 +377,30 @@ impl<T: Scalar> Dst<T> {
 impl<T: Scalar> Rw<T> {
     /// Elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
         check_chunk::<T, N>(self.ptr, i, self.len);
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
-            Tap::read::<T>(&self.tap, i + j);
+            Tap::read::<T>(&self.tap, i + j, core::panic::Location::caller());
         }
         // SAFETY: checked above.
         unsafe { load_chunk(self.ptr.add(i)) }
     }
     /// Writes elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
         check_chunk::<T, N>(self.ptr, i, self.len);
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
-            Tap::write::<T>(&self.tap, i + j);
+            Tap::write::<T>(&self.tap, i + j, core::panic::Location::caller());
         }
         // SAFETY: checked above.
         unsafe { store_chunk(self.ptr.add(i), v) }
@@ -372,12 +410,16 @@ impl<T: Scalar> Rw<T> {
 impl<T: Scalar> Dst<T> {
     /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {
             out_of_bounds(i, self.len)
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        Tap::write::<T>(&self.tap, i);
+        Tap::write::<T>(&self.tap, i, core::panic::Location::caller());
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) = v }
     }
@@ -392,23 +434,31 @@ impl<T: Scalar> Dst<T> {
 impl<T: Scalar> Rw<T> {
     /// Element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
             out_of_bounds(i, self.len)
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        Tap::read::<T>(&self.tap, i);
+        Tap::read::<T>(&self.tap, i, core::panic::Location::caller());
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) }
     }
     /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {
             out_of_bounds(i, self.len)
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        Tap::write::<T>(&self.tap, i);
+        Tap::write::<T>(&self.tap, i, core::panic::Location::caller());
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) = v }
     }

@@ -10,11 +10,12 @@ fn every_kernel_matches_its_reference_on_every_backend() {
     // One line per outcome (shown with --nocapture): the device runs' parity table.
     for o in &outcomes {
         eprintln!(
-            "{} {} {} wave {} [{}] nrms {:.3e} (< {:e}) nmax {:.3e} (< {:e}) {}",
+            "{} {} {} wave {} block {} [{}] nrms {:.3e} (< {:e}) nmax {:.3e} (< {:e}) {}",
             o.kernel.name(),
             o.dtype.name(),
             o.backend,
             o.wave,
+            o.block.map_or("-".to_string(), |b| b.to_string()),
             o.case,
             o.nrms,
             o.tol_nrms,
@@ -26,11 +27,12 @@ fn every_kernel_matches_its_reference_on_every_backend() {
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.pass).collect();
     for o in &failed {
         eprintln!(
-            "FAIL {} {} {} wave {} case {} seed {}: {}",
+            "FAIL {} {} {} wave {} block {} case {} seed {}: {}",
             o.kernel.name(),
             o.dtype.name(),
             o.backend,
             o.wave,
+            o.block.map_or("-".to_string(), |b| b.to_string()),
             o.case,
             o.seed,
             o.failures.join("; ")
@@ -43,4 +45,35 @@ fn every_kernel_matches_its_reference_on_every_backend() {
         failed.len(),
         outcomes.len()
     );
+}
+
+#[test]
+fn kiln_check_runs_every_case_at_every_sim_block() {
+    use kiln::parity::{run_matrix_with, sim_blocks, SimBlocks};
+    let devs = [kiln::Device::sim(8).unwrap()];
+    let k = KernelId::FusedSiluMul;
+    let outcomes = run_matrix_with(
+        &devs,
+        &[k],
+        kiln_tests::seed("sim blocks"),
+        SimBlocks::Every,
+    );
+    let mut blocks: Vec<u32> = outcomes.iter().filter_map(|o| o.block).collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    // fused_silu_mul prefers one block for every case, so the sweep is exactly sim_blocks.
+    use kiln::math::kernels::fused_silu_mul::{FusedSiluMul, SiluMulParams};
+    use kiln::math::KernelDef;
+    let preferred = FusedSiluMul::launch(&SiluMulParams::default()).block;
+    assert_eq!(blocks, sim_blocks(&kiln::SimConfig::new(8), preferred));
+    assert!(blocks.iter().any(|b| b % 32 != 0), "{blocks:?}");
+    for o in &outcomes {
+        assert!(
+            o.pass,
+            "block {:?} {}: {}",
+            o.block,
+            o.case,
+            o.failures.join("; ")
+        );
+    }
 }

@@ -101,7 +101,7 @@ fn a_fold_from_lane_16_is_wrong_at_wave_64_and_out_of_wave_at_wave_8() {
 }
 
 #[test]
-fn a_fold_from_lane_16_is_a_fault_on_the_cpu_naming_its_line() {
+fn a_fold_from_lane_16_is_out_of_wave_on_the_cpu_naming_its_line() {
     // The cpu's block is one lane: any shuffle mask is outside the wave.
     let dev = Device::cpu();
     let x: Vec<f32> = (0..256).map(|i| (i % 7) as f32).collect();
@@ -122,15 +122,14 @@ fn a_fold_from_lane_16_is_a_fault_on_the_cpu_naming_its_line() {
         out.to_vec()
     };
     match device_error(run(true).map(|_| ())) {
-        DeviceError::KernelFault {
-            detail: message, ..
-        } => {
-            assert!(
-                message.contains("sim_debugger.rs") && message.contains("mask 16"),
-                "{message}"
-            )
-        }
-        e => panic!("expected KernelFault, got {e}"),
+        DeviceError::LaneOutOfWave {
+            kernel: "wave_sums",
+            wave: 1,
+            source_lane: 16,
+            at,
+            ..
+        } => assert!(at.contains("sim_debugger.rs"), "{at}"),
+        e => panic!("expected LaneOutOfWave, got {e}"),
     }
     assert_eq!(run(false).unwrap(), x);
 }

@@ -1,6 +1,6 @@
-//! The WGSL step of `cargo xtask kernels`: translates kiln-math's kernels with kiln-shaders-wgsl
-//! and writes every module and their table to `engine/artifacts/wgsl/` (or, with `--check`,
-//! fails when the committed files differ from a fresh translation). Stable Rust and seconds, so
+//! The WGSL step of `cargo xtask kernels`: translates kiln-math's kernels with kiln-shaders-wgsl,
+//! validates every module with naga, and writes them and their table to `engine/artifacts/wgsl/`
+//! (or, with `--check`, fails when the committed files differ from a fresh translation). Stable Rust and seconds, so
 //! it runs first, and `--wgsl-only` runs it alone.
 
 use kiln_shaders_wgsl::{engine_artifacts, generate_all, Sources, ARTIFACT_DIR};
@@ -12,6 +12,10 @@ pub fn kernels(check: bool) -> Result<(), String> {
     let sources = Sources::load(&src).map_err(|e| format!("kiln-math does not parse: {e}"))?;
     // A construct outside the translatable subset: its file, line and construct.
     let modules = generate_all(&sources).map_err(|e| format!("translation failed: {e}"))?;
+    // naga's verdict here, not first at a device's pipeline creation.
+    for m in &modules {
+        kiln_shaders_wgsl::validate(m)?;
+    }
     let files = engine_artifacts(&modules);
     let dir = root.join(ARTIFACT_DIR);
     if check {
@@ -27,7 +31,7 @@ pub fn kernels(check: bool) -> Result<(), String> {
         kiln_shaders_wgsl::write_artifacts(&dir, &files)?;
     }
     println!(
-        "wgsl: {} modules {} {} in {:.1} s",
+        "wgsl: {} modules validated by naga, {} {} in {:.1} s",
         modules.len(),
         if check { "match" } else { "written to" },
         ARTIFACT_DIR,

@@ -165,18 +165,26 @@ impl<'a> Translator<'a> {
                         span,
                     );
                 }
+                let instead = match t {
+                    Ty::Array(_, n) => format!(
+                        "arrays have no methods in WGSL; index them in a loop: `let mut k = 0; while k < {n} {{ … a[k] … k += 1; }}` (or `for k in 0..{n}`)"
+                    ),
+                    _ => format!(
+                        "`{t}` has no method `{name}` in the subset; the methods it has are listed under Calls in shaders-wgsl/README.md"
+                    ),
+                };
                 Err(Error::at(
                     fcx.file,
                     span,
-                    format!("method `{name}` on {t:?}"),
-                    "not in the subset",
+                    format!("method `{name}` on `{t}`"),
+                    instead,
                 ))
             }
             v => Err(Error::at(
                 fcx.file,
                 span,
-                format!("method `{name}`"),
-                format!("on {v:?}"),
+                format!("method `{name}` on {}", v.describe()),
+                "only views, the block and scalar values have methods in the subset",
             )),
         }
     }
@@ -246,7 +254,7 @@ impl<'a> Translator<'a> {
                     return Err(Error::at(
                         fcx.file,
                         span,
-                        format!("`shared::<{t:?}>`"),
+                        format!("`shared::<{t}>`"),
                         "shared memory holds 4-byte scalars (f32, u32, i32)",
                     ));
                 }

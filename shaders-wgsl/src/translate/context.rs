@@ -56,6 +56,35 @@ pub(super) enum Value {
     Unit,
 }
 
+impl ParamType {
+    /// What the parameter takes, in Rust terms, for errors.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            ParamType::Block => "the block (`&B`)".into(),
+            ParamType::Params(n) => format!("the params (`&{n}`)"),
+            ParamType::View => "a view".into(),
+            ParamType::OptView => "an `Option<&View>`".into(),
+            ParamType::Closure => "a closure".into(),
+            ParamType::Value(t) => format!("a `{t}`"),
+        }
+    }
+}
+
+impl Value {
+    /// What the value is, in Rust terms, for errors.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            Value::Expr(_, t) => format!("a `{t}` value"),
+            Value::View(..) => "a view".into(),
+            Value::Block => "the block".into(),
+            Value::Params(_) => "the params".into(),
+            Value::NoView => "`None`".into(),
+            Value::Closure(..) => "a closure".into(),
+            Value::Unit => "`()`".into(),
+        }
+    }
+}
+
 /// What a name is bound to in the function being translated.
 #[derive(Clone, Debug)]
 pub(super) enum Local {

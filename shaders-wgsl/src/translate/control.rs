@@ -204,10 +204,24 @@ impl<'a> Translator<'a> {
                 })
             }
             syn::Pat::Lit(l) if scrut.len() == 1 => {
+                let float = || {
+                    Error::at(
+                        fcx.file,
+                        l.span(),
+                        format!("`match` on the float literal `{}`", quote::quote!(#l)),
+                        "`match` takes integers and booleans only (float equality is rarely what a kernel means): write `if x == 1.0 { … } else { … }`",
+                    )
+                };
+                if matches!(l.lit, syn::Lit::Float(_)) {
+                    return Err(float());
+                }
                 let Value::Expr(v, t) = self.literal(fcx, &l.lit)? else {
                     unreachable!()
                 };
                 fcx.unify(&t, &scrut[0].1, l.span(), "match pattern")?;
+                if matches!(fcx.norm(&t), Ty::F32 | Ty::Half(_)) {
+                    return Err(float());
+                }
                 Ok(Some(format!("({} == {v})", scrut[0].0)))
             }
             syn::Pat::Or(o) => {
@@ -390,7 +404,7 @@ impl<'a> Translator<'a> {
                             fcx.file,
                             span,
                             "return",
-                            format!("{v:?} does not match the return type"),
+                            format!("{} does not match the return type", v.describe()),
                         ))
                     }
                 }

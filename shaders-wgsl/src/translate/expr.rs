@@ -17,7 +17,7 @@ impl<'a> Translator<'a> {
                 fcx.file,
                 e.span(),
                 format!("`{}`", quote::quote!(#e)),
-                format!("expected a value, found {v:?}"),
+                format!("expected a value, found {}", v.describe()),
             )),
         }
     }
@@ -110,6 +110,13 @@ impl<'a> Translator<'a> {
             X::MethodCall(m) => self.method(fcx, m),
             X::Call(c) => self.call(fcx, c),
             X::Field(f) => self.field(fcx, f),
+            X::Index(ix) if matches!(&*ix.index, syn::Expr::Range(_)) => Err(Error::at(
+                fcx.file,
+                span,
+                // quote spaces every token (`a [.. 2]`); a slice reads as written without them.
+                format!("slice `{}`", quote::quote!(#ix).to_string().replace(' ', "")),
+                "slices do not exist in WGSL: pass the whole array (or view) with a start and a length, and index it `a[start + k]` in a loop",
+            )),
             X::Index(ix) => {
                 let (base, bt) = self.val(fcx, &ix.expr)?;
                 let (i, it) = self.val(fcx, &ix.index)?;
@@ -120,7 +127,7 @@ impl<'a> Translator<'a> {
                         fcx.file,
                         span,
                         "indexing",
-                        format!("of {t:?}: use view.get(i)"),
+                        format!("of `{t}`: use view.get(i)"),
                     )),
                 }
             }
@@ -184,7 +191,7 @@ impl<'a> Translator<'a> {
                 fcx.file,
                 span,
                 "range",
-                "ranges appear only in `for` loops",
+                "a range is only the bounds of a `for` loop (`for i in a..b`); slices (`&a[..n]`, `x[i..j]`) do not exist in WGSL: pass the whole array or view with a start and a length",
             )),
             X::Unsafe(u) => self.block_value(fcx, &u.block, span),
             X::Let(_) => Err(Error::at(
@@ -461,7 +468,7 @@ impl<'a> Translator<'a> {
                 t => Err(Error::at(
                     fcx.file,
                     span,
-                    format!("field .{} of {t:?}", idx.index),
+                    format!("field .{} of `{t}`", idx.index),
                     "unsupported",
                 )),
             },
@@ -469,7 +476,7 @@ impl<'a> Translator<'a> {
                 fcx.file,
                 span,
                 format!("field `{}`", quote::quote!(#m)),
-                format!("of {v:?}"),
+                format!("of {}", v.describe()),
             )),
         }
     }

@@ -212,7 +212,11 @@ impl<'a> Translator<'a> {
                                 caller.file,
                                 call_span,
                                 format!("argument `{pname}` of `{}`", sig.ident),
-                                format!("a {a:?} cannot be passed where {p:?} is expected"),
+                                format!(
+                                    "{} cannot be passed where {} is expected",
+                                    a.describe(),
+                                    p.describe()
+                                ),
                             ))
                         }
                     }
@@ -273,7 +277,7 @@ impl<'a> Translator<'a> {
                     file,
                     body.span(),
                     "function tail",
-                    format!("the value {v:?} does not match the return type"),
+                    format!("{} does not match the return type", v.describe()),
                 ))
             }
         }

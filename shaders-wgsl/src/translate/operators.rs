@@ -196,7 +196,7 @@ impl<'a> Translator<'a> {
                 return Err(Error::at(
                     fcx.file,
                     c.span(),
-                    format!("cast {from:?} as {to:?}"),
+                    format!("cast `{from}` as `{to}`"),
                     "unsupported conversion",
                 ))
             }

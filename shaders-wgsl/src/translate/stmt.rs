@@ -239,7 +239,7 @@ impl<'a> Translator<'a> {
                         fcx.file,
                         pt.span(),
                         "tuple pattern",
-                        format!("on {t:?}"),
+                        format!("on a `{t}` value"),
                     ));
                 };
                 if elems.len() != pt.elems.len() {

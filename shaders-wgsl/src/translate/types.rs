@@ -45,6 +45,30 @@ pub(super) fn scalar_ty(name: &str) -> Option<Ty> {
     })
 }
 
+/// The type as Rust spells it, for errors (`usize` and `u32` are one type here: `u32`).
+impl std::fmt::Display for Ty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ty::F32 => f.write_str("f32"),
+            Ty::U32 => f.write_str("u32"),
+            Ty::I32 => f.write_str("i32"),
+            Ty::U16 => f.write_str("u16"),
+            Ty::U8 => f.write_str("u8"),
+            Ty::Bool => f.write_str("bool"),
+            Ty::Unit => f.write_str("()"),
+            Ty::Half(Half::F16) => f.write_str("F16"),
+            Ty::Half(Half::Bf16) => f.write_str("Bf16"),
+            Ty::Tuple(v) => {
+                let parts: Vec<String> = v.iter().map(Ty::to_string).collect();
+                write!(f, "({})", parts.join(", "))
+            }
+            Ty::Array(t, n) => write!(f, "[{t}; {n}]"),
+            Ty::Struct(n) => f.write_str(n),
+            Ty::Var(_) => f.write_str("an untyped number"),
+        }
+    }
+}
+
 /// The type of a list dtype's elements.
 pub(super) fn dtype_ty(d: DType) -> Ty {
     match d {
@@ -221,7 +245,7 @@ impl TypeVars {
                 let int = self.vars[*x].int;
                 let t_int = matches!(t, Ty::U32 | Ty::I32 | Ty::U16 | Ty::U8);
                 if int && !t_int || !int && *t != Ty::F32 {
-                    return Err(format!("a literal cannot have type {t:?}"));
+                    return Err(format!("a literal cannot have type `{t}`"));
                 }
                 self.vars[*x].known = Some(t.clone());
                 Ok(())
@@ -233,7 +257,7 @@ impl TypeVars {
                 }
                 Ok(())
             }
-            _ => Err(format!("type mismatch: {a:?} vs {b:?}")),
+            _ => Err(format!("type mismatch: `{a}` vs `{b}`")),
         }
     }
 
