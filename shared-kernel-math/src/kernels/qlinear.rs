@@ -309,23 +309,29 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
             row1_groups: n1 * groups_per_row,
             col: u * UNIT,
         };
+        // One unit's words loaded ahead of the one being reduced: two units in flight per lane
+        // with one copy of the reduction in the code.
         let mut u = lane;
-        while u + wave < units {
-            let a = at(u);
-            let c = at(u + wave);
-            let a0 = load_words(w_q, a.row0_words, wide_w, bits);
-            let a1 = load_words(w_q, a.row1_words, wide_w, bits);
-            let c0 = load_words(w_q, c.row0_words, wide_w, bits);
-            let c1 = load_words(w_q, c.row1_words, wide_w, bits);
-            (acc0, acc1) = unit(p, x, scales, biases, a, a0, a1, wide_x, acc0, acc1);
-            (acc0, acc1) = unit(p, x, scales, biases, c, c0, c1, wide_x, acc0, acc1);
-            u += 2 * wave;
-        }
+        let mut w0 = bits;
+        let mut w1 = bits;
         if u < units {
             let a = at(u);
-            let a0 = load_words(w_q, a.row0_words, wide_w, bits);
-            let a1 = load_words(w_q, a.row1_words, wide_w, bits);
-            (acc0, acc1) = unit(p, x, scales, biases, a, a0, a1, wide_x, acc0, acc1);
+            w0 = load_words(w_q, a.row0_words, wide_w, bits);
+            w1 = load_words(w_q, a.row1_words, wide_w, bits);
+        }
+        while u < units {
+            let next = u + wave;
+            let mut n0w = w0;
+            let mut n1w = w1;
+            if next < units {
+                let c = at(next);
+                n0w = load_words(w_q, c.row0_words, wide_w, bits);
+                n1w = load_words(w_q, c.row1_words, wide_w, bits);
+            }
+            (acc0, acc1) = unit(p, x, scales, biases, at(u), w0, w1, wide_x, acc0, acc1);
+            w0 = n0w;
+            w1 = n1w;
+            u = next;
         }
         let last_m = p.m as usize - 1;
         let mut m = 0;
