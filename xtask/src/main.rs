@@ -5,6 +5,7 @@
 //!   modules first (stable Rust, seconds), then one PTX module and one code object per kernel
 //!   (nightly), with the per-entry register and local-memory table; `--wgsl-only` stops after
 //!   the WGSL.
+//! - `new-kernel <name>`: the skeleton of a new kernel in every file a kernel needs.
 //! - `device-bundle`: release `kiln` and the test binaries in `./bundle/` with a `run.sh`, for a
 //!   GPU machine that has no Rust.
 
@@ -12,6 +13,7 @@ mod artifacts;
 mod bundle;
 mod cuda;
 mod hip;
+mod new_kernel;
 mod paths;
 mod resources;
 mod wgsl;
@@ -64,9 +66,15 @@ fn main() -> ExitCode {
         Some("kernels") => {
             kernels(flag("--check"), flag("--wgsl-only")).map_err(|e| format!("kernels: {e}"))
         }
+        Some("new-kernel") => match args.get(1) {
+            Some(name) => new_kernel::new_kernel(name).map_err(|e| format!("new-kernel: {e}")),
+            None => Err("usage: cargo xtask new-kernel <name>".into()),
+        },
         Some("device-bundle") => bundle::device_bundle().map_err(|e| format!("device-bundle: {e}")),
         _ => Err(
-            "usage: cargo xtask kernels [--check] [--wgsl-only] | cargo xtask device-bundle".into(),
+            "usage: cargo xtask kernels [--check] [--wgsl-only] | cargo xtask new-kernel \
+                  <name> | cargo xtask device-bundle"
+                .into(),
         ),
     };
     match result {
