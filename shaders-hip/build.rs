@@ -5,6 +5,14 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(amdgpu_wave, values(\"32\", \"64\"))");
     println!("cargo::rustc-check-cfg=cfg(amdgpu_gfx10plus)");
     println!("cargo::rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+    // `cargo xtask kernels` builds one code object per kernel: KILN_HIP_KERNEL names it, and
+    // only its entries are compiled (`kiln_kernel_<name>`); unset, every kernel is.
+    println!("cargo::rerun-if-env-changed=KILN_HIP_KERNEL");
+    println!("cargo::rustc-check-cfg=cfg(kiln_one_kernel)");
+    if let Ok(kernel) = std::env::var("KILN_HIP_KERNEL") {
+        println!("cargo::rustc-cfg=kiln_one_kernel");
+        println!("cargo::rustc-cfg=kiln_kernel_{kernel}");
+    }
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("amdgpu") {
         return;
     }

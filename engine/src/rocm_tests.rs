@@ -5,7 +5,7 @@ use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::{Port, PortLaunch};
 use crate::ports::{ports, select_port};
 use crate::rocm::artifacts::{base_arch, kernarg_bytes};
-use crate::rocm::{kernarg_layout, ARTIFACTS};
+use crate::rocm::{kernarg_layout, Artifact, ARTIFACTS};
 use crate::Backend;
 use crate::{Device, DeviceError, PortError};
 use kiln_math::{DType, KernelId};
@@ -145,12 +145,64 @@ fn gcn_arch_names_lose_their_feature_suffixes() {
 #[test]
 fn an_entry_missing_from_the_code_objects_gives_no_port() {
     for a in ARTIFACTS {
-        let real = KernelId::ALL[0]
-            .symbol(KernelId::ALL[0].dtypes()[0])
-            .unwrap();
-        assert!(crate::rocm::has_entry(a, real), "{} lacks {real}", a.arch);
+        let kernel = KernelId::ALL[0];
+        let c = a.code_object(kernel).expect("a code object per kernel");
+        let real = kernel.symbol(kernel.dtypes()[0]).unwrap();
+        assert!(crate::rocm::has_entry(c, real), "{} lacks {real}", a.arch);
         // A prefix of a real symbol is not an entry of its own.
-        assert!(!crate::rocm::has_entry(a, &real[..real.len() - 1]));
-        assert!(!crate::rocm::has_entry(a, "no_such_kernel_f32"));
+        assert!(!crate::rocm::has_entry(c, &real[..real.len() - 1]));
+        assert!(!crate::rocm::has_entry(c, "no_such_kernel_f32"));
+        // Another kernel's code object does not hold this kernel's entries.
+        let other = a
+            .code_object(KernelId::ALL[1])
+            .expect("a code object per kernel");
+        assert!(!crate::rocm::has_entry(other, real), "{}", a.arch);
     }
+}
+
+#[test]
+fn a_code_object_without_an_entry_makes_the_kernel_absent_with_the_reason() {
+    let kernel = KernelId::ALL[0];
+    let real = kernel.symbol(kernel.dtypes()[0]).unwrap();
+    // gfx942's code object of another kernel stands in for a stale one lacking `real`.
+    let stale = |a: &Artifact| {
+        let k = if a.arch == "gfx942" {
+            KernelId::ALL[1]
+        } else {
+            kernel
+        };
+        a.code_object(k)
+    };
+    let missing = crate::rocm::missing_entries_in(kernel, ARTIFACTS, stale);
+    assert!(
+        missing.contains(&format!("the gfx942 code object has no entry {real}")),
+        "{missing:?}"
+    );
+    assert!(
+        missing.iter().all(|m| !m.contains("gfx1151")),
+        "{missing:?}"
+    );
+    let absent = |why: &str| crate::port::Slot::Absent(why.into());
+    let table = crate::ports::KernelPorts {
+        kernel,
+        cpu: absent("test"),
+        sim: absent("test"),
+        cuda: absent("test"),
+        rocm: crate::rocm::slot_from(kernel, missing),
+        wgpu: absent("test"),
+    };
+    match select_port(&table, &device(Some("gfx942"), 64), kernel.dtypes()[0]) {
+        Err(PortError::NoPort { reason, .. }) => assert!(
+            reason.contains(&format!("the gfx942 code object has no entry {real}")),
+            "{reason}"
+        ),
+        other => panic!("expected NoPort, got {other:?}"),
+    }
+    // The same kernel with every entry present has its ports.
+    let missing = crate::rocm::missing_entries_in(kernel, ARTIFACTS, |a| a.code_object(kernel));
+    assert!(missing.is_empty(), "{missing:?}");
+    assert!(matches!(
+        crate::rocm::slot_from(kernel, missing),
+        crate::port::Slot::Present(_)
+    ));
 }

@@ -14,6 +14,8 @@
     stdarch_amdgpu
 )]
 #![allow(internal_features)]
+// build.rs declares only the selected kernel's `kiln_kernel_<name>` cfg; the others are unknown.
+#![allow(unexpected_cfgs)]
 
 #[cfg(not(target_arch = "amdgpu"))]
 compile_error!("kiln-shaders-hip builds only for amdgcn-amd-amdhsa (use `cargo xtask kernels`)");
@@ -254,6 +256,7 @@ macro_rules! hip_entries {
     };
     (@entry $root:ident $name:ident $id:ident $dt:ident ( $($b:ident : $acc:ident < $e:ident >),* )) => {
         paste::paste! {
+            #[cfg(any(not(kiln_one_kernel), [<kiln_kernel_ $name>]))]
             const _: () = {
                 use $crate::{params_from_chunks, Choose, HipBlock, ParamBits, Pick, PARAM_CHUNKS, WAVE};
                 use kiln_math::{Block, View};

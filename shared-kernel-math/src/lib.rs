@@ -25,6 +25,7 @@ mod half_types;
 mod kernel;
 pub mod kernels;
 mod list;
+pub mod local_memory;
 pub mod random;
 pub mod sampling;
 mod view;

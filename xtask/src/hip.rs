@@ -1,11 +1,13 @@
-//! The amdgcn step: builds `shaders-hip` once per target cpu with nightly rustc and writes the
-//! code objects the engine embeds to `engine/artifacts/hip/<arch>/kiln.hsaco` (or, with `--check`,
-//! fails when a committed one differs from a fresh build).
+//! The amdgcn step: builds `shaders-hip` once per kernel and target cpu with nightly rustc, for
+//! the code objects the engine embeds, `engine/artifacts/hip/<arch>/<kernel>.hsaco`.
 //!
 //! Code object version: V5 (`--amdhsa-code-object-version=5`), not LLVM 22's default V6. Every
 //! ROCm runtime since 5.x loads V5, so it loads wherever gfx942 or gfx1151 runs at all; V6 only
 //! adds generic targets, which kiln does not use, and older runtimes reject it.
 
+use crate::artifacts::{entry_symbols, Generated};
+use crate::resources::{code_object_resources, EntryResources};
+use kiln_math::KernelId;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,40 +16,93 @@ pub const ARCHES: &[(&str, u32)] = &[("gfx1151", 32), ("gfx942", 64)];
 
 pub const CODE_OBJECT_VERSION: u32 = 5;
 
-pub fn kernels(check: bool) -> Result<(), String> {
+/// Where the code objects are committed, relative to the repository root.
+pub const OUT_DIR: &str = "engine/artifacts/hip";
+
+/// One code object per kernel and arch, `<arch>/<kernel>.hsaco` (built with only that kernel's
+/// entries, so adding a kernel adds files and rewrites none), each with `<kernel>.txt` beside
+/// it: its symbols and AMDGPU metadata as llvm-nm and llvm-readobj print them, the reviewable
+/// side of a binary; and the table the engine embeds them by.
+pub fn build() -> Result<(Vec<Generated>, Vec<EntryResources>), String> {
     let root = workspace_root();
-    let mut stale = Vec::new();
-    for &(arch, wave) in ARCHES {
-        let built = build(&root, arch)?;
-        let dest = root
-            .join("engine/artifacts/hip")
-            .join(arch)
-            .join("kiln.hsaco");
-        let fresh = std::fs::read(&built).map_err(|e| format!("{}: {e}", built.display()))?;
-        if check {
-            match std::fs::read(&dest) {
-                Ok(old) if old == fresh => {}
-                _ => stale.push(dest.display().to_string()),
+    let started = std::time::Instant::now();
+    let tools = crate::cuda::llvm_tools()?;
+    let scratch = crate::paths::TempDir::new("kiln-hip")?;
+    let mut files = Vec::new();
+    let mut resources = Vec::new();
+    for &(arch, _) in ARCHES {
+        for &kernel in KernelId::ALL {
+            let name = kernel.name();
+            let built = build_kernel(&root, arch, name)?;
+            let bytes = std::fs::read(&built).map_err(|e| format!("{}: {e}", built.display()))?;
+            // Listed under its committed name, so the listing's `File:` line is stable.
+            let copy = scratch.path().join(format!("{name}.hsaco"));
+            std::fs::write(&copy, &bytes).map_err(|e| format!("{}: {e}", copy.display()))?;
+            let symbols = crate::cuda::run_capture(
+                Command::new(tools.join("llvm-nm"))
+                    .current_dir(scratch.path())
+                    .args(["--defined-only", "-S"])
+                    .arg(copy.file_name().expect("a file name")),
+            )?;
+            let notes = crate::cuda::run_capture(
+                Command::new(tools.join("llvm-readobj"))
+                    .current_dir(scratch.path())
+                    .arg("--notes")
+                    .arg(copy.file_name().expect("a file name")),
+            )?;
+            for s in entry_symbols(kernel) {
+                for want in [format!(" T {s}"), format!(" R {s}.kd")] {
+                    if !symbols.lines().any(|l| l.ends_with(&want)) {
+                        return Err(format!(
+                            "{arch}: the code object of {name} has no `{}`",
+                            want.trim()
+                        ));
+                    }
+                }
             }
-        } else {
-            std::fs::create_dir_all(dest.parent().expect("has a parent"))
-                .map_err(|e| format!("{}: {e}", dest.display()))?;
-            std::fs::write(&dest, &fresh).map_err(|e| format!("{}: {e}", dest.display()))?;
+            resources.extend(code_object_resources(kernel, arch, &notes));
+            let dir = Path::new(OUT_DIR).join(arch);
+            files.push(Generated {
+                path: dir.join(format!("{name}.hsaco")),
+                bytes,
+                kernel: Some(name),
+            });
+            files.push(Generated {
+                path: dir.join(format!("{name}.txt")),
+                bytes: format!(
+                    "# llvm-nm --defined-only -S\n{symbols}\n# llvm-readobj --notes\n{notes}"
+                )
+                .into_bytes(),
+                kernel: Some(name),
+            });
         }
-        println!(
-            "hip: {arch} (wave{wave}, code object V{CODE_OBJECT_VERSION}) {} bytes -> {}",
-            fresh.len(),
-            dest.strip_prefix(&root).unwrap_or(&dest).display()
-        );
     }
-    if stale.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "stale code objects (run `cargo xtask kernels`): {}",
-            stale.join(", ")
-        ))
+    let mut table = String::from(
+        "// Generated by `cargo xtask kernels` (shaders-hip, one code object per kernel and arch): \
+         do not edit.\n// engine/src/rocm/artifacts.rs includes it.\n&[\n",
+    );
+    for &kernel in KernelId::ALL {
+        for &(arch, _) in ARCHES {
+            let name = kernel.name();
+            table.push_str(&format!(
+                "    CodeObject {{ kernel: {name:?}, arch: {arch:?}, bytes: &Aligned(*include_bytes!(\
+                 \"{arch}/{name}.hsaco\")).0 }},\n"
+            ));
+        }
     }
+    table.push_str("]\n");
+    files.push(Generated {
+        path: Path::new(OUT_DIR).join("modules.rs"),
+        bytes: table.into_bytes(),
+        kernel: None,
+    });
+    println!(
+        "hip: {} kernels × {} arches (code object V{CODE_OBJECT_VERSION}) built in {:.1} s",
+        KernelId::ALL.len(),
+        ARCHES.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok((files, resources))
 }
 
 fn workspace_root() -> PathBuf {
@@ -62,28 +117,33 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The nightly build of `shaders-hip` for one target cpu; returns the code object's path.
-fn build(root: &Path, arch: &str) -> Result<PathBuf, String> {
+/// The nightly build of `shaders-hip` for one target cpu with only `kernel`'s entries; returns
+/// the code object's path.
+fn build_kernel(root: &Path, arch: &str, kernel: &str) -> Result<PathBuf, String> {
     let target_root = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    // One target dir per cpu: the rustflags differ, so core is rebuilt per cpu anyway.
+    // One target dir per cpu: the rustflags differ, so core is rebuilt per cpu anyway; the
+    // kernels share it (KILN_HIP_KERNEL reruns only the crate's build script and the crate).
     let target_dir = target_root.join(format!("hip-{arch}"));
     let flags = [
         format!("-Ctarget-cpu={arch}"),
         format!("-Cllvm-args=--amdhsa-code-object-version={CODE_OBJECT_VERSION}"),
     ]
     .join("\x1f");
-    let status = nightly_cargo(&root.join("shaders-hip"))
+    let out = nightly_cargo(&root.join("shaders-hip"))
         .args(["build", "--release", "--locked"])
         .env("CARGO_TARGET_DIR", &target_dir)
         .env("CARGO_ENCODED_RUSTFLAGS", flags)
-        .status()
+        .env("KILN_HIP_KERNEL", kernel)
+        .output()
         .map_err(|e| format!("cannot run cargo +nightly: {e}"))?;
-    if !status.success() {
+    if !out.status.success() {
         return Err(format!(
-            "the {arch} build failed ({status}); it needs `rustup toolchain install nightly \
-             --component rust-src`"
+            "the {arch} build of {kernel} failed ({}); it needs `rustup toolchain install nightly \
+             --component rust-src`:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
         ));
     }
     Ok(target_dir.join("amdgcn-amd-amdhsa/release/kiln_shaders_hip.elf"))

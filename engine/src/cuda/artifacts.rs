@@ -1,4 +1,5 @@
-//! The PTX `cargo xtask kernels` builds from `shaders-cuda`, embedded, and the port slot it gives.
+//! The PTX `cargo xtask kernels` builds from `shaders-cuda` — one module per kernel and target
+//! cpu — embedded, and the port slot it gives.
 
 use crate::port::{Port, PortLaunch, Slot};
 use crate::Backend;
@@ -7,73 +8,96 @@ use kiln_math::KernelId;
 /// Warp width the PTX is built for (`kiln_shaders_cuda::WARP`).
 pub(crate) const PTX_WARP: u32 = 32;
 
-/// One embedded PTX module: the compute capability it targets and its NUL-terminated text.
-pub(crate) struct Ptx {
-    pub name: &'static str,
-    /// Lowest compute capability (major, minor) that runs it.
-    pub min_cc: (i32, i32),
+/// One embedded PTX module: one kernel's entries for one target cpu, NUL-terminated.
+pub(crate) struct PtxModule {
+    pub kernel: &'static str,
+    /// `sm_80`, `sm_90`.
+    pub target: &'static str,
     pub text: &'static str,
 }
 
-/// Newest first: a device takes the first module its compute capability reaches.
-pub(crate) static PTX: &[Ptx] = &[
-    Ptx {
-        name: "kiln_sm90.ptx",
-        min_cc: (9, 0),
-        text: concat!(include_str!("../../artifacts/cuda/kiln_sm90.ptx"), "\0"),
-    },
-    Ptx {
-        name: "kiln_sm80.ptx",
-        min_cc: (8, 0),
-        text: concat!(include_str!("../../artifacts/cuda/kiln_sm80.ptx"), "\0"),
-    },
-];
+/// Every embedded module (the table xtask writes beside them).
+pub(crate) static PTX_MODULES: &[PtxModule] = include!("../../artifacts/cuda/modules.rs");
 
-/// Loads this PTX file instead of the embedded module (A/B runs of kernel variants built from
-/// the same kernel list: the entries, params and shared-memory sizes must match this build's).
+/// The target cpus built, newest first, with the lowest compute capability that runs each: a
+/// device takes the first its compute capability reaches.
+pub(crate) const PTX_TARGETS: &[(&str, (i32, i32))] = &[("sm_90", (9, 0)), ("sm_80", (8, 0))];
+
+/// Loads this PTX file instead of the embedded module of the kernel whose entries it defines
+/// (A/B runs of a kernel variant built from the same kernel list: the entries, params and
+/// shared-memory sizes must match this build's).
 pub(crate) const PTX_OVERRIDE_ENV: &str = "KILN_CUDA_PTX";
 
-/// A PTX module read from `path` (kept for the process, as the embedded ones are).
-pub(crate) fn ptx_from_file(path: &std::ffi::OsStr) -> Result<&'static Ptx, String> {
+/// A PTX module read from `path`, NUL-terminated (kept for the process, as the embedded ones
+/// are).
+pub(crate) fn ptx_from_file(path: &std::ffi::OsStr) -> Result<&'static str, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{PTX_OVERRIDE_ENV}={}: {e}", path.to_string_lossy()))?;
-    let name: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
-    let text: &'static str = Box::leak(format!("{text}\0").into_boxed_str());
-    Ok(Box::leak(Box::new(Ptx {
-        name,
-        min_cc: (0, 0),
-        text,
-    })))
+    Ok(Box::leak(format!("{text}\0").into_boxed_str()))
 }
 
-fn has_entry(ptx: &Ptx, symbol: &str) -> bool {
-    ptx.text.contains(&format!(".visible .entry {symbol}("))
-}
-
-/// The cuda ports of `kernel`: one per dtype whose entry every embedded PTX module has.
-pub(crate) fn slot(kernel: KernelId) -> Slot {
-    let ports: Vec<Port> = kernel
-        .dtypes()
+/// The embedded module of `kernel` for `target`.
+pub(crate) fn module(kernel: KernelId, target: &str) -> Option<&'static PtxModule> {
+    PTX_MODULES
         .iter()
-        .filter_map(|&dtype| {
-            let symbol = kernel.symbol(dtype)?;
-            PTX.iter().all(|p| has_entry(p, symbol)).then_some(Port {
-                kernel,
-                dtype,
-                backend: Backend::Cuda,
-                wave: Some(PTX_WARP),
-                // One PTX module per compute capability; the device picks its own at open.
-                target: None,
-                artifact: Some(format!("PTX sm_80 + sm_90 (warp {PTX_WARP})")),
-                launch: PortLaunch::Artifact { symbol },
-            })
-        })
-        .collect();
-    if ports.is_empty() {
-        Slot::Absent(
-            "the embedded PTX has no entry for this kernel (run `cargo xtask kernels`)".into(),
-        )
-    } else {
-        Slot::Present(ports)
+        .find(|m| m.kernel == kernel.name() && m.target == target)
+}
+
+/// Whether the PTX text defines the entry `symbol`.
+pub(crate) fn has_entry(text: &str, symbol: &str) -> bool {
+    text.contains(&format!(".visible .entry {symbol}("))
+}
+
+/// What the embedded PTX lacks of `kernel`: one line per target × entry missing.
+fn missing_entries(kernel: KernelId) -> Vec<String> {
+    let mut missing = Vec::new();
+    for &(target, _) in PTX_TARGETS {
+        let Some(m) = module(kernel, target) else {
+            missing.push(format!(
+                "the {target} PTX has no module for {}",
+                kernel.name()
+            ));
+            continue;
+        };
+        for &dtype in kernel.dtypes() {
+            if let Some(symbol) = kernel.symbol(dtype).filter(|s| !has_entry(m.text, s)) {
+                missing.push(format!("the {target} PTX module has no entry {symbol}"));
+            }
+        }
     }
+    missing
+}
+
+/// The cuda ports of `kernel`, one per dtype, when every target's module has every entry; else
+/// absent with what is missing (the modules are built together from the list, so a missing
+/// entry means they are stale).
+pub(crate) fn slot(kernel: KernelId) -> Slot {
+    let missing = missing_entries(kernel);
+    if !missing.is_empty() {
+        return Slot::Absent(format!(
+            "{} (run `cargo xtask kernels`)",
+            missing.join("; ")
+        ));
+    }
+    let targets: Vec<&str> = PTX_TARGETS.iter().rev().map(|(t, _)| *t).collect();
+    Slot::Present(
+        kernel
+            .dtypes()
+            .iter()
+            .filter_map(|&dtype| {
+                Some(Port {
+                    kernel,
+                    dtype,
+                    backend: Backend::Cuda,
+                    wave: Some(PTX_WARP),
+                    // One module per compute capability; the device picks its own at open.
+                    target: None,
+                    artifact: Some(format!("PTX {} (warp {PTX_WARP})", targets.join(" + "))),
+                    launch: PortLaunch::Artifact {
+                        symbol: kernel.symbol(dtype)?,
+                    },
+                })
+            })
+            .collect(),
+    )
 }

@@ -1,5 +1,5 @@
-//! What every kiln device on one CUDA context shares: the loaded PTX module, its resolved
-//! functions, the device's limits, and whether a kernel fault has lost the context.
+//! What every kiln device on one CUDA context shares: the loaded PTX modules (one per kernel),
+//! their resolved functions, the device's limits, and whether a kernel fault has lost the context.
 
 use super::artifacts;
 use crate::{Backend, DeviceError};
@@ -41,10 +41,16 @@ pub(super) fn is_sticky(e: &DriverError) -> bool {
     )
 }
 
-/// A context with kiln's module loaded into it.
+/// One kernel's module loaded into a context, with its text to find its entries by.
+struct KernelModule {
+    handle: sys::CUmodule,
+    text: &'static str,
+}
+
+/// A context with kiln's modules loaded into it.
 pub(crate) struct Loaded {
     pub(super) ctx: Arc<CudaContext>,
-    module: sys::CUmodule,
+    modules: Vec<KernelModule>,
     pub(super) name: String,
     pub(super) warp: u32,
     pub(super) max_block: u32,
@@ -61,8 +67,9 @@ pub(crate) struct Loaded {
 unsafe impl Send for Loaded {}
 unsafe impl Sync for Loaded {}
 
-/// The context `ctx` with kiln's module: loaded once per context for the process (a PTX JIT
-/// costs tens of milliseconds), shared by every device opened on it.
+/// The context `ctx` with kiln's modules: every kernel's module of the device's target, loaded
+/// once per context for the process (a PTX JIT costs tens of milliseconds; loading them all at
+/// open keeps module loads out of a later graph capture), shared by every device opened on it.
 pub(crate) fn loaded(ctx: &Arc<CudaContext>) -> Result<Arc<Loaded>, String> {
     static LOADED: Mutex<Vec<Arc<Loaded>>> = Mutex::new(Vec::new());
     let mut all = LOADED.lock().unwrap_or_else(|p| p.into_inner());
@@ -92,30 +99,66 @@ impl Loaded {
         let l2_bytes = attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
         let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
         let dev_name = ctx.name().map_err(e("cuDeviceGetName"))?;
-        let ptx = artifacts::PTX
+        let (target, _) = artifacts::PTX_TARGETS
             .iter()
-            .find(|p| cc >= p.min_cc)
+            .find(|(_, min_cc)| cc >= *min_cc)
             .ok_or_else(|| {
                 format!(
                     "{dev_name} has compute capability {}.{}; the embedded PTX needs 8.0 or newer",
                     cc.0, cc.1
                 )
             })?;
-        let ptx = match std::env::var_os(artifacts::PTX_OVERRIDE_ENV) {
-            Some(path) => artifacts::ptx_from_file(&path)?,
-            None => ptx,
+        let replacement = match std::env::var_os(artifacts::PTX_OVERRIDE_ENV) {
+            Some(path) => Some(artifacts::ptx_from_file(&path)?),
+            None => None,
         };
-        // SAFETY: the image is NUL-terminated PTX text that lives for the process; the context
-        // is bound (above).
-        let module = unsafe { result::module::load_data(ptx.text.as_ptr() as *const c_void) }
-            .map_err(|err| format!("cuModuleLoadData({}): {}", ptx.name, error_name(&err)))?;
+        let mut modules = Vec::new();
+        let mut replaced = false;
+        for &kernel in kiln_math::KernelId::ALL {
+            let Some(embedded) = artifacts::module(kernel, target) else {
+                continue;
+            };
+            // The replacement stands in for the module of the kernel whose entries it defines.
+            let text = match replacement {
+                Some(r)
+                    if kernel
+                        .dtypes()
+                        .iter()
+                        .filter_map(|&d| kernel.symbol(d))
+                        .all(|s| artifacts::has_entry(r, s)) =>
+                {
+                    replaced = true;
+                    r
+                }
+                _ => embedded.text,
+            };
+            // SAFETY: the image is NUL-terminated PTX text that lives for the process; the
+            // context is bound (above).
+            let handle = unsafe { result::module::load_data(text.as_ptr() as *const c_void) }
+                .map_err(|err| {
+                    format!(
+                        "cuModuleLoadData({target}/{}.ptx): {}",
+                        kernel.name(),
+                        error_name(&err)
+                    )
+                })?;
+            modules.push(KernelModule { handle, text });
+        }
+        if replacement.is_some() && !replaced {
+            return Err(format!(
+                "{}: defines the entries of no kernel in the list",
+                artifacts::PTX_OVERRIDE_ENV
+            ));
+        }
         Ok(Loaded {
             name: format!(
-                "{dev_name} (sm_{}{}, {}, warp {warp})",
-                cc.0, cc.1, ptx.name
+                "{dev_name} (sm_{}{}, PTX {target}{}, warp {warp})",
+                cc.0,
+                cc.1,
+                if replaced { " + replacement" } else { "" }
             ),
             ctx,
-            module,
+            modules,
             warp,
             max_block,
             max_shared,
@@ -152,9 +195,16 @@ impl Loaded {
         if let Some(&f) = fns.get(symbol) {
             return Ok(f as sys::CUfunction);
         }
+        let module = self
+            .modules
+            .iter()
+            .find(|m| artifacts::has_entry(m.text, symbol))
+            .ok_or_else(|| {
+                DeviceError::Other(format!("cuda: no loaded PTX module defines {symbol}"))
+            })?;
         let name = CString::new(symbol).expect("entry symbols have no NUL");
         // SAFETY: the module is loaded for the process.
-        let f = unsafe { result::module::get_function(self.module, name) }
+        let f = unsafe { result::module::get_function(module.handle, name) }
             .map_err(|e| other(&format!("cuModuleGetFunction({symbol})"), e))?;
         fns.insert(symbol.to_string(), f as usize);
         Ok(f)

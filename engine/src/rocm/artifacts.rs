@@ -3,7 +3,7 @@
 
 use kiln_math::KernelId;
 
-/// One code object kiln embeds.
+/// One arch kiln embeds code objects for.
 #[derive(Debug)]
 pub struct Artifact {
     /// The target cpu it was built for (`gfx1151`, …).
@@ -12,34 +12,61 @@ pub struct Artifact {
     pub wave: u32,
     /// The amdhsa code object version (see xtask/src/hip.rs for why V5).
     pub code_object_version: u32,
+}
+
+impl Artifact {
+    /// The code object of `kernel` for this arch, if one is embedded.
+    pub fn code_object(&self, kernel: KernelId) -> Option<&'static CodeObject> {
+        CODE_OBJECTS
+            .iter()
+            .find(|c| c.arch == self.arch && c.kernel == kernel.name())
+    }
+
+    /// Every code object embedded for this arch.
+    pub fn code_objects(&self) -> impl Iterator<Item = &'static CodeObject> + '_ {
+        CODE_OBJECTS.iter().filter(move |c| c.arch == self.arch)
+    }
+}
+
+/// One embedded code object: the entries of one kernel (every dtype) for one arch.
+#[derive(Debug)]
+pub struct CodeObject {
+    /// The kernel whose entries it holds.
+    pub kernel: &'static str,
+    /// The arch it was built for.
+    pub arch: &'static str,
     /// The ELF bytes, 8-byte aligned.
     pub bytes: &'static [u8],
 }
 
-/// Code object bytes at ELF alignment, so they can be parsed in place.
-#[repr(C, align(8))]
-struct Aligned<B>(B);
-
-macro_rules! code_object {
-    ($path:literal) => {{
-        static BYTES: Aligned<[u8; include_bytes!($path).len()]> = Aligned(*include_bytes!($path));
-        &BYTES.0
-    }};
+/// Whether a code object defines the entry `symbol` and its kernel descriptor `<symbol>.kd`:
+/// its string table holds both names NUL-delimited.
+pub(crate) fn has_entry(c: &CodeObject, symbol: &str) -> bool {
+    let has = |name: &str| {
+        let name = [&[0u8][..], name.as_bytes(), &[0u8][..]].concat();
+        c.bytes.windows(name.len()).any(|w| w == name)
+    };
+    has(symbol) && has(&format!("{symbol}.kd"))
 }
 
-/// Every embedded code object.
+/// Code object bytes at ELF alignment, so they can be parsed in place.
+#[repr(C, align(8))]
+struct Aligned<B: ?Sized>(B);
+
+/// Every embedded code object (the table xtask writes beside them), kernel by kernel.
+pub static CODE_OBJECTS: &[CodeObject] = include!("../../artifacts/hip/modules.rs");
+
+/// Every arch kiln embeds code objects for.
 pub static ARTIFACTS: &[Artifact] = &[
     Artifact {
         arch: "gfx1151",
         wave: 32,
         code_object_version: 5,
-        bytes: code_object!("../../artifacts/hip/gfx1151/kiln.hsaco"),
     },
     Artifact {
         arch: "gfx942",
         wave: 64,
         code_object_version: 5,
-        bytes: code_object!("../../artifacts/hip/gfx942/kiln.hsaco"),
     },
 ];
 

@@ -1,7 +1,9 @@
-//! A HIP device: enumeration, the code object for its arch (loaded once per process), memory,
-//! launches and event timing.
+//! A HIP device: enumeration, the code objects for its arch (one per kernel, all loaded on first
+//! use, once per process), memory, launches and event timing.
 
-use super::artifacts::{base_arch, kernarg_bytes, Artifact, ARTIFACTS};
+use super::artifacts::{
+    base_arch, has_entry, kernarg_bytes, Artifact, CodeObject, ARTIFACTS, CODE_OBJECTS,
+};
 use super::hip::{self, Hip, HipDevicePtr, HipEvent, HipFunction, HipModule, HipStream};
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::{Port, PortLaunch};
@@ -21,9 +23,9 @@ pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
         .map(|d| d as Arc<dyn GpuDevice>)
 }
 
-/// A loaded code object and the functions looked up in it so far.
-struct Module {
-    handle: HipModule,
+/// The arch's code objects, loaded, and the functions looked up in them so far.
+struct Modules {
+    handles: Vec<(&'static CodeObject, HipModule)>,
     functions: Mutex<HashMap<String, usize>>,
 }
 
@@ -35,7 +37,7 @@ pub struct RocmDevice {
     arch: String,
     wave: u32,
     max_block: u32,
-    module: OnceLock<Result<Module, String>>,
+    modules: OnceLock<Result<Modules, String>>,
     /// The stream launches are enqueued on (null: the default stream).
     stream: HipStream,
     /// The last kernel enqueued: a fault seen by a later synchronisation is reported for it.
@@ -131,7 +133,7 @@ impl RocmDevice {
             arch,
             wave,
             max_block: max_block.max(wave),
-            module: OnceLock::new(),
+            modules: OnceLock::new(),
             stream,
             last_kernel: Mutex::new("(none)"),
             fault: Mutex::new(None),
@@ -191,28 +193,32 @@ impl RocmDevice {
         ARTIFACTS.iter().find(|a| a.arch == self.arch)
     }
 
-    /// The code object for this device's arch, loaded on first use.
-    fn module(&self) -> Result<&Module, String> {
-        self.module
+    /// The code objects for this device's arch, loaded on first use.
+    fn modules(&self) -> Result<&Modules, String> {
+        self.modules
             .get_or_init(|| {
                 let a = self
                     .artifact()
                     .ok_or_else(|| format!("no code object for {} in this build", self.arch))?;
-                let mut handle: HipModule = std::ptr::null_mut();
+                let mut handles = Vec::new();
                 // SAFETY: the code object bytes live for the whole process.
                 unsafe {
                     self.hip
                         .check("hipSetDevice", (self.hip.hipSetDevice)(self.ordinal))?;
-                    self.hip.check(
-                        "hipModuleLoadData",
-                        (self.hip.hipModuleLoadData)(
-                            &mut handle,
-                            a.bytes.as_ptr() as *const c_void,
-                        ),
-                    )?;
+                    for c in a.code_objects() {
+                        let mut handle: HipModule = std::ptr::null_mut();
+                        self.hip.check(
+                            &format!("hipModuleLoadData({}/{}.hsaco)", c.arch, c.kernel),
+                            (self.hip.hipModuleLoadData)(
+                                &mut handle,
+                                c.bytes.as_ptr() as *const c_void,
+                            ),
+                        )?;
+                        handles.push((c, handle));
+                    }
                 }
-                Ok(Module {
-                    handle,
+                Ok(Modules {
+                    handles,
                     functions: Mutex::new(HashMap::new()),
                 })
             })
@@ -221,17 +227,22 @@ impl RocmDevice {
     }
 
     fn function(&self, symbol: &str) -> Result<HipFunction, String> {
-        let m = self.module()?;
+        let m = self.modules()?;
         let mut cache = m.functions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&f) = cache.get(symbol) {
             return Ok(f as HipFunction);
         }
+        let &(_, handle) = m
+            .handles
+            .iter()
+            .find(|(c, _)| has_entry(c, symbol))
+            .ok_or_else(|| format!("no {} code object defines {symbol}", self.arch))?;
         let c = CString::new(symbol).map_err(|e| e.to_string())?;
         let mut f: HipFunction = std::ptr::null_mut();
         // SAFETY: a loaded module and a NUL-terminated name.
         self.hip
             .check(&format!("hipModuleGetFunction({symbol})"), unsafe {
-                (self.hip.hipModuleGetFunction)(&mut f, m.handle, c.as_ptr())
+                (self.hip.hipModuleGetFunction)(&mut f, handle, c.as_ptr())
             })?;
         cache.insert(symbol.to_string(), f as usize);
         Ok(f)
@@ -255,9 +266,12 @@ fn device_arch(hip: &Hip, ordinal: c_int) -> Result<String, String> {
         }
     }
     for a in ARTIFACTS {
+        let Some(c) = CODE_OBJECTS.iter().find(|c| c.arch == a.arch) else {
+            continue;
+        };
         let mut m: HipModule = std::ptr::null_mut();
         // SAFETY: static code object bytes; the probe module is kept (one per process at most).
-        if unsafe { (hip.hipModuleLoadData)(&mut m, a.bytes.as_ptr() as *const c_void) }
+        if unsafe { (hip.hipModuleLoadData)(&mut m, c.bytes.as_ptr() as *const c_void) }
             == hip::HIP_SUCCESS
         {
             return Ok(a.arch.to_string());

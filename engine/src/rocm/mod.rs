@@ -1,5 +1,5 @@
-//! The `rocm` backend: the code objects `shaders-hip` builds (one per target cpu, committed under
-//! `engine/artifacts/hip/<arch>/`), loaded through the HIP runtime when one is present.
+//! The `rocm` backend: the code objects `shaders-hip` builds (one per kernel and target cpu,
+//! committed under `engine/artifacts/hip/<arch>/`), loaded through the HIP runtime when one is present.
 //!
 //! The device's arch picks the code object; a device whose wavefront width differs from the
 //! artifact's is refused with `WaveMismatch` by `select_port`. Launches pass the kernarg bytes as
@@ -10,12 +10,13 @@ pub(crate) mod artifacts;
 mod device;
 pub mod hip;
 
-pub use artifacts::{kernarg_layout, Artifact, KernargLayout, ARTIFACTS};
+pub use artifacts::{kernarg_layout, Artifact, CodeObject, KernargLayout, ARTIFACTS, CODE_OBJECTS};
 
 use crate::port::{Port, PortLaunch, Slot};
 use crate::Backend;
 use kiln_math::KernelId;
 
+pub(crate) use artifacts::has_entry;
 pub(crate) use device::open;
 
 /// One line saying what a port runs.
@@ -26,41 +27,68 @@ fn describe(a: &Artifact) -> String {
     )
 }
 
-/// Whether a code object defines `symbol`: its string table holds the name NUL-delimited.
-pub(crate) fn has_entry(a: &Artifact, symbol: &str) -> bool {
-    let name = [&[0u8][..], symbol.as_bytes(), &[0u8][..]].concat();
-    a.bytes.windows(name.len()).any(|w| w == name)
+/// What the code objects `code_object` gives per arch lack of `kernel`: one line per arch ×
+/// entry missing (the embedded ones: `Artifact::code_object`; tests pass stale stand-ins).
+pub(crate) fn missing_entries_in(
+    kernel: KernelId,
+    arches: &[Artifact],
+    code_object: impl Fn(&Artifact) -> Option<&'static CodeObject>,
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    for a in arches {
+        let Some(c) = code_object(a) else {
+            missing.push(format!("no {} code object holds {}", a.arch, kernel.name()));
+            continue;
+        };
+        for &dtype in kernel.dtypes() {
+            if let Some(symbol) = kernel.symbol(dtype).filter(|s| !has_entry(c, s)) {
+                missing.push(format!("the {} code object has no entry {symbol}", a.arch));
+            }
+        }
+    }
+    missing
 }
 
-/// The rocm ports of one kernel: every embedded code object × every dtype whose entry that code
-/// object defines (a stale or partial build is `NoPort` with the reason, never a failed load).
+/// The rocm ports of one kernel: every embedded arch × every dtype, when each arch's code object
+/// defines every entry; else absent with what is missing (the code objects are built together
+/// from the list, so a missing entry means they are stale: `NoPort` with the reason, never a
+/// failed load).
 pub(crate) fn slot(kernel: KernelId) -> Slot {
     if ARTIFACTS.is_empty() {
         return Slot::Absent("no code objects embedded".into());
+    }
+    slot_from(
+        kernel,
+        missing_entries_in(kernel, ARTIFACTS, |a| a.code_object(kernel)),
+    )
+}
+
+/// The slot of `kernel` given what its code objects lack.
+pub(crate) fn slot_from(kernel: KernelId, missing: Vec<String>) -> Slot {
+    if !missing.is_empty() {
+        return Slot::Absent(format!(
+            "{} (run `cargo xtask kernels`)",
+            missing.join("; ")
+        ));
     }
     let ports: Vec<Port> = ARTIFACTS
         .iter()
         .flat_map(|a| {
             kernel.dtypes().iter().filter_map(move |&dtype| {
-                let symbol = kernel.symbol(dtype)?;
-                has_entry(a, symbol).then(|| Port {
+                Some(Port {
                     kernel,
                     dtype,
                     backend: Backend::Rocm,
                     wave: Some(a.wave),
                     target: Some(a.arch),
                     artifact: Some(describe(a)),
-                    launch: PortLaunch::Artifact { symbol },
+                    launch: PortLaunch::Artifact {
+                        symbol: kernel.symbol(dtype)?,
+                    },
                 })
             })
         })
         .collect();
-    if ports.is_empty() {
-        return Slot::Absent(
-            "the embedded code objects have no entry for this kernel (run `cargo xtask kernels`)"
-                .into(),
-        );
-    }
     Slot::Present(ports)
 }
 

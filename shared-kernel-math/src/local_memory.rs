@@ -1,0 +1,68 @@
+//! Which kernels may use per-thread local memory on a GPU, how much, and why: every other entry
+//! of the kernel list must keep its state in registers (a PTX `.local` depot or an amdgcn private
+//! segment is a stack in slow memory, and usually means a loop stayed rolled over an array).
+//! `cargo xtask kernels` refuses an artifact outside these bounds and reports every entry's
+//! registers and local bytes; tests/tests/device_checks.rs checks the committed artifacts.
+
+use crate::KernelId;
+
+/// One kernel's declared use of local memory, per thread, in every entry (every dtype).
+#[derive(Clone, Copy, Debug)]
+pub struct LocalMemory {
+    /// The kernel.
+    pub kernel: KernelId,
+    /// Most bytes of `.local` declared by a PTX entry and the functions it calls.
+    pub ptx_bytes: u32,
+    /// Most bytes of `.private_segment_fixed_size` of a code object's entry (any arch).
+    pub scratch_bytes: u32,
+    /// Why the body needs it (a review reads this next to the bytes).
+    pub reason: &'static str,
+}
+
+/// libm's `expf`/`expm1f` raise the IEEE underflow/overflow flags with a volatile store and load
+/// of one f32 (`force_eval!`) on their saturating branches: one stack word, touched only there.
+const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store and load of one \
+    f32 on the underflow/overflow branches only (GPUs have no FP flags to raise)";
+
+/// The kernels allowed local memory; a kernel not named here must use none.
+pub const LOCAL_MEMORY: &[LocalMemory] = &[
+    LocalMemory {
+        kernel: KernelId::FusedXielu,
+        ptx_bytes: 8,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::FusedSiluMul,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::FusedRopeQkAppend,
+        ptx_bytes: 1124,
+        scratch_bytes: 568,
+        reason: "libm's sinf/cosf: the large-argument reduction (rem_pio2_large, |x| beyond \
+                 2^28·π/2) keeps its digit arrays on the stack; rope angles (position × \
+                 frequency ≤ 1) stay far below it, so the path never runs",
+    },
+    LocalMemory {
+        kernel: KernelId::PagedAttentionDecode,
+        ptx_bytes: 0,
+        scratch_bytes: 132,
+        reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch; the \
+                 PTX and gfx1151 keep everything in registers",
+    },
+    LocalMemory {
+        kernel: KernelId::PagedAttentionDecodeV2Partial,
+        ptx_bytes: 0,
+        scratch_bytes: 136,
+        reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch, as \
+                 for paged_attention_decode",
+    },
+];
+
+/// The declared local memory of `kernel`, if it has any.
+pub fn local_memory(kernel: KernelId) -> Option<&'static LocalMemory> {
+    LOCAL_MEMORY.iter().find(|l| l.kernel == kernel)
+}
