@@ -24,6 +24,13 @@ pub struct LocalMemory {
 const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store and load of one \
     f32 on the underflow/overflow branches only (GPUs have no FP flags to raise)";
 
+/// The qlinear kernels: the PTX holds only libm's flag word; the code objects spill.
+const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option (act 1), one f32 \
+    on the underflow/overflow branches only. Code objects: VGPR spills of the 8-row instance (two \
+    rows of W x 8 rows of x of accumulators and span sums, the next unit's words prefetched) under \
+    the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of a 1024-thread launch bound; to be \
+    removed (issue 15: no scratch on gfx1151/gfx942)";
+
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
@@ -59,6 +66,42 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         scratch_bytes: 136,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch, as \
                  for paged_attention_decode",
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear2Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1292,
+        reason: QLINEAR_SPILLS,
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear3Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1356,
+        reason: QLINEAR_SPILLS,
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear4Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1340,
+        reason: QLINEAR_SPILLS,
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear5Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1420,
+        reason: QLINEAR_SPILLS,
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear6Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1420,
+        reason: QLINEAR_SPILLS,
+    },
+    LocalMemory {
+        kernel: KernelId::QLinear8Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 1484,
+        reason: QLINEAR_SPILLS,
     },
 ];
 

@@ -480,53 +480,53 @@ fn k_row_groups_29(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 1> = zero_m;
         var acc1_18: array<f32, 1> = zero_m;
         var u_19: u32 = lane_6;
-        while ((u_19 + wave_7) < units_8) {
-            let u_20: u32 = u_19;
-            let cl_21: S_At = S_At(((n0_14 * words_per_row_9) + (u_20 * 3u)), ((n1_16 * words_per_row_9) + (u_20 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_20 * K_UNIT));
-            let a_22: S_At = cl_21;
-            let u_23: u32 = (u_19 + wave_7);
-            let cl_24: S_At = S_At(((n0_14 * words_per_row_9) + (u_23 * 3u)), ((n1_16 * words_per_row_9) + (u_23 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_23 * K_UNIT));
-            let c_25: S_At = cl_24;
-            var a0_26: array<u32, 3> = k_load_words_3(w_q_v, a_22.row0_words, wide_w_11, bits_m);
-            var a1_27: array<u32, 3> = k_load_words_3(w_q_v, a_22.row1_words, wide_w_11, bits_m);
-            var c0_28: array<u32, 3> = k_load_words_3(w_q_v, c_25.row0_words, wide_w_11, bits_m);
-            var c1_29: array<u32, 3> = k_load_words_3(w_q_v, c_25.row1_words, wide_w_11, bits_m);
-            let da_30: kiln_tuple_a1f32_a1f32 = k_unit_16(x_v, scales_v, biases_v, a_22, a0_26, a1_27, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_30.f0;
-            acc1_18 = da_30.f1;
-            let da_31: kiln_tuple_a1f32_a1f32 = k_unit_16(x_v, scales_v, biases_v, c_25, c0_28, c1_29, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_31.f0;
-            acc1_18 = da_31.f1;
-            u_19 = (u_19 + (2u * wave_7));
-        }
+        var w0_20: array<u32, 3> = bits_m;
+        var w1_21: array<u32, 3> = bits_m;
         if (u_19 < units_8) {
-            let u_32: u32 = u_19;
-            let cl_33: S_At = S_At(((n0_14 * words_per_row_9) + (u_32 * 3u)), ((n1_16 * words_per_row_9) + (u_32 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_32 * K_UNIT));
-            let a_34: S_At = cl_33;
-            var a0_35: array<u32, 3> = k_load_words_3(w_q_v, a_34.row0_words, wide_w_11, bits_m);
-            var a1_36: array<u32, 3> = k_load_words_3(w_q_v, a_34.row1_words, wide_w_11, bits_m);
-            let da_37: kiln_tuple_a1f32_a1f32 = k_unit_16(x_v, scales_v, biases_v, a_34, a0_35, a1_36, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_37.f0;
-            acc1_18 = da_37.f1;
+            let u_22: u32 = u_19;
+            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 3u)), ((n1_16 * words_per_row_9) + (u_22 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+            let a_24: S_At = cl_23;
+            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
         }
-        let last_m_38: u32 = (kiln_meta[0u] - 1u);
-        var m_39: u32 = 0u;
-        while (m_39 < 1u) {
-            let t0_40: f32 = k_wave_sum_17(acc0_17[m_39]);
-            let t1_41: f32 = k_wave_sum_17(acc1_18[m_39]);
-            if ((lane_6 == 0u) && (m_39 <= last_m_38)) {
-                let y0_42: f32 = k_from_f32_19((t0_40 + k_bias_of_18(bias_v, n0_14)));
+        while (u_19 < units_8) {
+            let next_25: u32 = (u_19 + wave_7);
+            var n0w_26: array<u32, 3> = w0_20;
+            var n1w_27: array<u32, 3> = w1_21;
+            if (next_25 < units_8) {
+                let u_28: u32 = next_25;
+                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 3u)), ((n1_16 * words_per_row_9) + (u_28 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                let c_30: S_At = cl_29;
+                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+            }
+            let u_31: u32 = u_19;
+            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 3u)), ((n1_16 * words_per_row_9) + (u_31 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+            let da_33: kiln_tuple_a1f32_a1f32 = k_unit_16(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+            acc0_17 = da_33.f0;
+            acc1_18 = da_33.f1;
+            w0_20 = n0w_26;
+            w1_21 = n1w_27;
+            u_19 = next_25;
+        }
+        let last_m_34: u32 = (kiln_meta[0u] - 1u);
+        var m_35: u32 = 0u;
+        while (m_35 < 1u) {
+            let t0_36: f32 = k_wave_sum_17(acc0_17[m_35]);
+            let t1_37: f32 = k_wave_sum_17(acc1_18[m_35]);
+            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
+                let y0_38: f32 = k_from_f32_19((t0_36 + k_bias_of_18(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_43: f32 = k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_39 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_42, y1_43));
+                    let y1_39: f32 = k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_38, y1_39));
                 } else {
-                    kiln_set_b5(y_v, ((m_39 * n_out_2) + n0_14), y0_42);
+                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_39 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_39 = (m_39 + 1u);
+            m_35 = (m_35 + 1u);
         }
         pair_13 = (pair_13 + k_waves_28());
     }
@@ -640,53 +640,53 @@ fn k_row_groups_32(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 2> = zero_m;
         var acc1_18: array<f32, 2> = zero_m;
         var u_19: u32 = lane_6;
-        while ((u_19 + wave_7) < units_8) {
-            let u_20: u32 = u_19;
-            let cl_21: S_At = S_At(((n0_14 * words_per_row_9) + (u_20 * 3u)), ((n1_16 * words_per_row_9) + (u_20 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_20 * K_UNIT));
-            let a_22: S_At = cl_21;
-            let u_23: u32 = (u_19 + wave_7);
-            let cl_24: S_At = S_At(((n0_14 * words_per_row_9) + (u_23 * 3u)), ((n1_16 * words_per_row_9) + (u_23 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_23 * K_UNIT));
-            let c_25: S_At = cl_24;
-            var a0_26: array<u32, 3> = k_load_words_3(w_q_v, a_22.row0_words, wide_w_11, bits_m);
-            var a1_27: array<u32, 3> = k_load_words_3(w_q_v, a_22.row1_words, wide_w_11, bits_m);
-            var c0_28: array<u32, 3> = k_load_words_3(w_q_v, c_25.row0_words, wide_w_11, bits_m);
-            var c1_29: array<u32, 3> = k_load_words_3(w_q_v, c_25.row1_words, wide_w_11, bits_m);
-            let da_30: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, a_22, a0_26, a1_27, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_30.f0;
-            acc1_18 = da_30.f1;
-            let da_31: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, c_25, c0_28, c1_29, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_31.f0;
-            acc1_18 = da_31.f1;
-            u_19 = (u_19 + (2u * wave_7));
-        }
+        var w0_20: array<u32, 3> = bits_m;
+        var w1_21: array<u32, 3> = bits_m;
         if (u_19 < units_8) {
-            let u_32: u32 = u_19;
-            let cl_33: S_At = S_At(((n0_14 * words_per_row_9) + (u_32 * 3u)), ((n1_16 * words_per_row_9) + (u_32 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_32 * K_UNIT));
-            let a_34: S_At = cl_33;
-            var a0_35: array<u32, 3> = k_load_words_3(w_q_v, a_34.row0_words, wide_w_11, bits_m);
-            var a1_36: array<u32, 3> = k_load_words_3(w_q_v, a_34.row1_words, wide_w_11, bits_m);
-            let da_37: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, a_34, a0_35, a1_36, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_37.f0;
-            acc1_18 = da_37.f1;
+            let u_22: u32 = u_19;
+            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 3u)), ((n1_16 * words_per_row_9) + (u_22 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+            let a_24: S_At = cl_23;
+            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
         }
-        let last_m_38: u32 = (kiln_meta[0u] - 1u);
-        var m_39: u32 = 0u;
-        while (m_39 < 2u) {
-            let t0_40: f32 = k_wave_sum_17(acc0_17[m_39]);
-            let t1_41: f32 = k_wave_sum_17(acc1_18[m_39]);
-            if ((lane_6 == 0u) && (m_39 <= last_m_38)) {
-                let y0_42: f32 = k_from_f32_19((t0_40 + k_bias_of_18(bias_v, n0_14)));
+        while (u_19 < units_8) {
+            let next_25: u32 = (u_19 + wave_7);
+            var n0w_26: array<u32, 3> = w0_20;
+            var n1w_27: array<u32, 3> = w1_21;
+            if (next_25 < units_8) {
+                let u_28: u32 = next_25;
+                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 3u)), ((n1_16 * words_per_row_9) + (u_28 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                let c_30: S_At = cl_29;
+                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+            }
+            let u_31: u32 = u_19;
+            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 3u)), ((n1_16 * words_per_row_9) + (u_31 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+            let da_33: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+            acc0_17 = da_33.f0;
+            acc1_18 = da_33.f1;
+            w0_20 = n0w_26;
+            w1_21 = n1w_27;
+            u_19 = next_25;
+        }
+        let last_m_34: u32 = (kiln_meta[0u] - 1u);
+        var m_35: u32 = 0u;
+        while (m_35 < 2u) {
+            let t0_36: f32 = k_wave_sum_17(acc0_17[m_35]);
+            let t1_37: f32 = k_wave_sum_17(acc1_18[m_35]);
+            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
+                let y0_38: f32 = k_from_f32_19((t0_36 + k_bias_of_18(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_43: f32 = k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_39 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_42, y1_43));
+                    let y1_39: f32 = k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_38, y1_39));
                 } else {
-                    kiln_set_b5(y_v, ((m_39 * n_out_2) + n0_14), y0_42);
+                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_39 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_39 = (m_39 + 1u);
+            m_35 = (m_35 + 1u);
         }
         pair_13 = (pair_13 + k_waves_28());
     }
@@ -800,53 +800,53 @@ fn k_row_groups_35(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 4> = zero_m;
         var acc1_18: array<f32, 4> = zero_m;
         var u_19: u32 = lane_6;
-        while ((u_19 + wave_7) < units_8) {
-            let u_20: u32 = u_19;
-            let cl_21: S_At = S_At(((n0_14 * words_per_row_9) + (u_20 * 3u)), ((n1_16 * words_per_row_9) + (u_20 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_20 * K_UNIT));
-            let a_22: S_At = cl_21;
-            let u_23: u32 = (u_19 + wave_7);
-            let cl_24: S_At = S_At(((n0_14 * words_per_row_9) + (u_23 * 3u)), ((n1_16 * words_per_row_9) + (u_23 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_23 * K_UNIT));
-            let c_25: S_At = cl_24;
-            var a0_26: array<u32, 3> = k_load_words_3(w_q_v, a_22.row0_words, wide_w_11, bits_m);
-            var a1_27: array<u32, 3> = k_load_words_3(w_q_v, a_22.row1_words, wide_w_11, bits_m);
-            var c0_28: array<u32, 3> = k_load_words_3(w_q_v, c_25.row0_words, wide_w_11, bits_m);
-            var c1_29: array<u32, 3> = k_load_words_3(w_q_v, c_25.row1_words, wide_w_11, bits_m);
-            let da_30: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, a_22, a0_26, a1_27, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_30.f0;
-            acc1_18 = da_30.f1;
-            let da_31: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, c_25, c0_28, c1_29, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_31.f0;
-            acc1_18 = da_31.f1;
-            u_19 = (u_19 + (2u * wave_7));
-        }
+        var w0_20: array<u32, 3> = bits_m;
+        var w1_21: array<u32, 3> = bits_m;
         if (u_19 < units_8) {
-            let u_32: u32 = u_19;
-            let cl_33: S_At = S_At(((n0_14 * words_per_row_9) + (u_32 * 3u)), ((n1_16 * words_per_row_9) + (u_32 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_32 * K_UNIT));
-            let a_34: S_At = cl_33;
-            var a0_35: array<u32, 3> = k_load_words_3(w_q_v, a_34.row0_words, wide_w_11, bits_m);
-            var a1_36: array<u32, 3> = k_load_words_3(w_q_v, a_34.row1_words, wide_w_11, bits_m);
-            let da_37: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, a_34, a0_35, a1_36, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_37.f0;
-            acc1_18 = da_37.f1;
+            let u_22: u32 = u_19;
+            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 3u)), ((n1_16 * words_per_row_9) + (u_22 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+            let a_24: S_At = cl_23;
+            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
         }
-        let last_m_38: u32 = (kiln_meta[0u] - 1u);
-        var m_39: u32 = 0u;
-        while (m_39 < 4u) {
-            let t0_40: f32 = k_wave_sum_17(acc0_17[m_39]);
-            let t1_41: f32 = k_wave_sum_17(acc1_18[m_39]);
-            if ((lane_6 == 0u) && (m_39 <= last_m_38)) {
-                let y0_42: f32 = k_from_f32_19((t0_40 + k_bias_of_18(bias_v, n0_14)));
+        while (u_19 < units_8) {
+            let next_25: u32 = (u_19 + wave_7);
+            var n0w_26: array<u32, 3> = w0_20;
+            var n1w_27: array<u32, 3> = w1_21;
+            if (next_25 < units_8) {
+                let u_28: u32 = next_25;
+                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 3u)), ((n1_16 * words_per_row_9) + (u_28 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                let c_30: S_At = cl_29;
+                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+            }
+            let u_31: u32 = u_19;
+            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 3u)), ((n1_16 * words_per_row_9) + (u_31 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+            let da_33: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+            acc0_17 = da_33.f0;
+            acc1_18 = da_33.f1;
+            w0_20 = n0w_26;
+            w1_21 = n1w_27;
+            u_19 = next_25;
+        }
+        let last_m_34: u32 = (kiln_meta[0u] - 1u);
+        var m_35: u32 = 0u;
+        while (m_35 < 4u) {
+            let t0_36: f32 = k_wave_sum_17(acc0_17[m_35]);
+            let t1_37: f32 = k_wave_sum_17(acc1_18[m_35]);
+            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
+                let y0_38: f32 = k_from_f32_19((t0_36 + k_bias_of_18(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_43: f32 = k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_39 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_42, y1_43));
+                    let y1_39: f32 = k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_38, y1_39));
                 } else {
-                    kiln_set_b5(y_v, ((m_39 * n_out_2) + n0_14), y0_42);
+                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_39 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_39 = (m_39 + 1u);
+            m_35 = (m_35 + 1u);
         }
         pair_13 = (pair_13 + k_waves_28());
     }
@@ -960,53 +960,53 @@ fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 8> = zero_m;
         var acc1_18: array<f32, 8> = zero_m;
         var u_19: u32 = lane_6;
-        while ((u_19 + wave_7) < units_8) {
-            let u_20: u32 = u_19;
-            let cl_21: S_At = S_At(((n0_14 * words_per_row_9) + (u_20 * 3u)), ((n1_16 * words_per_row_9) + (u_20 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_20 * K_UNIT));
-            let a_22: S_At = cl_21;
-            let u_23: u32 = (u_19 + wave_7);
-            let cl_24: S_At = S_At(((n0_14 * words_per_row_9) + (u_23 * 3u)), ((n1_16 * words_per_row_9) + (u_23 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_23 * K_UNIT));
-            let c_25: S_At = cl_24;
-            var a0_26: array<u32, 3> = k_load_words_3(w_q_v, a_22.row0_words, wide_w_11, bits_m);
-            var a1_27: array<u32, 3> = k_load_words_3(w_q_v, a_22.row1_words, wide_w_11, bits_m);
-            var c0_28: array<u32, 3> = k_load_words_3(w_q_v, c_25.row0_words, wide_w_11, bits_m);
-            var c1_29: array<u32, 3> = k_load_words_3(w_q_v, c_25.row1_words, wide_w_11, bits_m);
-            let da_30: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, a_22, a0_26, a1_27, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_30.f0;
-            acc1_18 = da_30.f1;
-            let da_31: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, c_25, c0_28, c1_29, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_31.f0;
-            acc1_18 = da_31.f1;
-            u_19 = (u_19 + (2u * wave_7));
-        }
+        var w0_20: array<u32, 3> = bits_m;
+        var w1_21: array<u32, 3> = bits_m;
         if (u_19 < units_8) {
-            let u_32: u32 = u_19;
-            let cl_33: S_At = S_At(((n0_14 * words_per_row_9) + (u_32 * 3u)), ((n1_16 * words_per_row_9) + (u_32 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_32 * K_UNIT));
-            let a_34: S_At = cl_33;
-            var a0_35: array<u32, 3> = k_load_words_3(w_q_v, a_34.row0_words, wide_w_11, bits_m);
-            var a1_36: array<u32, 3> = k_load_words_3(w_q_v, a_34.row1_words, wide_w_11, bits_m);
-            let da_37: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, a_34, a0_35, a1_36, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_37.f0;
-            acc1_18 = da_37.f1;
+            let u_22: u32 = u_19;
+            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 3u)), ((n1_16 * words_per_row_9) + (u_22 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+            let a_24: S_At = cl_23;
+            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
         }
-        let last_m_38: u32 = (kiln_meta[0u] - 1u);
-        var m_39: u32 = 0u;
-        while (m_39 < 8u) {
-            let t0_40: f32 = k_wave_sum_17(acc0_17[m_39]);
-            let t1_41: f32 = k_wave_sum_17(acc1_18[m_39]);
-            if ((lane_6 == 0u) && (m_39 <= last_m_38)) {
-                let y0_42: f32 = k_from_f32_19((t0_40 + k_bias_of_18(bias_v, n0_14)));
+        while (u_19 < units_8) {
+            let next_25: u32 = (u_19 + wave_7);
+            var n0w_26: array<u32, 3> = w0_20;
+            var n1w_27: array<u32, 3> = w1_21;
+            if (next_25 < units_8) {
+                let u_28: u32 = next_25;
+                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 3u)), ((n1_16 * words_per_row_9) + (u_28 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                let c_30: S_At = cl_29;
+                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+            }
+            let u_31: u32 = u_19;
+            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 3u)), ((n1_16 * words_per_row_9) + (u_31 * 3u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+            let da_33: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+            acc0_17 = da_33.f0;
+            acc1_18 = da_33.f1;
+            w0_20 = n0w_26;
+            w1_21 = n1w_27;
+            u_19 = next_25;
+        }
+        let last_m_34: u32 = (kiln_meta[0u] - 1u);
+        var m_35: u32 = 0u;
+        while (m_35 < 8u) {
+            let t0_36: f32 = k_wave_sum_17(acc0_17[m_35]);
+            let t1_37: f32 = k_wave_sum_17(acc1_18[m_35]);
+            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
+                let y0_38: f32 = k_from_f32_19((t0_36 + k_bias_of_18(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_43: f32 = k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_39 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_42, y1_43));
+                    let y1_39: f32 = k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_38, y1_39));
                 } else {
-                    kiln_set_b5(y_v, ((m_39 * n_out_2) + n0_14), y0_42);
+                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_39 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_41 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_18(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_39 = (m_39 + 1u);
+            m_35 = (m_35 + 1u);
         }
         pair_13 = (pair_13 + k_waves_28());
     }

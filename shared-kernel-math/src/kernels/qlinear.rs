@@ -268,6 +268,7 @@ struct At {
 ///
 /// Wave-uniform control flow around `wave_sum`: a wave's row pair and its unit loops depend
 /// only on the pair, so every lane of a wave reaches each `wave_sum`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
     b: &B,
