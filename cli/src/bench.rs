@@ -93,15 +93,16 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     opts.dtypes = a
         .dtype
         .iter()
-        .map(|s| {
-            kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`"))
-        })
+        .map(|s| kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`")))
         .collect::<anyhow::Result<_>>()?;
     // The table's rows as they are measured (a long run that is cut short keeps them).
     let mut header = !a.json;
     let report = kiln_benches::run_with(&dev, &opts, |copy, row| {
         if std::mem::take(&mut header) {
-            print!("{}", kiln_benches::BenchReport::table_header(&a.backend, dev.name(), copy));
+            print!(
+                "{}",
+                kiln_benches::BenchReport::table_header(&a.backend, dev.name(), copy)
+            );
         }
         if !a.json {
             println!("{}", kiln_benches::BenchReport::table_row(row));
