@@ -15,6 +15,9 @@ pub struct LocalMemory {
     pub ptx_bytes: u32,
     /// Most bytes of `.private_segment_fixed_size` of a code object's entry (any arch).
     pub scratch_bytes: u32,
+    /// Whether its code objects use a dynamic stack, which a launch cannot size: the ROCm
+    /// port is then held back (absent, with the reason) until the kernel keeps to registers.
+    pub dynamic_stack: bool,
     /// Why the body needs it (a review reads this next to the bytes).
     pub reason: &'static str,
 }
@@ -37,18 +40,21 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::FusedXielu,
         ptx_bytes: 8,
         scratch_bytes: 8,
+        dynamic_stack: false,
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
         kernel: KernelId::FusedSiluMul,
         ptx_bytes: 4,
         scratch_bytes: 8,
+        dynamic_stack: false,
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
         kernel: KernelId::FusedRopeQkAppend,
         ptx_bytes: 1124,
         scratch_bytes: 568,
+        dynamic_stack: false,
         reason: "libm's sinf/cosf: the large-argument reduction (rem_pio2_large, |x| beyond \
                  2^28·π/2) keeps its digit arrays on the stack; rope angles (position × \
                  frequency ≤ 1) stay far below it, so the path never runs",
@@ -57,6 +63,7 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::PagedAttentionDecode,
         ptx_bytes: 0,
         scratch_bytes: 132,
+        dynamic_stack: false,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch; the \
                  PTX and gfx1151 keep everything in registers",
     },
@@ -64,6 +71,7 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::PagedAttentionDecodeV2Partial,
         ptx_bytes: 0,
         scratch_bytes: 136,
+        dynamic_stack: false,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch, as \
                  for paged_attention_decode",
     },
@@ -71,36 +79,42 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::QLinear2Bit,
         ptx_bytes: 4,
         scratch_bytes: 1292,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
         ptx_bytes: 4,
         scratch_bytes: 1356,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
         ptx_bytes: 4,
         scratch_bytes: 1340,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear5Bit,
         ptx_bytes: 4,
         scratch_bytes: 1420,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear6Bit,
         ptx_bytes: 4,
         scratch_bytes: 1420,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
         ptx_bytes: 4,
         scratch_bytes: 1484,
+        dynamic_stack: true,
         reason: QLINEAR_SPILLS,
     },
 ];

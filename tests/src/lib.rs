@@ -37,3 +37,18 @@ pub fn seed(test: &str) -> u64 {
     eprintln!("{test}: seed {s} (replay with KILN_SEED={s})");
     s
 }
+
+/// The kernels a parity run covers on `dev`: all of them, except that a software Vulkan
+/// (lavapipe, whose LLVM spends over a minute per qlinear module) runs `qlinear_4bit` for its
+/// five siblings (one body, the bit width a constant); they run on every other backend and on
+/// every hardware wgpu device.
+pub fn parity_kernels(dev: &Device) -> Vec<kiln::KernelId> {
+    let software = dev.gpu().is_some_and(|g| g.is_software());
+    kiln::KernelId::ALL
+        .iter()
+        .copied()
+        .filter(|k| {
+            !software || !k.name().starts_with("qlinear_") || *k == kiln::KernelId::QLinear4Bit
+        })
+        .collect()
+}

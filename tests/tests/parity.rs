@@ -7,19 +7,11 @@ use kiln::KernelId;
 fn every_kernel_matches_its_reference_on_every_backend() {
     let devs = kiln_tests::test_devices();
     let seed = kiln_tests::seed("parity");
-    // A software Vulkan (lavapipe) spends over a minute of LLVM per qlinear module; there the
-    // 4-bit kernel stands for its five siblings (one body, the bit width a constant), which
-    // run on every other backend, and on every wgpu device that is hardware.
-    let (soft, hard): (Vec<_>, Vec<_>) = devs
-        .into_iter()
-        .partition(|d| d.gpu().is_some_and(|g| g.is_software()));
-    let sampled: Vec<KernelId> = KernelId::ALL
-        .iter()
-        .copied()
-        .filter(|k| !k.name().starts_with("qlinear_") || *k == KernelId::QLinear4Bit)
-        .collect();
-    let mut outcomes = run_matrix(&hard, KernelId::ALL, seed);
-    outcomes.extend(run_matrix(&soft, &sampled, seed));
+    let mut outcomes = Vec::new();
+    for dev in &devs {
+        let kernels = kiln_tests::parity_kernels(dev);
+        outcomes.extend(run_matrix(std::slice::from_ref(dev), &kernels, seed));
+    }
     // One line per outcome (shown with --nocapture): the device runs' parity table.
     for o in &outcomes {
         eprintln!(

@@ -41,7 +41,8 @@ fn every_module_variant_passes_parity() {
                 dev.name(),
                 dev.wave()
             );
-            let outcomes = run_matrix(std::slice::from_ref(&dev), KernelId::ALL, seed);
+            let kernels = kiln_tests::parity_kernels(&dev);
+            let outcomes = run_matrix(std::slice::from_ref(&dev), &kernels, seed);
             assert!(!outcomes.is_empty());
             for o in &outcomes {
                 assert!(

@@ -7,7 +7,6 @@
 use super::linear_tolerance;
 use crate::case::{Case, Check, Fill};
 use crate::quant::{pack_le_words, quantize, AffineFormat, AffineTensor};
-use crate::rng::{derive_seed, Rng};
 use kiln_math::kernels::qlinear::{scale_code, scale_words};
 use kiln_math::DType;
 
@@ -61,6 +60,41 @@ fn checks(dtype: DType) -> Vec<Check> {
     c
 }
 
+/// The SwiGLU pair's budget: the product of two outputs each within the linear budget, the
+/// gate's error scaled by silu's slope (up to 1.1), so the f32 errors add (measured 2.2e-5 nrms
+/// at K 256 on the sim); 16-bit outputs are dominated by their own rounding, as for `linear`.
+fn silu_checks(dtype: DType) -> Vec<Check> {
+    let mut c = checks(dtype);
+    if dtype == DType::F32 {
+        c[5] = Check::Tolerance {
+            nrms: 4e-5,
+            nmax: 2e-4,
+        };
+    }
+    c
+}
+
+/// `len` normal draws from a seed fixed by `label` (splitmix64 and Box–Muller: the weights are
+/// part of the case, like its shapes; the harness's seed draws `x` and the bias).
+fn normal_weights(label: &str, len: usize) -> Vec<f32> {
+    let mut state = label.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..len)
+        .map(|_| {
+            let (u, v) = (next().max(f64::MIN_POSITIVE), next());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+        })
+        .collect()
+}
+
 /// A parity case whose weights are `normal(0, 1)` quantized at `format`.
 fn case(
     format: AffineFormat,
@@ -72,11 +106,7 @@ fn case(
     checks: Vec<Check>,
 ) -> Case {
     let label = label(format, m, k, n, has_bias, act);
-    let mut rng = Rng::new(derive_seed(
-        0x9e37_79b9,
-        &format!("{} {label}", format.bits()),
-    ));
-    let w: Vec<f32> = (0..n * k).map(|_| rng.normal() as f32).collect();
+    let w = normal_weights(&format!("{} {label}", format.bits()), n * k);
     let q: AffineTensor = quantize(&w, n, k, format).expect("a supported format and shape");
     let values = |words: &[u32]| Fill::Values(words.iter().map(|&w| w as f64).collect());
     Case {
@@ -125,7 +155,7 @@ pub fn cases(bits: u32, dtype: DType) -> Vec<Case> {
         (32, DType::Bf16, 5, 128, 10, true),
     ] {
         let format = AffineFormat::new(bits, gs, scale_dtype).expect("a supported format");
-        cases.push(case(format, m, k, n, b, true, checks(dtype)));
+        cases.push(case(format, m, k, n, b, true, silu_checks(dtype)));
     }
     cases
 }
