@@ -187,7 +187,9 @@ pub fn qlinear_silu_mul(
 /// The host matrix whose rows alternate `gate`'s and `up`'s (same format and shape), as
 /// [`qlinear_silu_mul`] reads them.
 pub fn interleave_rows(gate: &AffineTensor, up: &AffineTensor) -> Result<AffineTensor, PortError> {
-    let bad = |msg: &str| PortError::invalid(KernelId::QLinear4Bit, msg.to_string());
+    // Errors name the kernel of gate's width (any listed one when the width has none).
+    let kernel = kernel_of(gate.format().bits()).unwrap_or(KernelId::QLinear4Bit);
+    let bad = |msg: &str| PortError::invalid(kernel, msg.to_string());
     if gate.format() != up.format() || gate.rows() != up.rows() || gate.cols() != up.cols() {
         return Err(bad("gate and up must share the format and the shape"));
     }

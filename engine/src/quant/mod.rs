@@ -25,6 +25,7 @@ mod gguf_writer;
 
 pub use affine::{dequantize, quantize, quantize_with, MlxQuantizer};
 pub use error::{FormatError, GgufError, RepackError};
+#[cfg(feature = "harness")]
 pub(crate) use format::encode_scale;
 pub use format::{pack_codes, pack_le_words, unpack_code, AffineFormat, AffineTensor};
 pub use ggml_type::GgmlType;
