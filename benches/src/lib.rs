@@ -24,6 +24,8 @@ pub struct BenchOptions {
     pub kernels: Vec<KernelId>,
     /// Only these dtypes of each kernel (all when empty).
     pub dtypes: Vec<DType>,
+    /// Only shapes whose label contains one of these texts (all when empty).
+    pub shapes: Vec<String>,
     /// Timed passes per kernel × dtype × shape (each after one warm-up pass).
     pub runs: usize,
     /// Bytes of each buffer of the copy-bandwidth measurement.
@@ -39,6 +41,7 @@ impl BenchOptions {
         BenchOptions {
             kernels: KernelId::ALL.to_vec(),
             dtypes: Vec::new(),
+            shapes: Vec::new(),
             runs: if gpu { 50 } else { 5 },
             copy_bytes: 256 << 20,
             max_rotation_bytes: if gpu { 4 << 30 } else { 1 << 30 },
@@ -142,6 +145,9 @@ pub fn run_with(
                 }
             }
             for case in bench_cases(kernel, dtype) {
+                if !opts.shapes.is_empty() && !opts.shapes.iter().any(|s| case.label.contains(s)) {
+                    continue;
+                }
                 let set_bytes: usize = kernel
                     .buffers()
                     .iter()

@@ -24,6 +24,9 @@ pub struct Args {
     /// Only these dtypes (comma-separated: f32, f16, bf16).
     #[arg(long, value_delimiter = ',')]
     dtype: Vec<String>,
+    /// Only shapes whose label contains one of these texts (comma-separated, e.g. `B1 `).
+    #[arg(long, value_delimiter = ',')]
+    shape: Vec<String>,
     /// With --paged: contexts to run (comma-separated; default 1024,4096,16384,32768).
     #[arg(long, value_delimiter = ',')]
     contexts: Vec<usize>,
@@ -95,6 +98,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
         .iter()
         .map(|s| kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`")))
         .collect::<anyhow::Result<_>>()?;
+    opts.shapes = a.shape.clone();
     // The table's rows as they are measured (a long run that is cut short keeps them).
     let mut header = !a.json;
     let report = kiln_benches::run_with(&dev, &opts, |copy, row| {

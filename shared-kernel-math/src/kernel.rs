@@ -124,6 +124,8 @@ macro_rules! params {
                     )
                 }
             }
+            // Inlined into the generated entries: a call would give an AMD kernel a stack.
+            #[inline(always)]
             fn from_words(words: &[u32]) -> Self {
                 let mut p = Self::default();
                 let n = core::mem::size_of::<Self>() / 4;

@@ -30,9 +30,9 @@ const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store 
 /// The qlinear kernels: the PTX holds only libm's flag word; the code objects spill.
 const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option (act 1), one f32 \
     on the underflow/overflow branches only. Code objects: VGPR spills of the 8-row instance (two \
-    rows of W x 8 rows of x of accumulators and span sums, the next unit's words prefetched) under \
-    the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of a 1024-thread launch bound; to be \
-    removed (issue 15: no scratch on gfx1151/gfx942)";
+    rows of W x 8 rows of x of accumulators, and the dequantized chunk of both rows) under the \
+    128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of the default 1024-thread launch bound; to \
+    be removed with a launch-bound primitive (issue 15: no scratch on gfx1151/gfx942)";
 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
@@ -76,45 +76,54 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
                  for paged_attention_decode",
     },
     LocalMemory {
+        kernel: KernelId::Linear,
+        ptx_bytes: 0,
+        scratch_bytes: 36,
+        dynamic_stack: false,
+        reason: "gfx942 f32 only: VGPR spills of the 8-row instance under the 128-VGPR budget of \
+                 the default 1024-thread launch bound (to be removed with a launch-bound \
+                 primitive); the PTX, gfx1151 and the 16-bit entries keep to registers",
+    },
+    LocalMemory {
         kernel: KernelId::QLinear2Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1292,
-        dynamic_stack: true,
+        scratch_bytes: 1424,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1356,
-        dynamic_stack: true,
+        scratch_bytes: 1420,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1340,
-        dynamic_stack: true,
+        scratch_bytes: 1444,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear5Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1420,
-        dynamic_stack: true,
+        scratch_bytes: 1492,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear6Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1420,
-        dynamic_stack: true,
+        scratch_bytes: 1480,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1484,
-        dynamic_stack: true,
+        scratch_bytes: 1496,
+        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
 ];

@@ -95,11 +95,12 @@ fn out_of_bounds(index: usize, len: usize) -> ! {
     panic!("kiln: view index {index} out of bounds (len {len})")
 }
 
-#[cold]
-#[inline(never)]
+// A trap in place, not a call: a call makes an AMD kernel keep a stack, and a named local
+// function carries the crate's path-dependent hash into the code objects.
+#[inline(always)]
 #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 fn out_of_bounds(_index: usize, _len: usize) -> ! {
-    panic!("kiln: view index out of bounds")
+    core::intrinsics::abort()
 }
 
 /// Chunks: `N` consecutive elements moved together, `N × size_of::<T>()` a multiple of 16
@@ -211,8 +212,16 @@ unsafe fn store_chunk<T: Scalar, const N: usize>(p: *mut T, v: [T; N]) {
 
 #[cold]
 #[inline(never)]
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 fn misaligned_chunk() -> ! {
     panic!("kiln: chunk access at an address chunk_aligned refuses")
+}
+
+// A trap in place, as for `out_of_bounds`.
+#[inline(always)]
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+fn misaligned_chunk() -> ! {
+    core::intrinsics::abort()
 }
 
 #[inline(always)]

@@ -60,6 +60,22 @@ pub fn build() -> Result<(Vec<Generated>, Vec<EntryResources>), String> {
                     }
                 }
             }
+            let called: Vec<&str> = symbols
+                .lines()
+                .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                    [_, _, "t", name] => Some(name),
+                    _ => None,
+                })
+                .collect();
+            if !called.is_empty() {
+                return Err(format!(
+                    "{arch}: the code object of {name} calls functions it did not inline ({}): a \
+                     call gives an AMD kernel a stack, and the name carries a hash of the \
+                     checkout's path, so the artifact would differ in another clone; mark them \
+                     #[inline(always)] (a panic path: trap in place, as view.rs does)",
+                    called.join(", ")
+                ));
+            }
             resources.extend(code_object_resources(kernel, arch, &notes));
             let dir = Path::new(OUT_DIR).join(arch);
             files.push(Generated {

@@ -186,50 +186,7 @@ fn k_load_words_3(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 
     }
     return w_1;
 }
-fn k_code_float_4(w_p: array<u32, 4>, i_p: u32) -> f32 {
-    var w_m: array<u32, 4> = w_p;
-    let bit_1: u32 = (i_p * 4u);
-    let word_2: u32 = (bit_1 / 32u);
-    let shift_3: u32 = ((bit_1 % 32u));
-    let top_4: u32 = (23u - 4u);
-    var ifv_5: u32;
-    if (shift_3 >= top_4) {
-        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
-    } else {
-        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
-    }
-    var placed_6: u32 = ifv_5;
-    if ((shift_3 + 4u) > 32u) {
-        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
-    }
-    let mask_7: u32 = (((((1u << 4u)) - 1u)) << top_4);
-    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
-}
-fn k_x_chunk_5(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
-    var ifv_1: array<u32, 8>;
-    if wide_p {
-        ifv_1 = kiln_getchunk8_b0(x_v, at_p);
-    } else {
-        var c_2: array<u32, 8> = array<u32, 8>(kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p));
-        var j_3: u32 = 1u;
-        while (j_3 < K_X_CHUNK) {
-            c_2[j_3] = kiln_get_b0(x_v, (at_p + j_3));
-            j_3 = (j_3 + 1u);
-        }
-        ifv_1 = c_2;
-    }
-    return ifv_1;
-}
-fn k_to_f32_6(self_v: u32) -> f32 {
-    return bitcast<f32>(((self_v) << 16u));
-}
-fn k_widen_7(self_v: u32) -> f32 {
-    return k_to_f32_6(self_v);
-}
-fn k_mul_add_8(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_f16_bits_to_f32_soft_9(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_4(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -260,38 +217,81 @@ fn k_f16_bits_to_f32_soft_9(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_10(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_9(self_v);
+fn k_widen_5(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_4(self_v);
 }
-fn k_scale_value_11(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_to_f32_6(self_v: u32) -> f32 {
+    return bitcast<f32>(((self_v) << 16u));
+}
+fn k_widen_7(self_v: u32) -> f32 {
+    return k_to_f32_6(self_v);
+}
+fn k_scale_value_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
+        ifv_2 = k_widen_5((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_7((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_scale_value_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_scale_value_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
+        ifv_2 = k_widen_5((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_7((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_scale_pair_13(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let s_1: f32 = (k_scale_value_11(scales_v, kiln_meta[5u], e_p) * levels_p);
-    return kiln_tuple_f32_f32(s_1, (k_scale_value_12(biases_v, kiln_meta[5u], e_p) - s_1));
+fn k_scale_pair_10(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let s_1: f32 = (k_scale_value_8(scales_v, kiln_meta[5u], e_p) * levels_p);
+    return kiln_tuple_f32_f32(s_1, (k_scale_value_9(biases_v, kiln_meta[5u], e_p) - s_1));
+}
+fn k_code_float_11(w_p: array<u32, 4>, i_p: u32) -> f32 {
+    var w_m: array<u32, 4> = w_p;
+    let bit_1: u32 = (i_p * 4u);
+    let word_2: u32 = (bit_1 / 32u);
+    let shift_3: u32 = ((bit_1 % 32u));
+    let top_4: u32 = (23u - 4u);
+    var ifv_5: u32;
+    if (shift_3 >= top_4) {
+        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
+    } else {
+        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
+    }
+    var placed_6: u32 = ifv_5;
+    if ((shift_3 + 4u) > 32u) {
+        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
+    }
+    let mask_7: u32 = (((((1u << 4u)) - 1u)) << top_4);
+    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
+}
+fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_x_chunk_13(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
+    var ifv_1: array<u32, 8>;
+    if wide_p {
+        ifv_1 = kiln_getchunk8_b0(x_v, at_p);
+    } else {
+        var c_2: array<u32, 8> = array<u32, 8>(kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p));
+        var j_3: u32 = 1u;
+        while (j_3 < K_X_CHUNK) {
+            c_2[j_3] = kiln_get_b0(x_v, (at_p + j_3));
+            j_3 = (j_3 + 1u);
+        }
+        ifv_1 = c_2;
+    }
+    return ifv_1;
 }
 fn k_span_14(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 4>, w1_p: array<u32, 4>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
     var w0_m: array<u32, 4> = w0_p;
@@ -300,64 +300,49 @@ fn k_span_14(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     var acc1_m: array<f32, 1> = acc1_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var sx_3: array<f32, 1> = acc0_m;
-    var m_4: u32 = 0u;
-    while (m_4 < 1u) {
-        sx_3[m_4] = 0e0f;
-        m_4 = (m_4 + 1u);
-    }
-    var s0_5: array<f32, 1> = sx_3;
-    var s1_6: array<f32, 1> = sx_3;
-    var c_7: u32 = 0u;
-    while (c_7 < (K_SPAN / K_X_CHUNK)) {
-        let first_8: u32 = ((h_p * K_SPAN) + (c_7 * K_X_CHUNK));
-        var f0_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var f1_10: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_11: u32 = 0u;
-        while (j_11 < K_X_CHUNK) {
-            f0_9[j_11] = k_code_float_4(w0_m, (first_8 + j_11));
-            f1_10[j_11] = k_code_float_4(w1_m, (first_8 + j_11));
-            j_11 = (j_11 + 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 4u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 1> = acc0_m;
+    var acc1_12: array<f32, 1> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
         }
-        var m_12: u32 = 0u;
-        while (m_12 < 1u) {
-            var ifv_13: u32;
-            if (m_12 < last_m_2) {
-                ifv_13 = m_12;
+        var m_18: u32 = 0u;
+        while (m_18 < 1u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
             } else {
-                ifv_13 = last_m_2;
+                ifv_19 = last_m_2;
             }
-            let row_14: u32 = ifv_13;
-            var xc_15: array<u32, 8> = k_x_chunk_5(x_v, (((row_14 * k_1) + at_p.col) + first_8), wide_x_p);
-            var j_16: u32 = 0u;
-            while (j_16 < K_X_CHUNK) {
-                let xv_17: f32 = k_widen_7(xc_15[j_16]);
-                sx_3[m_12] = (sx_3[m_12] + xv_17);
-                s0_5[m_12] = k_mul_add_8(f0_9[j_16], xv_17, s0_5[m_12]);
-                s1_6[m_12] = k_mul_add_8(f1_10[j_16], xv_17, s1_6[m_12]);
-                j_16 = (j_16 + 1u);
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_7(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
             }
-            m_12 = (m_12 + 1u);
+            m_18 = (m_18 + 1u);
         }
-        c_7 = (c_7 + 1u);
+        c_13 = (c_13 + 1u);
     }
-    let group_18: u32 = (((at_p.col + (h_p * K_SPAN))) / kiln_meta[4u]);
-    let levels_19: f32 = f32(((1u << 4u)));
-    let t_20: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row0_groups + group_18), levels_19);
-    let sc0_21: f32 = t_20.f0;
-    let of0_22: f32 = t_20.f1;
-    let t_23: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row1_groups + group_18), levels_19);
-    let sc1_24: f32 = t_23.f0;
-    let of1_25: f32 = t_23.f1;
-    var acc0_26: array<f32, 1> = acc0_m;
-    var acc1_27: array<f32, 1> = acc1_m;
-    var m_28: u32 = 0u;
-    while (m_28 < 1u) {
-        acc0_26[m_28] = k_mul_add_8(sc0_21, s0_5[m_28], k_mul_add_8(of0_22, sx_3[m_28], acc0_26[m_28]));
-        acc1_27[m_28] = k_mul_add_8(sc1_24, s1_6[m_28], k_mul_add_8(of1_25, sx_3[m_28], acc1_27[m_28]));
-        m_28 = (m_28 + 1u);
-    }
-    return kiln_tuple_a1f32_a1f32(acc0_26, acc1_27);
+    return kiln_tuple_a1f32_a1f32(acc0_11, acc1_12);
 }
 fn k_unit_15(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 4>, w1_p: array<u32, 4>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
     var w0_m: array<u32, 4> = w0_p;
@@ -489,7 +474,7 @@ fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
     let wave_7: u32 = KILN_WAVE;
     let units_8: u32 = (k_1 / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 4u);
-    let groups_per_row_10: u32 = (k_1 / kiln_meta[4u]);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
     let wide_w_11: bool = (select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false);
     let wide_x_12: bool = false;
     var pair_13: u32 = k_wave_id_2();
@@ -505,53 +490,83 @@ fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 1> = zero_m;
         var acc1_18: array<f32, 1> = zero_m;
         var u_19: u32 = lane_6;
-        var w0_20: array<u32, 4> = bits_m;
-        var w1_21: array<u32, 4> = bits_m;
-        if (u_19 < units_8) {
-            let u_22: u32 = u_19;
-            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-            let a_24: S_At = cl_23;
-            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
-        }
-        while (u_19 < units_8) {
-            let next_25: u32 = (u_19 + wave_7);
-            var n0w_26: array<u32, 4> = w0_20;
-            var n1w_27: array<u32, 4> = w1_21;
-            if (next_25 < units_8) {
-                let u_28: u32 = next_25;
-                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                let c_30: S_At = cl_29;
-                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+        if (1u <= 2u) {
+            var w0_20: array<u32, 4> = bits_m;
+            var w1_21: array<u32, 4> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
             }
-            let u_31: u32 = u_19;
-            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-            let da_33: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_33.f0;
-            acc1_18 = da_33.f1;
-            w0_20 = n0w_26;
-            w1_21 = n1w_27;
-            u_19 = next_25;
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 4> = w0_20;
+                var n1w_27: array<u32, 4> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 4u)), ((n1_16 * words_per_row_9) + (u_34 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 4> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 4> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
         }
-        let last_m_34: u32 = (kiln_meta[0u] - 1u);
-        var m_35: u32 = 0u;
-        while (m_35 < 1u) {
-            let t0_36: f32 = k_wave_sum_16(acc0_17[m_35]);
-            let t1_37: f32 = k_wave_sum_16(acc1_18[m_35]);
-            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
-                let y0_38: u32 = k_from_f32_19((t0_36 + k_bias_of_17(bias_v, n0_14)));
+        var tot0_40: array<f32, 1> = zero_m;
+        var tot1_41: array<f32, 1> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 1u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 1u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 1u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_39: u32 = k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_38, y1_39));
+                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
                 } else {
-                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_35 = (m_35 + 1u);
+            base_43 = (base_43 + wave_7);
         }
         pair_13 = (pair_13 + k_waves_27());
     }
@@ -563,64 +578,49 @@ fn k_span_29(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     var acc1_m: array<f32, 2> = acc1_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var sx_3: array<f32, 2> = acc0_m;
-    var m_4: u32 = 0u;
-    while (m_4 < 2u) {
-        sx_3[m_4] = 0e0f;
-        m_4 = (m_4 + 1u);
-    }
-    var s0_5: array<f32, 2> = sx_3;
-    var s1_6: array<f32, 2> = sx_3;
-    var c_7: u32 = 0u;
-    while (c_7 < (K_SPAN / K_X_CHUNK)) {
-        let first_8: u32 = ((h_p * K_SPAN) + (c_7 * K_X_CHUNK));
-        var f0_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var f1_10: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_11: u32 = 0u;
-        while (j_11 < K_X_CHUNK) {
-            f0_9[j_11] = k_code_float_4(w0_m, (first_8 + j_11));
-            f1_10[j_11] = k_code_float_4(w1_m, (first_8 + j_11));
-            j_11 = (j_11 + 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 4u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 2> = acc0_m;
+    var acc1_12: array<f32, 2> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
         }
-        var m_12: u32 = 0u;
-        while (m_12 < 2u) {
-            var ifv_13: u32;
-            if (m_12 < last_m_2) {
-                ifv_13 = m_12;
+        var m_18: u32 = 0u;
+        while (m_18 < 2u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
             } else {
-                ifv_13 = last_m_2;
+                ifv_19 = last_m_2;
             }
-            let row_14: u32 = ifv_13;
-            var xc_15: array<u32, 8> = k_x_chunk_5(x_v, (((row_14 * k_1) + at_p.col) + first_8), wide_x_p);
-            var j_16: u32 = 0u;
-            while (j_16 < K_X_CHUNK) {
-                let xv_17: f32 = k_widen_7(xc_15[j_16]);
-                sx_3[m_12] = (sx_3[m_12] + xv_17);
-                s0_5[m_12] = k_mul_add_8(f0_9[j_16], xv_17, s0_5[m_12]);
-                s1_6[m_12] = k_mul_add_8(f1_10[j_16], xv_17, s1_6[m_12]);
-                j_16 = (j_16 + 1u);
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_7(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
             }
-            m_12 = (m_12 + 1u);
+            m_18 = (m_18 + 1u);
         }
-        c_7 = (c_7 + 1u);
+        c_13 = (c_13 + 1u);
     }
-    let group_18: u32 = (((at_p.col + (h_p * K_SPAN))) / kiln_meta[4u]);
-    let levels_19: f32 = f32(((1u << 4u)));
-    let t_20: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row0_groups + group_18), levels_19);
-    let sc0_21: f32 = t_20.f0;
-    let of0_22: f32 = t_20.f1;
-    let t_23: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row1_groups + group_18), levels_19);
-    let sc1_24: f32 = t_23.f0;
-    let of1_25: f32 = t_23.f1;
-    var acc0_26: array<f32, 2> = acc0_m;
-    var acc1_27: array<f32, 2> = acc1_m;
-    var m_28: u32 = 0u;
-    while (m_28 < 2u) {
-        acc0_26[m_28] = k_mul_add_8(sc0_21, s0_5[m_28], k_mul_add_8(of0_22, sx_3[m_28], acc0_26[m_28]));
-        acc1_27[m_28] = k_mul_add_8(sc1_24, s1_6[m_28], k_mul_add_8(of1_25, sx_3[m_28], acc1_27[m_28]));
-        m_28 = (m_28 + 1u);
-    }
-    return kiln_tuple_a2f32_a2f32(acc0_26, acc1_27);
+    return kiln_tuple_a2f32_a2f32(acc0_11, acc1_12);
 }
 fn k_unit_30(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 4>, w1_p: array<u32, 4>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
     var w0_m: array<u32, 4> = w0_p;
@@ -649,7 +649,7 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
     let wave_7: u32 = KILN_WAVE;
     let units_8: u32 = (k_1 / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 4u);
-    let groups_per_row_10: u32 = (k_1 / kiln_meta[4u]);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
     let wide_w_11: bool = (select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false);
     let wide_x_12: bool = false;
     var pair_13: u32 = k_wave_id_2();
@@ -665,53 +665,83 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 2> = zero_m;
         var acc1_18: array<f32, 2> = zero_m;
         var u_19: u32 = lane_6;
-        var w0_20: array<u32, 4> = bits_m;
-        var w1_21: array<u32, 4> = bits_m;
-        if (u_19 < units_8) {
-            let u_22: u32 = u_19;
-            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-            let a_24: S_At = cl_23;
-            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
-        }
-        while (u_19 < units_8) {
-            let next_25: u32 = (u_19 + wave_7);
-            var n0w_26: array<u32, 4> = w0_20;
-            var n1w_27: array<u32, 4> = w1_21;
-            if (next_25 < units_8) {
-                let u_28: u32 = next_25;
-                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                let c_30: S_At = cl_29;
-                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+        if (2u <= 2u) {
+            var w0_20: array<u32, 4> = bits_m;
+            var w1_21: array<u32, 4> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
             }
-            let u_31: u32 = u_19;
-            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-            let da_33: kiln_tuple_a2f32_a2f32 = k_unit_30(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_33.f0;
-            acc1_18 = da_33.f1;
-            w0_20 = n0w_26;
-            w1_21 = n1w_27;
-            u_19 = next_25;
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 4> = w0_20;
+                var n1w_27: array<u32, 4> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a2f32_a2f32 = k_unit_30(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 4u)), ((n1_16 * words_per_row_9) + (u_34 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 4> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 4> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a2f32_a2f32 = k_unit_30(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
         }
-        let last_m_34: u32 = (kiln_meta[0u] - 1u);
-        var m_35: u32 = 0u;
-        while (m_35 < 2u) {
-            let t0_36: f32 = k_wave_sum_16(acc0_17[m_35]);
-            let t1_37: f32 = k_wave_sum_16(acc1_18[m_35]);
-            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
-                let y0_38: u32 = k_from_f32_19((t0_36 + k_bias_of_17(bias_v, n0_14)));
+        var tot0_40: array<f32, 2> = zero_m;
+        var tot1_41: array<f32, 2> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 2u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 2u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 2u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_39: u32 = k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_38, y1_39));
+                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
                 } else {
-                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_35 = (m_35 + 1u);
+            base_43 = (base_43 + wave_7);
         }
         pair_13 = (pair_13 + k_waves_27());
     }
@@ -723,64 +753,49 @@ fn k_span_32(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     var acc1_m: array<f32, 4> = acc1_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var sx_3: array<f32, 4> = acc0_m;
-    var m_4: u32 = 0u;
-    while (m_4 < 4u) {
-        sx_3[m_4] = 0e0f;
-        m_4 = (m_4 + 1u);
-    }
-    var s0_5: array<f32, 4> = sx_3;
-    var s1_6: array<f32, 4> = sx_3;
-    var c_7: u32 = 0u;
-    while (c_7 < (K_SPAN / K_X_CHUNK)) {
-        let first_8: u32 = ((h_p * K_SPAN) + (c_7 * K_X_CHUNK));
-        var f0_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var f1_10: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_11: u32 = 0u;
-        while (j_11 < K_X_CHUNK) {
-            f0_9[j_11] = k_code_float_4(w0_m, (first_8 + j_11));
-            f1_10[j_11] = k_code_float_4(w1_m, (first_8 + j_11));
-            j_11 = (j_11 + 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 4u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 4> = acc0_m;
+    var acc1_12: array<f32, 4> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
         }
-        var m_12: u32 = 0u;
-        while (m_12 < 4u) {
-            var ifv_13: u32;
-            if (m_12 < last_m_2) {
-                ifv_13 = m_12;
+        var m_18: u32 = 0u;
+        while (m_18 < 4u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
             } else {
-                ifv_13 = last_m_2;
+                ifv_19 = last_m_2;
             }
-            let row_14: u32 = ifv_13;
-            var xc_15: array<u32, 8> = k_x_chunk_5(x_v, (((row_14 * k_1) + at_p.col) + first_8), wide_x_p);
-            var j_16: u32 = 0u;
-            while (j_16 < K_X_CHUNK) {
-                let xv_17: f32 = k_widen_7(xc_15[j_16]);
-                sx_3[m_12] = (sx_3[m_12] + xv_17);
-                s0_5[m_12] = k_mul_add_8(f0_9[j_16], xv_17, s0_5[m_12]);
-                s1_6[m_12] = k_mul_add_8(f1_10[j_16], xv_17, s1_6[m_12]);
-                j_16 = (j_16 + 1u);
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_7(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
             }
-            m_12 = (m_12 + 1u);
+            m_18 = (m_18 + 1u);
         }
-        c_7 = (c_7 + 1u);
+        c_13 = (c_13 + 1u);
     }
-    let group_18: u32 = (((at_p.col + (h_p * K_SPAN))) / kiln_meta[4u]);
-    let levels_19: f32 = f32(((1u << 4u)));
-    let t_20: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row0_groups + group_18), levels_19);
-    let sc0_21: f32 = t_20.f0;
-    let of0_22: f32 = t_20.f1;
-    let t_23: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row1_groups + group_18), levels_19);
-    let sc1_24: f32 = t_23.f0;
-    let of1_25: f32 = t_23.f1;
-    var acc0_26: array<f32, 4> = acc0_m;
-    var acc1_27: array<f32, 4> = acc1_m;
-    var m_28: u32 = 0u;
-    while (m_28 < 4u) {
-        acc0_26[m_28] = k_mul_add_8(sc0_21, s0_5[m_28], k_mul_add_8(of0_22, sx_3[m_28], acc0_26[m_28]));
-        acc1_27[m_28] = k_mul_add_8(sc1_24, s1_6[m_28], k_mul_add_8(of1_25, sx_3[m_28], acc1_27[m_28]));
-        m_28 = (m_28 + 1u);
-    }
-    return kiln_tuple_a4f32_a4f32(acc0_26, acc1_27);
+    return kiln_tuple_a4f32_a4f32(acc0_11, acc1_12);
 }
 fn k_unit_33(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 4>, w1_p: array<u32, 4>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
     var w0_m: array<u32, 4> = w0_p;
@@ -809,7 +824,7 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
     let wave_7: u32 = KILN_WAVE;
     let units_8: u32 = (k_1 / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 4u);
-    let groups_per_row_10: u32 = (k_1 / kiln_meta[4u]);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
     let wide_w_11: bool = (select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false);
     let wide_x_12: bool = false;
     var pair_13: u32 = k_wave_id_2();
@@ -825,53 +840,83 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 4> = zero_m;
         var acc1_18: array<f32, 4> = zero_m;
         var u_19: u32 = lane_6;
-        var w0_20: array<u32, 4> = bits_m;
-        var w1_21: array<u32, 4> = bits_m;
-        if (u_19 < units_8) {
-            let u_22: u32 = u_19;
-            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-            let a_24: S_At = cl_23;
-            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
-        }
-        while (u_19 < units_8) {
-            let next_25: u32 = (u_19 + wave_7);
-            var n0w_26: array<u32, 4> = w0_20;
-            var n1w_27: array<u32, 4> = w1_21;
-            if (next_25 < units_8) {
-                let u_28: u32 = next_25;
-                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                let c_30: S_At = cl_29;
-                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+        if (4u <= 2u) {
+            var w0_20: array<u32, 4> = bits_m;
+            var w1_21: array<u32, 4> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
             }
-            let u_31: u32 = u_19;
-            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-            let da_33: kiln_tuple_a4f32_a4f32 = k_unit_33(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_33.f0;
-            acc1_18 = da_33.f1;
-            w0_20 = n0w_26;
-            w1_21 = n1w_27;
-            u_19 = next_25;
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 4> = w0_20;
+                var n1w_27: array<u32, 4> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a4f32_a4f32 = k_unit_33(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 4u)), ((n1_16 * words_per_row_9) + (u_34 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 4> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 4> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a4f32_a4f32 = k_unit_33(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
         }
-        let last_m_34: u32 = (kiln_meta[0u] - 1u);
-        var m_35: u32 = 0u;
-        while (m_35 < 4u) {
-            let t0_36: f32 = k_wave_sum_16(acc0_17[m_35]);
-            let t1_37: f32 = k_wave_sum_16(acc1_18[m_35]);
-            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
-                let y0_38: u32 = k_from_f32_19((t0_36 + k_bias_of_17(bias_v, n0_14)));
+        var tot0_40: array<f32, 4> = zero_m;
+        var tot1_41: array<f32, 4> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 4u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 4u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 4u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_39: u32 = k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_38, y1_39));
+                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
                 } else {
-                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_35 = (m_35 + 1u);
+            base_43 = (base_43 + wave_7);
         }
         pair_13 = (pair_13 + k_waves_27());
     }
@@ -883,64 +928,49 @@ fn k_span_35(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     var acc1_m: array<f32, 8> = acc1_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var sx_3: array<f32, 8> = acc0_m;
-    var m_4: u32 = 0u;
-    while (m_4 < 8u) {
-        sx_3[m_4] = 0e0f;
-        m_4 = (m_4 + 1u);
-    }
-    var s0_5: array<f32, 8> = sx_3;
-    var s1_6: array<f32, 8> = sx_3;
-    var c_7: u32 = 0u;
-    while (c_7 < (K_SPAN / K_X_CHUNK)) {
-        let first_8: u32 = ((h_p * K_SPAN) + (c_7 * K_X_CHUNK));
-        var f0_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var f1_10: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_11: u32 = 0u;
-        while (j_11 < K_X_CHUNK) {
-            f0_9[j_11] = k_code_float_4(w0_m, (first_8 + j_11));
-            f1_10[j_11] = k_code_float_4(w1_m, (first_8 + j_11));
-            j_11 = (j_11 + 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 4u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 8> = acc0_m;
+    var acc1_12: array<f32, 8> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
         }
-        var m_12: u32 = 0u;
-        while (m_12 < 8u) {
-            var ifv_13: u32;
-            if (m_12 < last_m_2) {
-                ifv_13 = m_12;
+        var m_18: u32 = 0u;
+        while (m_18 < 8u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
             } else {
-                ifv_13 = last_m_2;
+                ifv_19 = last_m_2;
             }
-            let row_14: u32 = ifv_13;
-            var xc_15: array<u32, 8> = k_x_chunk_5(x_v, (((row_14 * k_1) + at_p.col) + first_8), wide_x_p);
-            var j_16: u32 = 0u;
-            while (j_16 < K_X_CHUNK) {
-                let xv_17: f32 = k_widen_7(xc_15[j_16]);
-                sx_3[m_12] = (sx_3[m_12] + xv_17);
-                s0_5[m_12] = k_mul_add_8(f0_9[j_16], xv_17, s0_5[m_12]);
-                s1_6[m_12] = k_mul_add_8(f1_10[j_16], xv_17, s1_6[m_12]);
-                j_16 = (j_16 + 1u);
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_7(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
             }
-            m_12 = (m_12 + 1u);
+            m_18 = (m_18 + 1u);
         }
-        c_7 = (c_7 + 1u);
+        c_13 = (c_13 + 1u);
     }
-    let group_18: u32 = (((at_p.col + (h_p * K_SPAN))) / kiln_meta[4u]);
-    let levels_19: f32 = f32(((1u << 4u)));
-    let t_20: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row0_groups + group_18), levels_19);
-    let sc0_21: f32 = t_20.f0;
-    let of0_22: f32 = t_20.f1;
-    let t_23: kiln_tuple_f32_f32 = k_scale_pair_13(scales_v, biases_v, (at_p.row1_groups + group_18), levels_19);
-    let sc1_24: f32 = t_23.f0;
-    let of1_25: f32 = t_23.f1;
-    var acc0_26: array<f32, 8> = acc0_m;
-    var acc1_27: array<f32, 8> = acc1_m;
-    var m_28: u32 = 0u;
-    while (m_28 < 8u) {
-        acc0_26[m_28] = k_mul_add_8(sc0_21, s0_5[m_28], k_mul_add_8(of0_22, sx_3[m_28], acc0_26[m_28]));
-        acc1_27[m_28] = k_mul_add_8(sc1_24, s1_6[m_28], k_mul_add_8(of1_25, sx_3[m_28], acc1_27[m_28]));
-        m_28 = (m_28 + 1u);
-    }
-    return kiln_tuple_a8f32_a8f32(acc0_26, acc1_27);
+    return kiln_tuple_a8f32_a8f32(acc0_11, acc1_12);
 }
 fn k_unit_36(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 4>, w1_p: array<u32, 4>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
     var w0_m: array<u32, 4> = w0_p;
@@ -969,7 +999,7 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
     let wave_7: u32 = KILN_WAVE;
     let units_8: u32 = (k_1 / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 4u);
-    let groups_per_row_10: u32 = (k_1 / kiln_meta[4u]);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
     let wide_w_11: bool = (select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false);
     let wide_x_12: bool = false;
     var pair_13: u32 = k_wave_id_2();
@@ -985,53 +1015,83 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         var acc0_17: array<f32, 8> = zero_m;
         var acc1_18: array<f32, 8> = zero_m;
         var u_19: u32 = lane_6;
-        var w0_20: array<u32, 4> = bits_m;
-        var w1_21: array<u32, 4> = bits_m;
-        if (u_19 < units_8) {
-            let u_22: u32 = u_19;
-            let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-            let a_24: S_At = cl_23;
-            w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-            w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
-        }
-        while (u_19 < units_8) {
-            let next_25: u32 = (u_19 + wave_7);
-            var n0w_26: array<u32, 4> = w0_20;
-            var n1w_27: array<u32, 4> = w1_21;
-            if (next_25 < units_8) {
-                let u_28: u32 = next_25;
-                let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                let c_30: S_At = cl_29;
-                n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+        if (8u <= 2u) {
+            var w0_20: array<u32, 4> = bits_m;
+            var w1_21: array<u32, 4> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 4u)), ((n1_16 * words_per_row_9) + (u_22 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
             }
-            let u_31: u32 = u_19;
-            let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-            let da_33: kiln_tuple_a8f32_a8f32 = k_unit_36(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-            acc0_17 = da_33.f0;
-            acc1_18 = da_33.f1;
-            w0_20 = n0w_26;
-            w1_21 = n1w_27;
-            u_19 = next_25;
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 4> = w0_20;
+                var n1w_27: array<u32, 4> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 4u)), ((n1_16 * words_per_row_9) + (u_28 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 4u)), ((n1_16 * words_per_row_9) + (u_31 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a8f32_a8f32 = k_unit_36(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 4u)), ((n1_16 * words_per_row_9) + (u_34 * 4u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 4> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 4> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a8f32_a8f32 = k_unit_36(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
         }
-        let last_m_34: u32 = (kiln_meta[0u] - 1u);
-        var m_35: u32 = 0u;
-        while (m_35 < 8u) {
-            let t0_36: f32 = k_wave_sum_16(acc0_17[m_35]);
-            let t1_37: f32 = k_wave_sum_16(acc1_18[m_35]);
-            if ((lane_6 == 0u) && (m_35 <= last_m_34)) {
-                let y0_38: u32 = k_from_f32_19((t0_36 + k_bias_of_17(bias_v, n0_14)));
+        var tot0_40: array<f32, 8> = zero_m;
+        var tot1_41: array<f32, 8> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 8u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 8u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 8u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_39: u32 = k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_35 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_38, y1_39));
+                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
                 } else {
-                    kiln_set_b5(y_v, ((m_35 * n_out_2) + n0_14), y0_38);
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_35 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_37 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
                     }
                 }
             }
-            m_35 = (m_35 + 1u);
+            base_43 = (base_43 + wave_7);
         }
         pair_13 = (pair_13 + k_waves_27());
     }
@@ -1058,11 +1118,11 @@ fn k_qlinear_4bit_39(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, bias
 
 @compute @workgroup_size(KILN_BLOCK)
 fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kiln_grid = vec3<u32>(kiln_meta[19u], kiln_meta[20u], kiln_meta[21u]);
+    kiln_grid = vec3<u32>(kiln_meta[20u], kiln_meta[21u], kiln_meta[22u]);
     // Grids wider than a dispatch dimension are folded into y and z.
     let linear = wid.x + nwg.x * (wid.y + nwg.y * wid.z);
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_qlinear_4bit_39(vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]));
+    k_qlinear_4bit_39(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -12,12 +12,13 @@
 //!
 //! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them
 //! [`ROWS_PER_WAVE`] at a time, so every `x` element a wave loads serves that many rows. The
-//! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width), two
-//! units in flight where two remain. A code becomes a float without an integer conversion: its
-//! bits go to the top of an f32 mantissa, `f = 1 + q·2^-bits`, so `Σ q·x = 2^bits·(Σ f·x − Σ x)`
-//! and a group contributes `s·2^bits·Σ f·x + (b − s·2^bits)·Σ x`; `Σ x` is the sum the group's
-//! bias needs anyway, and no term cancels (`f ∈ [1, 2)`).
-
+//! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width); for
+//! one or two rows of `x` a lane loads the next unit's words before reducing the current one.
+//! A code becomes a float without an integer conversion: its bits go to the top of an f32
+//! mantissa, `f = 1 + q·2^-bits`, and one FMA per code and row of `W` dequantizes it,
+//! `ŵ = s·2^bits·f + (b − s·2^bits) = s·q + b`, before it meets the rows of `x`. The weight
+//! is formed before the dot product so no group term cancels another (the error is that of the
+//! weight itself), and the only per-row-of-`x` work is one FMA per code.
 use super::fused_silu_mul::silu_mul_element;
 use crate::kernel::shape;
 use crate::{Bf16, Block, Dst, Element, Launch, ShapeError, Src, F16};
@@ -73,6 +74,8 @@ crate::params! {
         /// up rows interleaved (gate `j` is row `2j`, up `j` row `2j + 1`) and
         /// `y[m, j] = silu(g)·u` of the two outputs rounded to `T`, `[M, N/2]`.
         pub act: u32 = 0,
+        /// `log2(group_size)`, set by `bind`: the group of a column is a shift, not a division.
+        pub group_log2: u32,
     }
 }
 
@@ -212,6 +215,7 @@ pub fn bind(p: &mut QLinearParams, shapes: &[&[usize]], bits: u32) -> Result<(),
     p.m = m as u32;
     p.k = shape::to_u32("K", k)?;
     p.n = shape::to_u32("N", n)?;
+    p.group_log2 = p.group_size.trailing_zeros();
     Ok(())
 }
 
@@ -291,7 +295,7 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
     let wave = B::WAVE as usize;
     let units = k / UNIT;
     let words_per_row = units * BITS;
-    let groups_per_row = k / p.group_size as usize;
+    let groups_per_row = k >> p.group_log2;
     // Wide loads when every unit starts on 16 bytes (uniform over the launch).
     let wide_w = BITS.is_multiple_of(4) && w_q.chunk_aligned::<4>(0);
     let wide_x = x.chunk_aligned::<X_CHUNK>(0);
@@ -310,36 +314,65 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
             row1_groups: n1 * groups_per_row,
             col: u * UNIT,
         };
-        // One unit's words loaded ahead of the one being reduced: two units in flight per lane
-        // with one copy of the reduction in the code.
+        // For one or two rows of `x`, one unit's words are loaded ahead of the one being
+        // reduced (two units in flight per lane, one copy of the reduction in the code); more
+        // rows of `x` give each load enough work to hide it, and the registers go to them.
         let mut u = lane;
-        let mut w0 = bits;
-        let mut w1 = bits;
-        if u < units {
-            let a = at(u);
-            w0 = load_words(w_q, a.row0_words, wide_w, bits);
-            w1 = load_words(w_q, a.row1_words, wide_w, bits);
-        }
-        while u < units {
-            let next = u + wave;
-            let mut n0w = w0;
-            let mut n1w = w1;
-            if next < units {
-                let c = at(next);
-                n0w = load_words(w_q, c.row0_words, wide_w, bits);
-                n1w = load_words(w_q, c.row1_words, wide_w, bits);
+        if M <= 2 {
+            let mut w0 = bits;
+            let mut w1 = bits;
+            if u < units {
+                let a = at(u);
+                w0 = load_words(w_q, a.row0_words, wide_w, bits);
+                w1 = load_words(w_q, a.row1_words, wide_w, bits);
             }
-            (acc0, acc1) = unit(p, x, scales, biases, at(u), w0, w1, wide_x, acc0, acc1);
-            w0 = n0w;
-            w1 = n1w;
-            u = next;
+            while u < units {
+                let next = u + wave;
+                let mut n0w = w0;
+                let mut n1w = w1;
+                if next < units {
+                    let c = at(next);
+                    n0w = load_words(w_q, c.row0_words, wide_w, bits);
+                    n1w = load_words(w_q, c.row1_words, wide_w, bits);
+                }
+                (acc0, acc1) = unit(p, x, scales, biases, at(u), w0, w1, wide_x, acc0, acc1);
+                w0 = n0w;
+                w1 = n1w;
+                u = next;
+            }
+        } else {
+            while u < units {
+                let a = at(u);
+                let w0 = load_words(w_q, a.row0_words, wide_w, bits);
+                let w1 = load_words(w_q, a.row1_words, wide_w, bits);
+                (acc0, acc1) = unit(p, x, scales, biases, a, w0, w1, wide_x, acc0, acc1);
+                u += wave;
+            }
         }
-        let last_m = p.m as usize - 1;
+        let mut tot0 = zero;
+        let mut tot1 = zero;
         let mut m = 0;
         while m < M {
-            let t0 = b.wave_sum(acc0[m]);
-            let t1 = b.wave_sum(acc1[m]);
-            if lane == 0 && m <= last_m {
+            tot0[m] = b.wave_sum(acc0[m]);
+            tot1[m] = b.wave_sum(acc1[m]);
+            m += 1;
+        }
+        // Lane `m` writes row `m` of `y` (a wave narrower than `M` takes the rows in turns):
+        // the writes run in parallel and the epilogue (silu's exp) is in the code once.
+        let mut base = 0;
+        while base < M {
+            let m = base + lane;
+            if m < p.m as usize {
+                let mut t0 = 0.0;
+                let mut t1 = 0.0;
+                let mut i = 0;
+                while i < M {
+                    if i == m {
+                        t0 = tot0[i];
+                        t1 = tot1[i];
+                    }
+                    i += 1;
+                }
                 let y0 = T::from_f32(t0 + bias_of(p, bias, n0));
                 if p.act == ACT_SILU_MUL {
                     // Pairs start on even rows and N is even: row n0 + 1 exists.
@@ -348,14 +381,11 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
                 } else {
                     y.set(m * n_out + n0, y0);
                     if n0 + 1 < n_out {
-                        y.set(
-                            m * n_out + n0 + 1,
-                            T::from_f32(t1 + bias_of(p, bias, n0 + 1)),
-                        );
+                        y.set(m * n_out + n0 + 1, T::from_f32(t1 + bias_of(p, bias, n0 + 1)));
                     }
                 }
             }
-            m += 1;
+            base += wave;
         }
         pair += b.waves() as usize;
     }
@@ -427,8 +457,9 @@ fn unit<T: Element, const BITS: usize, const M: usize>(
     (acc0, acc1)
 }
 
-/// Span `h` (codes `16h..16h + 16` of the unit): `Σ f·x` per row of `W` and of `x` and `Σ x`
-/// per row of `x` over its two chunks of `x`, then the span's scale and bias applied once.
+/// Span `h` (codes `16h..16h + 16` of the unit): its scale and bias per row of `W`, then per
+/// chunk of `x` the chunk's codes dequantized for both rows and multiplied into every row of
+/// `x`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn span<T: Element, const BITS: usize, const M: usize>(
@@ -446,24 +477,21 @@ fn span<T: Element, const BITS: usize, const M: usize>(
 ) -> ([f32; M], [f32; M]) {
     let k = p.k as usize;
     let last_m = p.m as usize - 1;
-    // Zeroed copies of an M-array (a repeat length must be a literal or a module const).
-    let mut sx = acc0;
-    let mut m = 0;
-    while m < M {
-        sx[m] = 0.0;
-        m += 1;
-    }
-    let mut s0 = sx;
-    let mut s1 = sx;
+    let group = (at.col + h * SPAN) >> p.group_log2;
+    let levels = (1u32 << BITS as u32) as f32;
+    let (sc0, of0) = scale_pair(p, scales, biases, at.row0_groups + group, levels);
+    let (sc1, of1) = scale_pair(p, scales, biases, at.row1_groups + group, levels);
+    let mut acc0 = acc0;
+    let mut acc1 = acc1;
     let mut c = 0;
     while c < SPAN / X_CHUNK {
         let first = h * SPAN + c * X_CHUNK;
-        let mut f0 = [0.0f32; X_CHUNK];
-        let mut f1 = [0.0f32; X_CHUNK];
+        let mut v0 = [0.0f32; X_CHUNK];
+        let mut v1 = [0.0f32; X_CHUNK];
         let mut j = 0;
         while j < X_CHUNK {
-            f0[j] = code_float(w0, first + j);
-            f1[j] = code_float(w1, first + j);
+            v0[j] = crate::mul_add(code_float(w0, first + j), sc0, of0);
+            v1[j] = crate::mul_add(code_float(w1, first + j), sc1, of1);
             j += 1;
         }
         let mut m = 0;
@@ -473,26 +501,13 @@ fn span<T: Element, const BITS: usize, const M: usize>(
             let mut j = 0;
             while j < X_CHUNK {
                 let xv = xc[j].widen();
-                sx[m] += xv;
-                s0[m] = crate::mul_add(f0[j], xv, s0[m]);
-                s1[m] = crate::mul_add(f1[j], xv, s1[m]);
+                acc0[m] = crate::mul_add(v0[j], xv, acc0[m]);
+                acc1[m] = crate::mul_add(v1[j], xv, acc1[m]);
                 j += 1;
             }
             m += 1;
         }
         c += 1;
-    }
-    let group = (at.col + h * SPAN) / p.group_size as usize;
-    let levels = (1u32 << BITS as u32) as f32;
-    let (sc0, of0) = scale_pair(p, scales, biases, at.row0_groups + group, levels);
-    let (sc1, of1) = scale_pair(p, scales, biases, at.row1_groups + group, levels);
-    let mut acc0 = acc0;
-    let mut acc1 = acc1;
-    let mut m = 0;
-    while m < M {
-        acc0[m] = crate::mul_add(sc0, s0[m], crate::mul_add(of0, sx[m], acc0[m]));
-        acc1[m] = crate::mul_add(sc1, s1[m], crate::mul_add(of1, sx[m], acc1[m]));
-        m += 1;
     }
     (acc0, acc1)
 }
@@ -535,8 +550,8 @@ fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
     f32::from_bits((placed & mask) | 0x3f80_0000)
 }
 
-/// `(scale·levels, bias − scale·levels)` of scale index `e`, `levels = 2^bits`: what `Σ f·x`
-/// and `Σ x` are multiplied by (see the module docs).
+/// `(scale·levels, bias − scale·levels)` of scale index `e`, `levels = 2^bits`: the FMA that
+/// turns a code float `f` into `scale·q + bias` (see the module docs).
 #[inline(always)]
 fn scale_pair(
     p: &QLinearParams,
