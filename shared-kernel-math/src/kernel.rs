@@ -178,6 +178,19 @@ pub struct Launch {
     pub block: u32,
 }
 
+/// A kernel's launch bound: the most threads any launch of it has, and the fewest blocks of
+/// that size one GPU multiprocessor should hold at once. GPU compilers budget registers for it
+/// (the CUDA port's `.maxntid` and `.minnctapersm`), so a kernel whose block is fixed keeps the
+/// occupancy it was tuned for; the GPU launch path never exceeds `max_threads` (it clamps to
+/// the entry's limit). The body stays correct for any block that is a multiple of the wave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchBound {
+    /// Most threads per block.
+    pub max_threads: u32,
+    /// Fewest resident blocks per multiprocessor the register budget must allow.
+    pub min_blocks: u32,
+}
+
 /// Which wave sizes a kernel body is correct for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waves {
@@ -304,6 +317,8 @@ pub trait KernelDef {
     const NAME: &'static str;
     /// Wave sizes the body is correct for.
     const WAVES: Waves = Waves::Any;
+    /// Its launch bound, if its block is fixed (see [`LaunchBound`]).
+    const LAUNCH_BOUND: Option<LaunchBound> = None;
     /// Fill the shape-derived params from the buffers' shapes (in list order) and validate the
     /// shapes together with the caller's params. Runs on the host before every launch.
     fn bind(p: &mut Self::Params, shapes: &[&[usize]]) -> Result<(), ShapeError>;

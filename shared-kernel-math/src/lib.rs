@@ -40,8 +40,8 @@ pub use fast_math::{exp2_approx, exp2_poly, mul_add};
 #[cfg(feature = "half")]
 pub use half;
 pub use kernel::{
-    shape, KernelDef, Launch, ParamError, ParamField, ParamKind, ParamValue, Params, ShapeError,
-    Waves,
+    shape, KernelDef, Launch, LaunchBound, ParamError, ParamField, ParamKind, ParamValue, Params,
+    ShapeError, Waves,
 };
 pub use kernels::KernelId;
 pub use list::{BufferDesc, Elem, WAVES};

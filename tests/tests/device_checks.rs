@@ -186,6 +186,52 @@ fn every_ptx_entry_keeps_to_its_declared_local_memory() {
     );
 }
 
+/// The `.maxntid` / `.minnctapersm` directives between an entry's parameter list and its body.
+fn entry_bound(ptx: &str, symbol: &str) -> Option<(Option<String>, Option<String>)> {
+    let start = ptx.find(&format!(".visible .entry {symbol}("))?;
+    let body = start + ptx[start..].find("\n{")?;
+    let head = &ptx[start..body];
+    let value = |directive: &str| {
+        head.lines()
+            .find_map(|l| l.trim().strip_prefix(directive))
+            .map(|v| v.trim().to_string())
+    };
+    Some((value(".maxntid"), value(".minnctapersm")))
+}
+
+#[test]
+fn every_ptx_entry_declares_exactly_its_kernels_launch_bound() {
+    let mut failures = Vec::new();
+    for target in ptx_targets() {
+        for &kernel in KernelId::ALL {
+            let path = cuda_dir()
+                .join(&target)
+                .join(format!("{}.ptx", kernel.name()));
+            let ptx = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            let want = kernel.launch_bound().map(|b| {
+                (
+                    Some(format!("{}, 1, 1", b.max_threads)),
+                    Some(b.min_blocks.to_string()),
+                )
+            });
+            for &dtype in kernel.dtypes() {
+                let symbol = kernel.symbol(dtype).expect("a listed dtype");
+                let got = entry_bound(&ptx, symbol)
+                    .unwrap_or_else(|| panic!("{target}/{}.ptx has no entry {symbol}", kernel.name()));
+                let want = want.clone().unwrap_or((None, None));
+                if got != want {
+                    failures.push(format!("{target} {symbol}: {got:?}, the kernel says {want:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "stale PTX (run `cargo xtask kernels`):\n{}",
+        failures.join("\n")
+    );
+}
+
 #[test]
 fn every_code_object_entry_keeps_to_its_declared_scratch() {
     let mut failures = Vec::new();

@@ -246,6 +246,11 @@ fn kernel_module(
             return Err(format!("{cpu}: entry {s} missing from the PTX of {name}"));
         }
     }
+    let ptx = match kernel.launch_bound() {
+        Some(bound) => with_launch_bound(&ptx, &symbols, bound)
+            .map_err(|e| format!("{cpu}: the PTX of {name}: {e}"))?,
+        None => ptx,
+    };
     let unresolved: Vec<&str> = ptx
         .lines()
         .filter(|l| l.trim_start().starts_with(".extern .func"))
@@ -258,6 +263,45 @@ fn kernel_module(
         ));
     }
     Ok(ptx)
+}
+
+/// `ptx` with `.maxntid` and `.minnctapersm` after the parameter list of each entry in
+/// `symbols` (LLVM writes them only from NVVM annotations, which rustc cannot emit).
+fn with_launch_bound(
+    ptx: &str,
+    symbols: &[&str],
+    bound: kiln_math::LaunchBound,
+) -> Result<String, String> {
+    let mut cuts = Vec::new();
+    for s in symbols {
+        let start = ptx
+            .find(&format!(".visible .entry {s}("))
+            .ok_or_else(|| format!("entry {s} not found"))?;
+        // The parameter list closes on the first line that starts with `)`.
+        let close = ptx[start..]
+            .find("\n)")
+            .map(|i| start + i + 1)
+            .ok_or_else(|| format!("the parameter list of {s} does not close"))?;
+        let eol = ptx[close..]
+            .find('\n')
+            .map(|i| close + i + 1)
+            .ok_or_else(|| format!("entry {s} has no body"))?;
+        cuts.push(eol);
+    }
+    cuts.sort_unstable();
+    let directives = format!(
+        ".maxntid {}, 1, 1\n.minnctapersm {}\n",
+        bound.max_threads, bound.min_blocks
+    );
+    let mut out = String::with_capacity(ptx.len() + directives.len() * cuts.len());
+    let mut from = 0;
+    for cut in cuts {
+        out.push_str(&ptx[from..cut]);
+        out.push_str(&directives);
+        from = cut;
+    }
+    out.push_str(&ptx[from..]);
+    Ok(out)
 }
 
 fn is_bitcode(p: &Path) -> bool {

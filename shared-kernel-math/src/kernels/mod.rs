@@ -160,6 +160,14 @@ macro_rules! define_kernel_ids {
                     $(KernelId::$id => <$crate::kernels::$name::$id as $crate::KernelDef>::WAVES),*
                 }
             }
+
+            /// The kernel's launch bound, if its block is fixed.
+            pub const fn launch_bound(self) -> Option<$crate::LaunchBound> {
+                match self {
+                    $(KernelId::$id =>
+                        <$crate::kernels::$name::$id as $crate::KernelDef>::LAUNCH_BOUND),*
+                }
+            }
         }
     };
 }

@@ -42,6 +42,14 @@ pub const BLOCK_ROWS: u32 = 8;
 /// Threads per block: four waves of a 32-wide GPU; narrower or wider waves split it otherwise.
 pub const BLOCK_THREADS: u32 = 128;
 
+/// The launch bound of every `qlinear_<b>bit` kernel: its block is fixed, and four blocks per
+/// multiprocessor (16 warps on a 32-wide GPU) is the occupancy batch 1 needs to keep enough loads
+/// in flight; the 8-row instance spills a little under it instead of taking every register.
+pub const LAUNCH_BOUND: crate::LaunchBound = crate::LaunchBound {
+    max_threads: BLOCK_THREADS,
+    min_blocks: 4,
+};
+
 /// `scale_dtype` codes.
 pub const SCALE_F32: u32 = 0;
 /// 16-bit IEEE scales and biases.

@@ -1,8 +1,8 @@
 //! `qlinear` at 3 bits per code: the body and every contract are in
 //! [`qlinear`](super::qlinear).
 
-use super::qlinear::{bind, launch, qlinear, QLinearParams};
-use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use super::qlinear::{bind, launch, qlinear, QLinearParams, LAUNCH_BOUND};
+use crate::{Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src};
 
 /// Descriptor of `qlinear_3bit`.
 pub struct QLinear3Bit;
@@ -10,6 +10,7 @@ pub struct QLinear3Bit;
 impl KernelDef for QLinear3Bit {
     type Params = QLinearParams;
     const NAME: &'static str = "qlinear_3bit";
+    const LAUNCH_BOUND: Option<LaunchBound> = Some(LAUNCH_BOUND);
 
     /// Buffers: `x [M, K]`, `w_q [N, K·3/32]`, `scales` and `biases` (packed words of
     /// `N·K/group_size` values), `bias [N]` (or anything of one element or more when

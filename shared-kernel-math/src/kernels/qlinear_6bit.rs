@@ -1,8 +1,8 @@
 //! `qlinear` at 6 bits per code: the body and every contract are in
 //! [`qlinear`](super::qlinear).
 
-use super::qlinear::{bind, launch, qlinear, QLinearParams};
-use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use super::qlinear::{bind, launch, qlinear, QLinearParams, LAUNCH_BOUND};
+use crate::{Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src};
 
 /// Descriptor of `qlinear_6bit`.
 pub struct QLinear6Bit;
@@ -10,6 +10,7 @@ pub struct QLinear6Bit;
 impl KernelDef for QLinear6Bit {
     type Params = QLinearParams;
     const NAME: &'static str = "qlinear_6bit";
+    const LAUNCH_BOUND: Option<LaunchBound> = Some(LAUNCH_BOUND);
 
     /// Buffers: `x [M, K]`, `w_q [N, K·6/32]`, `scales` and `biases` (packed words of
     /// `N·K/group_size` values), `bias [N]` (or anything of one element or more when
