@@ -252,6 +252,7 @@ fn the_bench_drivers_run_with_either_timer() {
         let opts = kiln_benches::BenchOptions {
             kernels: vec![KernelId::FusedRopeQkAppend],
             dtypes: Vec::new(),
+            shapes: Vec::new(),
             runs: 2,
             copy_bytes: 1 << 20,
             // A few input sets, so a pass launches the kernel several times.

@@ -15,10 +15,11 @@
 //! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width); for
 //! one or two rows of `x` a lane loads the next unit's words before reducing the current one.
 //! A code becomes a float without an integer conversion: its bits go to the top of an f32
-//! mantissa, `f = 1 + q·2^-bits`, and one FMA per code and row of `W` dequantizes it,
-//! `ŵ = s·2^bits·f + (b − s·2^bits) = s·q + b`, before it meets the rows of `x`. The weight
-//! is formed before the dot product so no group term cancels another (the error is that of the
-//! weight itself), and the only per-row-of-`x` work is one FMA per code.
+//! mantissa, `f = 1 + q·2^-bits`, `f − 1 = q·2^-bits` exactly, and one FMA per code and row of
+//! `W` dequantizes it, `ŵ = s·2^bits·(f − 1) + b = s·q + b`, before it meets the rows of `x`.
+//! The weight is formed before the dot product and from `s·q` (not from two terms of size
+//! `s·2^bits` that cancel), so its error is that of the weight itself even where a shader
+//! compiler does not fuse the FMA; the only per-row-of-`x` work is one FMA per code.
 use super::fused_silu_mul::silu_mul_element;
 use crate::kernel::shape;
 use crate::{Bf16, Block, Dst, Element, Launch, ShapeError, Src, F16};
@@ -498,8 +499,8 @@ fn span<T: Element, const BITS: usize, const M: usize>(
         let mut v1 = [0.0f32; X_CHUNK];
         let mut j = 0;
         while j < X_CHUNK {
-            v0[j] = crate::mul_add(code_float(w0, first + j), sc0, of0);
-            v1[j] = crate::mul_add(code_float(w1, first + j), sc1, of1);
+            v0[j] = crate::mul_add(code_float(w0, first + j) - 1.0, sc0, of0);
+            v1[j] = crate::mul_add(code_float(w1, first + j) - 1.0, sc1, of1);
             j += 1;
         }
         let mut m = 0;
@@ -558,8 +559,8 @@ fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
     f32::from_bits((placed & mask) | 0x3f80_0000)
 }
 
-/// `(scale·levels, bias − scale·levels)` of scale index `e`, `levels = 2^bits`: the FMA that
-/// turns a code float `f` into `scale·q + bias` (see the module docs).
+/// `(scale·levels, bias)` of scale index `e`, `levels = 2^bits`: the FMA that turns `f − 1` of
+/// a code float into `scale·q + bias` (see the module docs).
 #[inline(always)]
 fn scale_pair(
     p: &QLinearParams,
@@ -568,8 +569,10 @@ fn scale_pair(
     e: usize,
     levels: f32,
 ) -> (f32, f32) {
-    let s = scale_value(scales, p.scale_dtype, e) * levels;
-    (s, scale_value(biases, p.scale_dtype, e) - s)
+    (
+        scale_value(scales, p.scale_dtype, e) * levels,
+        scale_value(biases, p.scale_dtype, e),
+    )
 }
 
 /// Value `e` of a packed scale or bias buffer, widened to f32.
