@@ -79,6 +79,18 @@ pub enum PortError {
         /// What is wrong, in words.
         msg: String,
     },
+    /// A token id at or past the vocabulary (the rows of the table); found before any launch.
+    #[error("[{kernel}] id {id} at position {position} is outside the vocabulary of {vocab} rows")]
+    IdOutOfRange {
+        /// The kernel.
+        kernel: &'static str,
+        /// Where in the ids it is.
+        position: usize,
+        /// The id.
+        id: u32,
+        /// The rows of the table.
+        vocab: usize,
+    },
     /// The device failed: a driver error, a trapped kernel, or an emulator finding.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -110,6 +122,7 @@ impl PortError {
                 | PortError::ShapeMismatch { .. }
                 | PortError::Shape { .. }
                 | PortError::InvalidShape { .. }
+                | PortError::IdOutOfRange { .. }
         )
     }
 

@@ -2,6 +2,8 @@
 
 use kiln::{Backend, Device};
 
+pub mod ggml;
+
 /// Backends `KILN_REQUIRE_BACKENDS` (comma-separated) demands; an absent one fails the run.
 pub fn required_backends() -> Vec<Backend> {
     std::env::var("KILN_REQUIRE_BACKENDS")

@@ -145,6 +145,9 @@ fn build_kernel(root: &Path, arch: &str, kernel: &str) -> Result<PathBuf, String
     let flags = [
         format!("-Ctarget-cpu={arch}"),
         format!("-Cllvm-args=--amdhsa-code-object-version={CODE_OBJECT_VERSION}"),
+        // Identical entries (embedding's f16 and bf16 move the same bits) would otherwise
+        // merge into an alias, which has no kernel descriptor of its own.
+        "-Zmerge-functions=disabled".to_string(),
     ]
     .join("\x1f");
     let out = nightly_cargo(&root.join("shaders-hip"))

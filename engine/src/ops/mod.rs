@@ -2,8 +2,10 @@
 //! inputs before any launch, takes the fallback when the device has no port, and says which
 //! path ran.
 
+mod embedding;
 pub mod kernel;
 mod qlinear;
+pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 
 use crate::launch::Ran;

@@ -12,6 +12,8 @@
 pub mod decode_attention;
 // The body of the `qlinear_<b>bit` entries.
 pub mod qlinear;
+// Per-element decoding of the affine layout, for `embedding_affine`; its docs are its own `//!`.
+pub mod affine_codes;
 
 /// Calls `$m!` with every kernel entry.
 #[macro_export]
@@ -75,6 +77,12 @@ macro_rules! for_each_kernel {
             qlinear_8bit: QLinear8Bit [f32, f16, bf16]
                 (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
                  y: Dst<T>);
+            // Rows of an embedding table for a batch of token ids (an id ≥ V gives zeros).
+            embedding: Embedding [f32, f16, bf16] (ids: Src<u32>, table: Src<T>, out: Dst<T>);
+            // The same over the qlinear kernels' affine layout, dequantized to T (a tied head).
+            embedding_affine: EmbeddingAffine [f32, f16, bf16]
+                (ids: Src<u32>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>,
+                 out: Dst<T>);
         }
     };
 }

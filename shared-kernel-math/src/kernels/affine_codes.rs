@@ -1,0 +1,41 @@
+//! Per-element decoding of MLX's affine layout (spec §13), for kernels that read single
+//! weights rather than stream whole units as `qlinear` does: a code of an LSB-first bit stream
+//! at any width, and a value of the packed scale and bias words.
+//!
+//! [`packed_scale`] duplicates `qlinear`'s private `scale_value` (same words, same widening;
+//! named apart because the WGSL translator resolves functions by name): it lives here until
+//! `qlinear` takes it from this module, so the two become one.
+
+use super::qlinear::{SCALE_F16, SCALE_F32};
+use crate::{Bf16, Element, Src, F16};
+
+/// Code `index` of the LSB-first bit stream of `bits`-bit codes (1..=8) that starts at word
+/// `first` of `words`: element `j` at bits `j·bits ..`, a code that crosses a word boundary
+/// taking its high bits from the next word.
+#[inline(always)]
+pub fn stream_code(words: Src<u32>, first: usize, bits: u32, index: usize) -> u32 {
+    let bit = index * bits as usize;
+    let word = first + bit / 32;
+    let shift = (bit % 32) as u32;
+    let mut v = words.get(word) >> shift;
+    if shift + bits > 32 {
+        // shift > 24 here, so the left shift is below 32.
+        v |= words.get(word + 1) << (32 - shift);
+    }
+    v & ((1u32 << bits) - 1)
+}
+
+/// Value `e` of packed scale or bias words of the `scale_dtype` code `code` (f32 one per word;
+/// f16 or bf16 two per word, the lower half first), widened exactly to f32.
+#[inline(always)]
+pub fn packed_scale(words: Src<u32>, code: u32, e: usize) -> f32 {
+    if code == SCALE_F32 {
+        return f32::from_bits(words.get(e));
+    }
+    let half = (words.get(e / 2) >> ((e % 2) as u32 * 16)) & 0xffff;
+    if code == SCALE_F16 {
+        F16(half as u16).widen()
+    } else {
+        Bf16(half as u16).widen()
+    }
+}
