@@ -87,21 +87,21 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinear2Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1424,
+        scratch_bytes: 1440,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1420,
+        scratch_bytes: 1432,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1444,
+        scratch_bytes: 1468,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
@@ -122,7 +122,7 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1496,
+        scratch_bytes: 1500,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },

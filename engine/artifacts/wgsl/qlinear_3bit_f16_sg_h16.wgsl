@@ -266,8 +266,7 @@ fn k_scale_value_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     return ifv_2;
 }
 fn k_scale_pair_10(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let s_1: f32 = (k_scale_value_8(scales_v, kiln_meta[5u], e_p) * levels_p);
-    return kiln_tuple_f32_f32(s_1, (k_scale_value_9(biases_v, kiln_meta[5u], e_p) - s_1));
+    return kiln_tuple_f32_f32((k_scale_value_8(scales_v, kiln_meta[5u], e_p) * levels_p), k_scale_value_9(biases_v, kiln_meta[5u], e_p));
 }
 fn k_code_float_11(w_p: array<u32, 3>, i_p: u32) -> f32 {
     var w_m: array<u32, 3> = w_p;
@@ -330,8 +329,8 @@ fn k_span_14(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
         var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_17: u32 = 0u;
         while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
             j_17 = (j_17 + 1u);
         }
         var m_18: u32 = 0u;
@@ -641,8 +640,8 @@ fn k_span_32(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
         var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_17: u32 = 0u;
         while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
             j_17 = (j_17 + 1u);
         }
         var m_18: u32 = 0u;
@@ -816,8 +815,8 @@ fn k_span_35(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
         var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_17: u32 = 0u;
         while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
             j_17 = (j_17 + 1u);
         }
         var m_18: u32 = 0u;
@@ -991,8 +990,8 @@ fn k_span_38(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
         var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_17: u32 = 0u;
         while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12(k_code_float_11(w0_m, (first_14 + j_17)), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12(k_code_float_11(w1_m, (first_14 + j_17)), sc1_9, of1_10);
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
             j_17 = (j_17 + 1u);
         }
         var m_18: u32 = 0u;
