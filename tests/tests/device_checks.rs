@@ -216,11 +216,14 @@ fn every_ptx_entry_declares_exactly_its_kernels_launch_bound() {
             });
             for &dtype in kernel.dtypes() {
                 let symbol = kernel.symbol(dtype).expect("a listed dtype");
-                let got = entry_bound(&ptx, symbol)
-                    .unwrap_or_else(|| panic!("{target}/{}.ptx has no entry {symbol}", kernel.name()));
+                let got = entry_bound(&ptx, symbol).unwrap_or_else(|| {
+                    panic!("{target}/{}.ptx has no entry {symbol}", kernel.name())
+                });
                 let want = want.clone().unwrap_or((None, None));
                 if got != want {
-                    failures.push(format!("{target} {symbol}: {got:?}, the kernel says {want:?}"));
+                    failures.push(format!(
+                        "{target} {symbol}: {got:?}, the kernel says {want:?}"
+                    ));
                 }
             }
         }

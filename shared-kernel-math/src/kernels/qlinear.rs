@@ -390,7 +390,10 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
                 } else {
                     y.set(m * n_out + n0, y0);
                     if n0 + 1 < n_out {
-                        y.set(m * n_out + n0 + 1, T::from_f32(t1 + bias_of(p, bias, n0 + 1)));
+                        y.set(
+                            m * n_out + n0 + 1,
+                            T::from_f32(t1 + bias_of(p, bias, n0 + 1)),
+                        );
                     }
                 }
             }
