@@ -1,14 +1,13 @@
 //! The parity cases of `embedding_affine` and the shapes `kiln bench` times it at.
 //!
-//! A case's scales and biases are a checkpoint's: normal weights through kiln's MLX quantizer
-//! (spec §13) at the case's format, from a seed fixed per case; its codes and ids are drawn
-//! with the harness's seed, so every run reads other codes under the same scales.
+//! A case's scales and biases are a checkpoint's: weights fixed per case through kiln's MLX
+//! quantizer (spec §13) at the case's format; its codes and ids are drawn with the harness's
+//! seed, so every run reads other codes under the same scales.
 
 use super::embedding::{drawn_ids, fixed_ids};
 use super::linear_tolerance;
 use crate::case::{Case, Check, Fill};
 use crate::quant::{pack_le_words, quantize, AffineFormat};
-use crate::rng::{derive_seed, Rng};
 use kiln_math::kernels::embedding_affine::BITS;
 use kiln_math::kernels::qlinear::{scale_code, scale_words, GROUP_SIZES};
 use kiln_math::DType;
@@ -32,6 +31,15 @@ fn out_check(dtype: DType, scale_dtype: DType) -> Check {
     }
 }
 
+/// `len` weights uniform on [-2, 2) from a multiplicative hash of the index salted by `label`
+/// (the table is part of the case, like its shapes).
+fn weights(label: &str, len: usize) -> Vec<f32> {
+    let salt = label.bytes().fold(0u32, |h, b| h.rotate_left(5) ^ b as u32);
+    (0..len as u32)
+        .map(|i| ((i ^ salt).wrapping_mul(0x9e37_79b9) >> 16) as f32 / 16384.0 - 2.0)
+        .collect()
+}
+
 /// `b` rows of a `[v, d]` table at `format`, the ids drawn as `ids` says.
 fn case(dtype: DType, format: AffineFormat, b: usize, v: usize, d: usize, ids: Fill) -> Case {
     let label = format!(
@@ -41,9 +49,7 @@ fn case(dtype: DType, format: AffineFormat, b: usize, v: usize, d: usize, ids: F
         format.scale_dtype().name(),
         if let Fill::Values(_) = ids { " fixed ids" } else { "" }
     );
-    let mut rng = Rng::new(derive_seed(0x656d_6265_6464, &label));
-    let w: Vec<f32> = (0..v * d).map(|_| rng.normal() as f32).collect();
-    let q = quantize(&w, v, d, format).expect("a supported format and shape");
+    let q = quantize(&weights(&label, v * d), v, d, format).expect("a supported format and shape");
     let values = |words: &[u32]| Fill::Values(words.iter().map(|&w| w as f64).collect());
     let code = scale_code(format.scale_dtype());
     let packed = scale_words(code, v * d / format.group_size() as usize);
