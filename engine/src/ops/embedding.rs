@@ -44,14 +44,14 @@ pub fn embedding(
     ids: &[u32],
     out: &mut Tensor,
 ) -> Result<Ran, PortError> {
-    let id = KernelId::Embedding;
+    let kernel = KernelId::Embedding;
     let &[vocab, _] = table.shape() else {
         return Err(PortError::invalid(
-            id,
+            kernel,
             "table must be two-dimensional: [V, D]",
         ));
     };
-    check_ids(id, ids, vocab)?;
+    check_ids(kernel, ids, vocab)?;
     let mut scratch = dev.scratch(embedding_scratch_bytes(ids.len()))?;
     let ids = scratch.upload(ids)?;
     kernel::embedding(dev, &EmbeddingParams::default(), &ids, table, out)
