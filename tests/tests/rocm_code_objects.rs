@@ -172,17 +172,14 @@ fn metadata_reports_wave_resources_and_the_engine_kernarg_layout() {
                     "{arch} {name}: wave{wave} vgpr {vgpr} sgpr {sgpr} spills {spills} \
                  static LDS {lds} B (+ launch-sized) scratch {scratch} B"
                 );
-                // A dynamic stack only where declared: the ROCm port is then held back.
-                let declared = KernelId::from_name(c.kernel)
-                    .and_then(kiln::math::local_memory::local_memory)
-                    .is_some_and(|l| l.dynamic_stack);
-                assert!(
-                    get(k, ".uses_dynamic_stack").as_bool() == Some(false) || declared,
-                    "{arch} {name}: an undeclared dynamic stack"
+                // No entry calls anything (xtask refuses it), so none needs a dynamic stack.
+                assert_eq!(
+                    get(k, ".uses_dynamic_stack").as_bool(),
+                    Some(false),
+                    "{arch} {name}: dynamic stack"
                 );
-                // kiln carves all LDS from the launch-sized allocation (a held-back port, never
-                // launched, may not: LLVM moves its spilled arrays to LDS).
-                assert!(lds == 0 || declared, "{arch} {name}: static LDS {lds} B");
+                // kiln carves all LDS from the launch-sized allocation.
+                assert_eq!(lds, 0, "{arch} {name}: static LDS {lds} B");
                 // The engine launches up to 1024 threads per block.
                 assert!(
                     int(k, ".max_flat_workgroup_size") >= 1024,
