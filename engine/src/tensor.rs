@@ -177,6 +177,7 @@ impl Tensor {
     }
 
     /// A tensor of `shape` elements of `dtype` starting `offset` bytes into `mem`.
+    #[cfg(feature = "wgpu")]
     pub(crate) fn over_at(
         dev: &Device,
         mem: Storage,
