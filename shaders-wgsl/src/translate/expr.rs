@@ -208,10 +208,13 @@ impl<'a> Translator<'a> {
                         lit: syn::Lit::Int(i),
                         ..
                     }) => i.base10_parse::<u32>().ok(),
-                    syn::Expr::Path(p) => p
-                        .path
-                        .get_ident()
-                        .and_then(|id| self.const_int(&id.to_string(), fcx.file)),
+                    syn::Expr::Path(p) => p.path.get_ident().and_then(|id| {
+                        let name = id.to_string();
+                        match fcx.generics.get(&name) {
+                            Some(Generic::Const(Some(n))) => Some(*n),
+                            _ => self.const_int(&name, fcx.file),
+                        }
+                    }),
                     _ => None,
                 }
                 .ok_or_else(|| {
@@ -219,7 +222,7 @@ impl<'a> Translator<'a> {
                         fcx.file,
                         span,
                         "array repeat length",
-                        "a literal or an integer const",
+                        "a literal, an integer const or a const generic",
                     )
                 })?;
                 let ty = Ty::Array(Box::new(t), n);

@@ -114,17 +114,11 @@ impl<'a> Translator<'a> {
                     }
                 },
                 syn::FnArg::Typed(pt) => {
-                    let pty = self.param_ty(&mut fcx, &pt.ty)?;
-                    // Bind const generics from array argument lengths.
-                    if let (syn::Type::Array(arr), Value::Expr(_, Ty::Array(_, n))) = (&*pt.ty, a) {
-                        if let syn::Expr::Path(ep) = &arr.len {
-                            if let Some(id) = ep.path.get_ident() {
-                                fcx.generics
-                                    .insert(id.to_string(), Generic::Const(Some(*n)));
-                                let _ = write!(key, "|{id}={n}");
-                            }
-                        }
+                    // Bind const generics from array argument lengths, nested arrays included.
+                    if let Value::Expr(_, ty) = a {
+                        bind_array_lengths(&pt.ty, ty, &mut fcx, &mut key);
                     }
+                    let pty = self.param_ty(&mut fcx, &pt.ty)?;
                     let pty = match pty {
                         ParamType::Value(Ty::Array(e, 0)) => {
                             let n = match a {
@@ -486,4 +480,19 @@ fn free_names(cl: &syn::ExprClosure) -> Vec<String> {
         })
         .collect();
     v.0.into_iter().filter(|n| !params.contains(n)).collect()
+}
+
+/// Binds the const generics named as array lengths in `declared` (`[[u32; BITS]; R]`) to the
+/// lengths of the argument's type, outermost first, and records them in the instance key.
+fn bind_array_lengths(declared: &syn::Type, arg: &Ty, fcx: &mut FnContext, key: &mut String) {
+    if let (syn::Type::Array(arr), Ty::Array(inner, n)) = (declared, arg) {
+        if let syn::Expr::Path(ep) = &arr.len {
+            if let Some(id) = ep.path.get_ident() {
+                fcx.generics
+                    .insert(id.to_string(), Generic::Const(Some(*n)));
+                let _ = write!(key, "|{id}={n}");
+            }
+        }
+        bind_array_lengths(&arr.elem, inner, fcx, key);
+    }
 }
