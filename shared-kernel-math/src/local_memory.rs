@@ -28,12 +28,11 @@ const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store 
     f32 on the underflow/overflow branches only (GPUs have no FP flags to raise)";
 
 /// The qlinear kernels: the PTX holds only libm's flag word; the code objects spill.
-const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option (act 1), two f32 \
-    words on the underflow/overflow branches only. Code objects: VGPR and SGPR spills of the \
-    instances' accumulators and dot products (four or two rows of W x the rows of x) and the \
-    next unit's words in flight, under the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets \
-    of the default 1024-thread launch bound, which rustc cannot lower for amdgcn; to be removed \
-    with the AMD side of the launch-bound primitive (issue 15: no scratch on gfx1151/gfx942)";
+const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option (act 1), one f32 \
+    on the underflow/overflow branches only. Code objects: VGPR spills of the 8-row instance (two \
+    rows of W x 8 rows of x of accumulators, and the dequantized chunk of both rows) under the \
+    128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of the default 1024-thread launch bound; to \
+    be removed with a launch-bound primitive (issue 15: no scratch on gfx1151/gfx942)";
 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
@@ -87,43 +86,43 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     },
     LocalMemory {
         kernel: KernelId::QLinear2Bit,
-        ptx_bytes: 8,
-        scratch_bytes: 1636,
+        ptx_bytes: 4,
+        scratch_bytes: 1440,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
-        ptx_bytes: 8,
-        scratch_bytes: 1740,
+        ptx_bytes: 4,
+        scratch_bytes: 1432,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
-        ptx_bytes: 8,
-        scratch_bytes: 1752,
+        ptx_bytes: 4,
+        scratch_bytes: 1468,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear5Bit,
-        ptx_bytes: 8,
-        scratch_bytes: 1808,
+        ptx_bytes: 4,
+        scratch_bytes: 1492,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear6Bit,
-        ptx_bytes: 8,
+        ptx_bytes: 4,
         scratch_bytes: 1480,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
-        ptx_bytes: 8,
-        scratch_bytes: 1796,
+        ptx_bytes: 4,
+        scratch_bytes: 1500,
         dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },

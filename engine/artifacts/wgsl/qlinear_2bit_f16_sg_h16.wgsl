@@ -2,7 +2,6 @@
 enable f16;
 override KILN_BLOCK: u32;
 override KILN_WAVE: u32;
-override KILN_SHARED_WORDS: u32;
 
 // buffer `x`: Src<T>
 @group(0) @binding(0) var<storage, read> kiln_buf0: array<f16>;
@@ -22,6 +21,29 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct S_At {
+    row0_words: u32,
+    row1_words: u32,
+    row0_groups: u32,
+    row1_groups: u32,
+    col: u32,
+}
+struct kiln_tuple_a1f32_a1f32 {
+    f0: array<f32, 1>,
+    f1: array<f32, 1>,
+}
+struct kiln_tuple_a2f32_a2f32 {
+    f0: array<f32, 2>,
+    f1: array<f32, 2>,
+}
+struct kiln_tuple_a4f32_a4f32 {
+    f0: array<f32, 4>,
+    f1: array<f32, 4>,
+}
+struct kiln_tuple_a8f32_a8f32 {
+    f0: array<f32, 8>,
+    f1: array<f32, 8>,
+}
 struct kiln_tuple_f32_f32 {
     f0: f32,
     f1: f32,
@@ -30,23 +52,12 @@ struct kiln_tuple_i32_f32 {
     f0: i32,
     f1: f32,
 }
-struct kiln_tuple_u32_u32 {
-    f0: u32,
-    f1: u32,
-}
-struct kiln_tuple_u32_u32_u32 {
-    f0: u32,
-    f1: u32,
-    f2: u32,
-}
 const K_ACT_SILU_MUL: u32 = 1u;
 const K_BLOCK_ROWS: u32 = 8u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
-const K_MAX_M: u32 = 8u;
-const K_ROWS_FEW_X: u32 = 4u;
-const K_ROWS_MANY_X: u32 = 2u;
+const K_ROWS_PER_WAVE: u32 = 2u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
 const K_SPAN: u32 = (K_UNIT / 2u);
@@ -64,7 +75,6 @@ fn kiln_fault_at(buf: u32, index: u32) {
         atomicStore(&kiln_fault[5], index);
     }
 }
-fn kiln_zero_f32() -> f32 { return 0.0f; }
 fn kiln_zero_u32() -> u32 { return 0u; }
 
 fn kiln_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -120,10 +130,6 @@ fn kiln_f32_to_i32(x: f32) -> i32 {
     if x < -2147483648.0f { return i32(-2147483647 - 1); }
     return i32(x);
 }
-
-// Kernel shared memory, sized per pipeline; `offset` is in bytes after the scratch.
-var<workgroup> kiln_shared: array<u32, KILN_SHARED_WORDS>;
-fn kiln_shared_view(offset: u32, len: u32) -> vec2<u32> { return vec2<u32>(offset / 4u, len); }
 fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(0u, i); return kiln_zero_u32(); }
     return kiln_f16_value_bits(f32(kiln_buf0[v.x + i]));
@@ -150,10 +156,6 @@ fn kiln_get_b4(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(4u, i); return kiln_zero_u32(); }
     return kiln_f16_value_bits(f32(kiln_buf4[v.x + i]));
 }
-fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
-    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
-    return bitcast<f32>(kiln_shared[v.x + i]);
-}
 fn kiln_getchunk4_b1(v: vec2<u32>, i: u32) -> array<u32, 4> {
     var c: array<u32, 4>;
     if i >= v.y || v.y - i < 4u { kiln_fault_at(1u, i + 4u); return c; }
@@ -170,30 +172,13 @@ fn kiln_set_b5(v: vec2<u32>, i: u32, x: u32) {
     if i >= v.y { kiln_fault_at(5u, i); return; }
     kiln_buf5[v.x + i] = f16(kiln_f16_bits_value(x));
 }
-fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
-    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
-    kiln_shared[v.x + i] = bitcast<u32>(x);
-}
 fn k_lane_1() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_waves_2() -> u32 {
-    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
-}
-fn k_k_splits_3(waves_p: u32, rows_per_wave_p: u32) -> u32 {
-    let row_groups_1: u32 = (K_BLOCK_ROWS / rows_per_wave_p);
-    var ifv_2: u32;
-    if (waves_p > row_groups_1) {
-        ifv_2 = (waves_p / row_groups_1);
-    } else {
-        ifv_2 = 1u;
-    }
-    return ifv_2;
-}
-fn k_wave_id_4() -> u32 {
+fn k_wave_id_2() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_load_words_5(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 2>) -> array<u32, 2> {
+fn k_load_words_3(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 2>) -> array<u32, 2> {
     var zero_m: array<u32, 2> = zero_p;
     var w_1: array<u32, 2> = zero_m;
     var j_2: u32 = 0u;
@@ -214,21 +199,7 @@ fn k_load_words_5(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 
     }
     return w_1;
 }
-fn k_load_rows_6(w_q_v: vec2<u32>, rows_p: array<u32, 4>, words_per_row_p: u32, u_p: u32, wide_p: bool, zero_w_p: array<array<u32, 2>, 4>) -> array<array<u32, 2>, 4> {
-    var rows_m: array<u32, 4> = rows_p;
-    var zero_w_m: array<array<u32, 2>, 4> = zero_w_p;
-    var w_1: array<array<u32, 2>, 4> = zero_w_m;
-    var r_2: u32 = 0u;
-    while (r_2 < 4u) {
-        w_1[r_2] = k_load_words_5(w_q_v, ((rows_m[r_2] * words_per_row_p) + (u_p * 2u)), wide_p, zero_w_m[r_2]);
-        r_2 = (r_2 + 1u);
-    }
-    return w_1;
-}
-fn k_code_center_7(bits_p: u32) -> f32 {
-    return f32(((1u << ((bits_p - 1u)))));
-}
-fn k_f16_bits_to_f32_soft_8(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_4(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -259,75 +230,67 @@ fn k_f16_bits_to_f32_soft_8(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_9(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_8(self_v);
+fn k_widen_5(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_4(self_v);
 }
-fn k_to_f32_10(self_v: u32) -> f32 {
+fn k_to_f32_6(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_11(self_v: u32) -> f32 {
-    return k_to_f32_10(self_v);
+fn k_widen_7(self_v: u32) -> f32 {
+    return k_to_f32_6(self_v);
 }
-fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_scale_value_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
+        ifv_2 = k_widen_5((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_11((half_1 & 0xffffu));
+        ifv_2 = k_widen_7((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_scale_value_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
+        ifv_2 = k_widen_5((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_11((half_1 & 0xffffu));
+        ifv_2 = k_widen_7((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
+fn k_scale_pair_10(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    return kiln_tuple_f32_f32((k_scale_value_8(scales_v, kiln_meta[5u], e_p) * levels_p), k_scale_value_9(biases_v, kiln_meta[5u], e_p));
 }
-fn k_scale_and_midpoint_15(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, center_p: f32) -> kiln_tuple_f32_f32 {
-    let s_1: f32 = k_packed_scale_12(scales_v, kiln_meta[5u], e_p);
-    let b_2: f32 = k_packed_scale_13(biases_v, kiln_meta[5u], e_p);
-    return kiln_tuple_f32_f32(s_1, k_mul_add_14(s_1, center_p, b_2));
-}
-fn k_code_value_16(w_p: array<u32, 2>, i_p: u32) -> f32 {
+fn k_code_float_11(w_p: array<u32, 2>, i_p: u32) -> f32 {
     var w_m: array<u32, 2> = w_p;
     let bit_1: u32 = (i_p * 2u);
     let word_2: u32 = (bit_1 / 32u);
     let shift_3: u32 = ((bit_1 % 32u));
-    let width_4: u32 = 2u;
-    var ifv_5: kiln_tuple_u32_u32;
-    if ((shift_3 + width_4) > 32u) {
-        ifv_5 = kiln_tuple_u32_u32((((w_m[word_2] >> shift_3)) | ((w_m[(word_2 + 1u)] << ((32u - shift_3))))), 0u);
+    let top_4: u32 = (23u - 2u);
+    var ifv_5: u32;
+    if (shift_3 >= top_4) {
+        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
     } else {
-        var ifv_6: kiln_tuple_u32_u32;
-        if ((shift_3 + width_4) <= 23u) {
-            ifv_6 = kiln_tuple_u32_u32(w_m[word_2], shift_3);
-        } else {
-            ifv_6 = kiln_tuple_u32_u32((w_m[word_2] >> 9u), (shift_3 - 9u));
-        }
-        ifv_5 = ifv_6;
+        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
     }
-    let t_7: kiln_tuple_u32_u32 = ifv_5;
-    let v_8: u32 = t_7.f0;
-    let e_9: u32 = t_7.f1;
-    let mask_10: u32 = (((((1u << width_4)) - 1u)) << e_9);
-    let exponent_11: u32 = ((((127u + 23u) - e_9)) << 23u);
-    return (bitcast<f32>((((v_8 & mask_10)) | exponent_11)) - ((bitcast<f32>(exponent_11) + k_code_center_7(width_4))));
+    var placed_6: u32 = ifv_5;
+    if ((shift_3 + 2u) > 32u) {
+        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
+    }
+    let mask_7: u32 = (((((1u << 2u)) - 1u)) << top_4);
+    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_x_chunk_17(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
+fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_x_chunk_13(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     var ifv_1: array<u32, 8>;
     if wide_p {
         ifv_1 = kiln_getchunk8_b0(x_v, at_p);
@@ -342,114 +305,73 @@ fn k_x_chunk_17(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     }
     return ifv_1;
 }
-fn k_span_18(x_v: vec2<u32>, col_p: u32, h_p: u32, w_p: array<array<u32, 2>, 4>, scale_p: array<f32, 4>, offset_p: array<f32, 4>, wide_x_p: bool, acc_p: array<array<f32, 1>, 4>) -> array<array<f32, 1>, 4> {
-    var w_m: array<array<u32, 2>, 4> = w_p;
-    var scale_m: array<f32, 4> = scale_p;
-    var offset_m: array<f32, 4> = offset_p;
-    var acc_m: array<array<f32, 1>, 4> = acc_p;
+fn k_span_14(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 1> = acc0_p;
+    var acc1_m: array<f32, 1> = acc1_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var zero_m_3: array<f32, 1> = acc_m[0u];
-    var dot_4: array<array<f32, 1>, 4> = acc_m;
-    var x_sum_5: array<f32, 1> = zero_m_3;
-    var r_6: u32 = 0u;
-    while (r_6 < 4u) {
-        var m_7: u32 = 0u;
-        while (m_7 < 1u) {
-            dot_4[r_6][m_7] = 0e0f;
-            m_7 = (m_7 + 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 2u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 1> = acc0_m;
+    var acc1_12: array<f32, 1> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
         }
-        r_6 = (r_6 + 1u);
-    }
-    var m_8: u32 = 0u;
-    while (m_8 < 1u) {
-        x_sum_5[m_8] = 0e0f;
-        m_8 = (m_8 + 1u);
-    }
-    var c_9: u32 = 0u;
-    while (c_9 < (K_SPAN / K_X_CHUNK)) {
-        let first_10: u32 = ((h_p * K_SPAN) + (c_9 * K_X_CHUNK));
-        var q_11: array<array<f32, 8>, 4> = array<array<f32, 8>, 4>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
-        var r_12: u32 = 0u;
-        while (r_12 < 4u) {
-            var j_13: u32 = 0u;
-            while (j_13 < K_X_CHUNK) {
-                q_11[r_12][j_13] = k_code_value_16(w_m[r_12], (first_10 + j_13));
-                j_13 = (j_13 + 1u);
-            }
-            r_12 = (r_12 + 1u);
-        }
-        var m_14: u32 = 0u;
-        while (m_14 < 1u) {
-            var ifv_15: u32;
-            if (m_14 < last_m_2) {
-                ifv_15 = m_14;
+        var m_18: u32 = 0u;
+        while (m_18 < 1u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
             } else {
-                ifv_15 = last_m_2;
+                ifv_19 = last_m_2;
             }
-            let row_16: u32 = ifv_15;
-            var xc_17: array<u32, 8> = k_x_chunk_17(x_v, (((row_16 * k_1) + col_p) + first_10), wide_x_p);
-            var j_18: u32 = 0u;
-            while (j_18 < K_X_CHUNK) {
-                let xv_19: f32 = k_widen_9(xc_17[j_18]);
-                x_sum_5[m_14] = (x_sum_5[m_14] + xv_19);
-                var r_20: u32 = 0u;
-                while (r_20 < 4u) {
-                    dot_4[r_20][m_14] = k_mul_add_14(q_11[r_20][j_18], xv_19, dot_4[r_20][m_14]);
-                    r_20 = (r_20 + 1u);
-                }
-                j_18 = (j_18 + 1u);
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_5(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
             }
-            m_14 = (m_14 + 1u);
+            m_18 = (m_18 + 1u);
         }
-        c_9 = (c_9 + 1u);
+        c_13 = (c_13 + 1u);
     }
-    var acc_21: array<array<f32, 1>, 4> = acc_m;
-    var r_22: u32 = 0u;
-    while (r_22 < 4u) {
-        var m_23: u32 = 0u;
-        while (m_23 < 1u) {
-            let with_offset_24: f32 = k_mul_add_14(offset_m[r_22], x_sum_5[m_23], acc_21[r_22][m_23]);
-            acc_21[r_22][m_23] = k_mul_add_14(scale_m[r_22], dot_4[r_22][m_23], with_offset_24);
-            m_23 = (m_23 + 1u);
-        }
-        r_22 = (r_22 + 1u);
-    }
-    return acc_21;
+    return kiln_tuple_a1f32_a1f32(acc0_11, acc1_12);
 }
-fn k_unit_19(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, rows_p: array<u32, 4>, groups_per_row_p: u32, u_p: u32, w_p: array<array<u32, 2>, 4>, wide_x_p: bool, acc_p: array<array<f32, 1>, 4>) -> array<array<f32, 1>, 4> {
-    var rows_m: array<u32, 4> = rows_p;
-    var w_m: array<array<u32, 2>, 4> = w_p;
-    var acc_m: array<array<f32, 1>, 4> = acc_p;
-    let col_1: u32 = (u_p * K_UNIT);
-    let g0_2: u32 = (col_1 >> kiln_meta[7u]);
-    let g1_3: u32 = (((col_1 + K_SPAN)) >> kiln_meta[7u]);
-    let center_4: f32 = k_code_center_7(2u);
-    var s0_5: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var o0_6: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var r_7: u32 = 0u;
-    while (r_7 < 4u) {
-        let da_8: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_7] * groups_per_row_p) + g0_2), center_4);
-        s0_5[r_7] = da_8.f0;
-        o0_6[r_7] = da_8.f1;
-        r_7 = (r_7 + 1u);
-    }
-    var acc_9: array<array<f32, 1>, 4> = k_span_18(x_v, col_1, 0u, w_m, s0_5, o0_6, wide_x_p, acc_m);
-    var s1_10: array<f32, 4> = s0_5;
-    var o1_11: array<f32, 4> = o0_6;
-    if (g1_3 != g0_2) {
-        var r_12: u32 = 0u;
-        while (r_12 < 4u) {
-            let da_13: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_12] * groups_per_row_p) + g1_3), center_4);
-            s1_10[r_12] = da_13.f0;
-            o1_11[r_12] = da_13.f1;
-            r_12 = (r_12 + 1u);
-        }
-    }
-    acc_9 = k_span_18(x_v, col_1, 1u, w_m, s1_10, o1_11, wide_x_p, acc_9);
-    return acc_9;
+fn k_unit_15(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 1> = acc0_p;
+    var acc1_m: array<f32, 1> = acc1_p;
+    var acc0_1: array<f32, 1> = acc0_m;
+    var acc1_2: array<f32, 1> = acc1_m;
+    let da_3: kiln_tuple_a1f32_a1f32 = k_span_14(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_3.f0;
+    acc1_2 = da_3.f1;
+    let da_4: kiln_tuple_a1f32_a1f32 = k_span_14(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_4.f0;
+    acc1_2 = da_4.f1;
+    return kiln_tuple_a1f32_a1f32(acc0_1, acc1_2);
 }
-fn k_wave_sum_20(v_p: f32) -> f32 {
+fn k_wave_sum_16(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -458,702 +380,16 @@ fn k_wave_sum_20(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_row_groups_21(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, zero_w_p: array<array<u32, 2>, 4>, zero_p: array<f32, 1>) {
-    var zero_w_m: array<array<u32, 2>, 4> = zero_w_p;
-    var zero_m: array<f32, 1> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
-    let n_out_2: u32 = kiln_meta[2u];
-    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
-    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let lane_5: u32 = k_lane_1();
-    let wave_6: u32 = KILN_WAVE;
-    let waves_7: u32 = k_waves_2();
-    let row_group_count_8: u32 = (K_BLOCK_ROWS / 4u);
-    let splits_9: u32 = k_k_splits_3(waves_7, 4u);
-    let units_10: u32 = (k_1 / K_UNIT);
-    let words_per_row_11: u32 = (units_10 * 2u);
-    let groups_per_row_12: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_13: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_14: bool = false;
-    let partials_15: vec2<u32> = kiln_shared_view(0u, ((splits_9 * K_BLOCK_ROWS) * K_MAX_M));
-    let w_id_16: u32 = k_wave_id_4();
-    var ifv_17: kiln_tuple_u32_u32_u32;
-    if (waves_7 >= row_group_count_8) {
-        ifv_17 = kiln_tuple_u32_u32_u32((w_id_16 % row_group_count_8), row_group_count_8, (w_id_16 / row_group_count_8));
-    } else {
-        ifv_17 = kiln_tuple_u32_u32_u32(w_id_16, waves_7, 0u);
-    }
-    let t_18: kiln_tuple_u32_u32_u32 = ifv_17;
-    var group_19: u32 = t_18.f0;
-    let group_step_20: u32 = t_18.f1;
-    let split_21: u32 = t_18.f2;
-    while (((split_21 < splits_9) && (group_19 < row_group_count_8)) && ((group_19 * 4u) < here_4)) {
-        let r0_22: u32 = (group_19 * 4u);
-        var rows_23: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
-        var r_24: u32 = 0u;
-        while (r_24 < 4u) {
-            let n_25: u32 = ((first_3 + r0_22) + r_24);
-            var ifv_26: u32;
-            if (n_25 < n_out_2) {
-                ifv_26 = n_25;
-            } else {
-                ifv_26 = (n_out_2 - 1u);
-            }
-            rows_23[r_24] = ifv_26;
-            r_24 = (r_24 + 1u);
-        }
-        var acc_27: array<array<f32, 1>, 4> = array<array<f32, 1>, 4>(zero_m, zero_m, zero_m, zero_m);
-        let step_28: u32 = (splits_9 * wave_6);
-        var u_29: u32 = ((split_21 * wave_6) + lane_5);
-        if (1u <= 2u) {
-            var cur_30: array<array<u32, 2>, 4> = zero_w_m;
-            if (u_29 < units_10) {
-                cur_30 = k_load_rows_6(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-            }
-            while (u_29 < units_10) {
-                let next_31: u32 = (u_29 + step_28);
-                var ahead_32: array<array<u32, 2>, 4> = cur_30;
-                if (next_31 < units_10) {
-                    ahead_32 = k_load_rows_6(w_q_v, rows_23, words_per_row_11, next_31, wide_w_13, zero_w_m);
-                }
-                acc_27 = k_unit_19(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_30, wide_x_14, acc_27);
-                cur_30 = ahead_32;
-                u_29 = next_31;
-            }
-        } else {
-            while (u_29 < units_10) {
-                var cur_33: array<array<u32, 2>, 4> = k_load_rows_6(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-                acc_27 = k_unit_19(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_33, wide_x_14, acc_27);
-                u_29 = (u_29 + step_28);
-            }
-        }
-        var r_34: u32 = 0u;
-        while (r_34 < 4u) {
-            var m_35: u32 = 0u;
-            while (m_35 < 1u) {
-                let total_36: f32 = k_wave_sum_20(acc_27[r_34][m_35]);
-                if (lane_5 == 0u) {
-                    kiln_set_shared_f32(partials_15, ((((((split_21 * K_BLOCK_ROWS) + r0_22) + r_34)) * K_MAX_M) + m_35), total_36);
-                }
-                m_35 = (m_35 + 1u);
-            }
-            r_34 = (r_34 + 1u);
-        }
-        group_19 = (group_19 + group_step_20);
-    }
-}
-fn k_span_22(x_v: vec2<u32>, col_p: u32, h_p: u32, w_p: array<array<u32, 2>, 4>, scale_p: array<f32, 4>, offset_p: array<f32, 4>, wide_x_p: bool, acc_p: array<array<f32, 2>, 4>) -> array<array<f32, 2>, 4> {
-    var w_m: array<array<u32, 2>, 4> = w_p;
-    var scale_m: array<f32, 4> = scale_p;
-    var offset_m: array<f32, 4> = offset_p;
-    var acc_m: array<array<f32, 2>, 4> = acc_p;
-    let k_1: u32 = kiln_meta[1u];
-    let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var zero_m_3: array<f32, 2> = acc_m[0u];
-    var dot_4: array<array<f32, 2>, 4> = acc_m;
-    var x_sum_5: array<f32, 2> = zero_m_3;
-    var r_6: u32 = 0u;
-    while (r_6 < 4u) {
-        var m_7: u32 = 0u;
-        while (m_7 < 2u) {
-            dot_4[r_6][m_7] = 0e0f;
-            m_7 = (m_7 + 1u);
-        }
-        r_6 = (r_6 + 1u);
-    }
-    var m_8: u32 = 0u;
-    while (m_8 < 2u) {
-        x_sum_5[m_8] = 0e0f;
-        m_8 = (m_8 + 1u);
-    }
-    var c_9: u32 = 0u;
-    while (c_9 < (K_SPAN / K_X_CHUNK)) {
-        let first_10: u32 = ((h_p * K_SPAN) + (c_9 * K_X_CHUNK));
-        var q_11: array<array<f32, 8>, 4> = array<array<f32, 8>, 4>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
-        var r_12: u32 = 0u;
-        while (r_12 < 4u) {
-            var j_13: u32 = 0u;
-            while (j_13 < K_X_CHUNK) {
-                q_11[r_12][j_13] = k_code_value_16(w_m[r_12], (first_10 + j_13));
-                j_13 = (j_13 + 1u);
-            }
-            r_12 = (r_12 + 1u);
-        }
-        var m_14: u32 = 0u;
-        while (m_14 < 2u) {
-            var ifv_15: u32;
-            if (m_14 < last_m_2) {
-                ifv_15 = m_14;
-            } else {
-                ifv_15 = last_m_2;
-            }
-            let row_16: u32 = ifv_15;
-            var xc_17: array<u32, 8> = k_x_chunk_17(x_v, (((row_16 * k_1) + col_p) + first_10), wide_x_p);
-            var j_18: u32 = 0u;
-            while (j_18 < K_X_CHUNK) {
-                let xv_19: f32 = k_widen_9(xc_17[j_18]);
-                x_sum_5[m_14] = (x_sum_5[m_14] + xv_19);
-                var r_20: u32 = 0u;
-                while (r_20 < 4u) {
-                    dot_4[r_20][m_14] = k_mul_add_14(q_11[r_20][j_18], xv_19, dot_4[r_20][m_14]);
-                    r_20 = (r_20 + 1u);
-                }
-                j_18 = (j_18 + 1u);
-            }
-            m_14 = (m_14 + 1u);
-        }
-        c_9 = (c_9 + 1u);
-    }
-    var acc_21: array<array<f32, 2>, 4> = acc_m;
-    var r_22: u32 = 0u;
-    while (r_22 < 4u) {
-        var m_23: u32 = 0u;
-        while (m_23 < 2u) {
-            let with_offset_24: f32 = k_mul_add_14(offset_m[r_22], x_sum_5[m_23], acc_21[r_22][m_23]);
-            acc_21[r_22][m_23] = k_mul_add_14(scale_m[r_22], dot_4[r_22][m_23], with_offset_24);
-            m_23 = (m_23 + 1u);
-        }
-        r_22 = (r_22 + 1u);
-    }
-    return acc_21;
-}
-fn k_unit_23(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, rows_p: array<u32, 4>, groups_per_row_p: u32, u_p: u32, w_p: array<array<u32, 2>, 4>, wide_x_p: bool, acc_p: array<array<f32, 2>, 4>) -> array<array<f32, 2>, 4> {
-    var rows_m: array<u32, 4> = rows_p;
-    var w_m: array<array<u32, 2>, 4> = w_p;
-    var acc_m: array<array<f32, 2>, 4> = acc_p;
-    let col_1: u32 = (u_p * K_UNIT);
-    let g0_2: u32 = (col_1 >> kiln_meta[7u]);
-    let g1_3: u32 = (((col_1 + K_SPAN)) >> kiln_meta[7u]);
-    let center_4: f32 = k_code_center_7(2u);
-    var s0_5: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var o0_6: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var r_7: u32 = 0u;
-    while (r_7 < 4u) {
-        let da_8: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_7] * groups_per_row_p) + g0_2), center_4);
-        s0_5[r_7] = da_8.f0;
-        o0_6[r_7] = da_8.f1;
-        r_7 = (r_7 + 1u);
-    }
-    var acc_9: array<array<f32, 2>, 4> = k_span_22(x_v, col_1, 0u, w_m, s0_5, o0_6, wide_x_p, acc_m);
-    var s1_10: array<f32, 4> = s0_5;
-    var o1_11: array<f32, 4> = o0_6;
-    if (g1_3 != g0_2) {
-        var r_12: u32 = 0u;
-        while (r_12 < 4u) {
-            let da_13: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_12] * groups_per_row_p) + g1_3), center_4);
-            s1_10[r_12] = da_13.f0;
-            o1_11[r_12] = da_13.f1;
-            r_12 = (r_12 + 1u);
-        }
-    }
-    acc_9 = k_span_22(x_v, col_1, 1u, w_m, s1_10, o1_11, wide_x_p, acc_9);
-    return acc_9;
-}
-fn k_row_groups_24(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, zero_w_p: array<array<u32, 2>, 4>, zero_p: array<f32, 2>) {
-    var zero_w_m: array<array<u32, 2>, 4> = zero_w_p;
-    var zero_m: array<f32, 2> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
-    let n_out_2: u32 = kiln_meta[2u];
-    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
-    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let lane_5: u32 = k_lane_1();
-    let wave_6: u32 = KILN_WAVE;
-    let waves_7: u32 = k_waves_2();
-    let row_group_count_8: u32 = (K_BLOCK_ROWS / 4u);
-    let splits_9: u32 = k_k_splits_3(waves_7, 4u);
-    let units_10: u32 = (k_1 / K_UNIT);
-    let words_per_row_11: u32 = (units_10 * 2u);
-    let groups_per_row_12: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_13: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_14: bool = false;
-    let partials_15: vec2<u32> = kiln_shared_view(0u, ((splits_9 * K_BLOCK_ROWS) * K_MAX_M));
-    let w_id_16: u32 = k_wave_id_4();
-    var ifv_17: kiln_tuple_u32_u32_u32;
-    if (waves_7 >= row_group_count_8) {
-        ifv_17 = kiln_tuple_u32_u32_u32((w_id_16 % row_group_count_8), row_group_count_8, (w_id_16 / row_group_count_8));
-    } else {
-        ifv_17 = kiln_tuple_u32_u32_u32(w_id_16, waves_7, 0u);
-    }
-    let t_18: kiln_tuple_u32_u32_u32 = ifv_17;
-    var group_19: u32 = t_18.f0;
-    let group_step_20: u32 = t_18.f1;
-    let split_21: u32 = t_18.f2;
-    while (((split_21 < splits_9) && (group_19 < row_group_count_8)) && ((group_19 * 4u) < here_4)) {
-        let r0_22: u32 = (group_19 * 4u);
-        var rows_23: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
-        var r_24: u32 = 0u;
-        while (r_24 < 4u) {
-            let n_25: u32 = ((first_3 + r0_22) + r_24);
-            var ifv_26: u32;
-            if (n_25 < n_out_2) {
-                ifv_26 = n_25;
-            } else {
-                ifv_26 = (n_out_2 - 1u);
-            }
-            rows_23[r_24] = ifv_26;
-            r_24 = (r_24 + 1u);
-        }
-        var acc_27: array<array<f32, 2>, 4> = array<array<f32, 2>, 4>(zero_m, zero_m, zero_m, zero_m);
-        let step_28: u32 = (splits_9 * wave_6);
-        var u_29: u32 = ((split_21 * wave_6) + lane_5);
-        if (2u <= 2u) {
-            var cur_30: array<array<u32, 2>, 4> = zero_w_m;
-            if (u_29 < units_10) {
-                cur_30 = k_load_rows_6(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-            }
-            while (u_29 < units_10) {
-                let next_31: u32 = (u_29 + step_28);
-                var ahead_32: array<array<u32, 2>, 4> = cur_30;
-                if (next_31 < units_10) {
-                    ahead_32 = k_load_rows_6(w_q_v, rows_23, words_per_row_11, next_31, wide_w_13, zero_w_m);
-                }
-                acc_27 = k_unit_23(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_30, wide_x_14, acc_27);
-                cur_30 = ahead_32;
-                u_29 = next_31;
-            }
-        } else {
-            while (u_29 < units_10) {
-                var cur_33: array<array<u32, 2>, 4> = k_load_rows_6(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-                acc_27 = k_unit_23(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_33, wide_x_14, acc_27);
-                u_29 = (u_29 + step_28);
-            }
-        }
-        var r_34: u32 = 0u;
-        while (r_34 < 4u) {
-            var m_35: u32 = 0u;
-            while (m_35 < 2u) {
-                let total_36: f32 = k_wave_sum_20(acc_27[r_34][m_35]);
-                if (lane_5 == 0u) {
-                    kiln_set_shared_f32(partials_15, ((((((split_21 * K_BLOCK_ROWS) + r0_22) + r_34)) * K_MAX_M) + m_35), total_36);
-                }
-                m_35 = (m_35 + 1u);
-            }
-            r_34 = (r_34 + 1u);
-        }
-        group_19 = (group_19 + group_step_20);
-    }
-}
-fn k_load_rows_25(w_q_v: vec2<u32>, rows_p: array<u32, 2>, words_per_row_p: u32, u_p: u32, wide_p: bool, zero_w_p: array<array<u32, 2>, 2>) -> array<array<u32, 2>, 2> {
-    var rows_m: array<u32, 2> = rows_p;
-    var zero_w_m: array<array<u32, 2>, 2> = zero_w_p;
-    var w_1: array<array<u32, 2>, 2> = zero_w_m;
-    var r_2: u32 = 0u;
-    while (r_2 < 2u) {
-        w_1[r_2] = k_load_words_5(w_q_v, ((rows_m[r_2] * words_per_row_p) + (u_p * 2u)), wide_p, zero_w_m[r_2]);
-        r_2 = (r_2 + 1u);
-    }
-    return w_1;
-}
-fn k_span_26(x_v: vec2<u32>, col_p: u32, h_p: u32, w_p: array<array<u32, 2>, 2>, scale_p: array<f32, 2>, offset_p: array<f32, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
-    var w_m: array<array<u32, 2>, 2> = w_p;
-    var scale_m: array<f32, 2> = scale_p;
-    var offset_m: array<f32, 2> = offset_p;
-    var acc_m: array<array<f32, 4>, 2> = acc_p;
-    let k_1: u32 = kiln_meta[1u];
-    let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var zero_m_3: array<f32, 4> = acc_m[0u];
-    var dot_4: array<array<f32, 4>, 2> = acc_m;
-    var x_sum_5: array<f32, 4> = zero_m_3;
-    var r_6: u32 = 0u;
-    while (r_6 < 2u) {
-        var m_7: u32 = 0u;
-        while (m_7 < 4u) {
-            dot_4[r_6][m_7] = 0e0f;
-            m_7 = (m_7 + 1u);
-        }
-        r_6 = (r_6 + 1u);
-    }
-    var m_8: u32 = 0u;
-    while (m_8 < 4u) {
-        x_sum_5[m_8] = 0e0f;
-        m_8 = (m_8 + 1u);
-    }
-    var c_9: u32 = 0u;
-    while (c_9 < (K_SPAN / K_X_CHUNK)) {
-        let first_10: u32 = ((h_p * K_SPAN) + (c_9 * K_X_CHUNK));
-        var q_11: array<array<f32, 8>, 2> = array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
-        var r_12: u32 = 0u;
-        while (r_12 < 2u) {
-            var j_13: u32 = 0u;
-            while (j_13 < K_X_CHUNK) {
-                q_11[r_12][j_13] = k_code_value_16(w_m[r_12], (first_10 + j_13));
-                j_13 = (j_13 + 1u);
-            }
-            r_12 = (r_12 + 1u);
-        }
-        var m_14: u32 = 0u;
-        while (m_14 < 4u) {
-            var ifv_15: u32;
-            if (m_14 < last_m_2) {
-                ifv_15 = m_14;
-            } else {
-                ifv_15 = last_m_2;
-            }
-            let row_16: u32 = ifv_15;
-            var xc_17: array<u32, 8> = k_x_chunk_17(x_v, (((row_16 * k_1) + col_p) + first_10), wide_x_p);
-            var j_18: u32 = 0u;
-            while (j_18 < K_X_CHUNK) {
-                let xv_19: f32 = k_widen_9(xc_17[j_18]);
-                x_sum_5[m_14] = (x_sum_5[m_14] + xv_19);
-                var r_20: u32 = 0u;
-                while (r_20 < 2u) {
-                    dot_4[r_20][m_14] = k_mul_add_14(q_11[r_20][j_18], xv_19, dot_4[r_20][m_14]);
-                    r_20 = (r_20 + 1u);
-                }
-                j_18 = (j_18 + 1u);
-            }
-            m_14 = (m_14 + 1u);
-        }
-        c_9 = (c_9 + 1u);
-    }
-    var acc_21: array<array<f32, 4>, 2> = acc_m;
-    var r_22: u32 = 0u;
-    while (r_22 < 2u) {
-        var m_23: u32 = 0u;
-        while (m_23 < 4u) {
-            let with_offset_24: f32 = k_mul_add_14(offset_m[r_22], x_sum_5[m_23], acc_21[r_22][m_23]);
-            acc_21[r_22][m_23] = k_mul_add_14(scale_m[r_22], dot_4[r_22][m_23], with_offset_24);
-            m_23 = (m_23 + 1u);
-        }
-        r_22 = (r_22 + 1u);
-    }
-    return acc_21;
-}
-fn k_unit_27(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, rows_p: array<u32, 2>, groups_per_row_p: u32, u_p: u32, w_p: array<array<u32, 2>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
-    var rows_m: array<u32, 2> = rows_p;
-    var w_m: array<array<u32, 2>, 2> = w_p;
-    var acc_m: array<array<f32, 4>, 2> = acc_p;
-    let col_1: u32 = (u_p * K_UNIT);
-    let g0_2: u32 = (col_1 >> kiln_meta[7u]);
-    let g1_3: u32 = (((col_1 + K_SPAN)) >> kiln_meta[7u]);
-    let center_4: f32 = k_code_center_7(2u);
-    var s0_5: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
-    var o0_6: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
-    var r_7: u32 = 0u;
-    while (r_7 < 2u) {
-        let da_8: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_7] * groups_per_row_p) + g0_2), center_4);
-        s0_5[r_7] = da_8.f0;
-        o0_6[r_7] = da_8.f1;
-        r_7 = (r_7 + 1u);
-    }
-    var acc_9: array<array<f32, 4>, 2> = k_span_26(x_v, col_1, 0u, w_m, s0_5, o0_6, wide_x_p, acc_m);
-    var s1_10: array<f32, 2> = s0_5;
-    var o1_11: array<f32, 2> = o0_6;
-    if (g1_3 != g0_2) {
-        var r_12: u32 = 0u;
-        while (r_12 < 2u) {
-            let da_13: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_12] * groups_per_row_p) + g1_3), center_4);
-            s1_10[r_12] = da_13.f0;
-            o1_11[r_12] = da_13.f1;
-            r_12 = (r_12 + 1u);
-        }
-    }
-    acc_9 = k_span_26(x_v, col_1, 1u, w_m, s1_10, o1_11, wide_x_p, acc_9);
-    return acc_9;
-}
-fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, zero_w_p: array<array<u32, 2>, 2>, zero_p: array<f32, 4>) {
-    var zero_w_m: array<array<u32, 2>, 2> = zero_w_p;
-    var zero_m: array<f32, 4> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
-    let n_out_2: u32 = kiln_meta[2u];
-    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
-    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let lane_5: u32 = k_lane_1();
-    let wave_6: u32 = KILN_WAVE;
-    let waves_7: u32 = k_waves_2();
-    let row_group_count_8: u32 = (K_BLOCK_ROWS / 2u);
-    let splits_9: u32 = k_k_splits_3(waves_7, 2u);
-    let units_10: u32 = (k_1 / K_UNIT);
-    let words_per_row_11: u32 = (units_10 * 2u);
-    let groups_per_row_12: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_13: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_14: bool = false;
-    let partials_15: vec2<u32> = kiln_shared_view(0u, ((splits_9 * K_BLOCK_ROWS) * K_MAX_M));
-    let w_id_16: u32 = k_wave_id_4();
-    var ifv_17: kiln_tuple_u32_u32_u32;
-    if (waves_7 >= row_group_count_8) {
-        ifv_17 = kiln_tuple_u32_u32_u32((w_id_16 % row_group_count_8), row_group_count_8, (w_id_16 / row_group_count_8));
-    } else {
-        ifv_17 = kiln_tuple_u32_u32_u32(w_id_16, waves_7, 0u);
-    }
-    let t_18: kiln_tuple_u32_u32_u32 = ifv_17;
-    var group_19: u32 = t_18.f0;
-    let group_step_20: u32 = t_18.f1;
-    let split_21: u32 = t_18.f2;
-    while (((split_21 < splits_9) && (group_19 < row_group_count_8)) && ((group_19 * 2u) < here_4)) {
-        let r0_22: u32 = (group_19 * 2u);
-        var rows_23: array<u32, 2> = array<u32, 2>(0u, 0u);
-        var r_24: u32 = 0u;
-        while (r_24 < 2u) {
-            let n_25: u32 = ((first_3 + r0_22) + r_24);
-            var ifv_26: u32;
-            if (n_25 < n_out_2) {
-                ifv_26 = n_25;
-            } else {
-                ifv_26 = (n_out_2 - 1u);
-            }
-            rows_23[r_24] = ifv_26;
-            r_24 = (r_24 + 1u);
-        }
-        var acc_27: array<array<f32, 4>, 2> = array<array<f32, 4>, 2>(zero_m, zero_m);
-        let step_28: u32 = (splits_9 * wave_6);
-        var u_29: u32 = ((split_21 * wave_6) + lane_5);
-        if (4u <= 2u) {
-            var cur_30: array<array<u32, 2>, 2> = zero_w_m;
-            if (u_29 < units_10) {
-                cur_30 = k_load_rows_25(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-            }
-            while (u_29 < units_10) {
-                let next_31: u32 = (u_29 + step_28);
-                var ahead_32: array<array<u32, 2>, 2> = cur_30;
-                if (next_31 < units_10) {
-                    ahead_32 = k_load_rows_25(w_q_v, rows_23, words_per_row_11, next_31, wide_w_13, zero_w_m);
-                }
-                acc_27 = k_unit_27(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_30, wide_x_14, acc_27);
-                cur_30 = ahead_32;
-                u_29 = next_31;
-            }
-        } else {
-            while (u_29 < units_10) {
-                var cur_33: array<array<u32, 2>, 2> = k_load_rows_25(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-                acc_27 = k_unit_27(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_33, wide_x_14, acc_27);
-                u_29 = (u_29 + step_28);
-            }
-        }
-        var r_34: u32 = 0u;
-        while (r_34 < 2u) {
-            var m_35: u32 = 0u;
-            while (m_35 < 4u) {
-                let total_36: f32 = k_wave_sum_20(acc_27[r_34][m_35]);
-                if (lane_5 == 0u) {
-                    kiln_set_shared_f32(partials_15, ((((((split_21 * K_BLOCK_ROWS) + r0_22) + r_34)) * K_MAX_M) + m_35), total_36);
-                }
-                m_35 = (m_35 + 1u);
-            }
-            r_34 = (r_34 + 1u);
-        }
-        group_19 = (group_19 + group_step_20);
-    }
-}
-fn k_span_29(x_v: vec2<u32>, col_p: u32, h_p: u32, w_p: array<array<u32, 2>, 2>, scale_p: array<f32, 2>, offset_p: array<f32, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
-    var w_m: array<array<u32, 2>, 2> = w_p;
-    var scale_m: array<f32, 2> = scale_p;
-    var offset_m: array<f32, 2> = offset_p;
-    var acc_m: array<array<f32, 8>, 2> = acc_p;
-    let k_1: u32 = kiln_meta[1u];
-    let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    var zero_m_3: array<f32, 8> = acc_m[0u];
-    var dot_4: array<array<f32, 8>, 2> = acc_m;
-    var x_sum_5: array<f32, 8> = zero_m_3;
-    var r_6: u32 = 0u;
-    while (r_6 < 2u) {
-        var m_7: u32 = 0u;
-        while (m_7 < 8u) {
-            dot_4[r_6][m_7] = 0e0f;
-            m_7 = (m_7 + 1u);
-        }
-        r_6 = (r_6 + 1u);
-    }
-    var m_8: u32 = 0u;
-    while (m_8 < 8u) {
-        x_sum_5[m_8] = 0e0f;
-        m_8 = (m_8 + 1u);
-    }
-    var c_9: u32 = 0u;
-    while (c_9 < (K_SPAN / K_X_CHUNK)) {
-        let first_10: u32 = ((h_p * K_SPAN) + (c_9 * K_X_CHUNK));
-        var q_11: array<array<f32, 8>, 2> = array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
-        var r_12: u32 = 0u;
-        while (r_12 < 2u) {
-            var j_13: u32 = 0u;
-            while (j_13 < K_X_CHUNK) {
-                q_11[r_12][j_13] = k_code_value_16(w_m[r_12], (first_10 + j_13));
-                j_13 = (j_13 + 1u);
-            }
-            r_12 = (r_12 + 1u);
-        }
-        var m_14: u32 = 0u;
-        while (m_14 < 8u) {
-            var ifv_15: u32;
-            if (m_14 < last_m_2) {
-                ifv_15 = m_14;
-            } else {
-                ifv_15 = last_m_2;
-            }
-            let row_16: u32 = ifv_15;
-            var xc_17: array<u32, 8> = k_x_chunk_17(x_v, (((row_16 * k_1) + col_p) + first_10), wide_x_p);
-            var j_18: u32 = 0u;
-            while (j_18 < K_X_CHUNK) {
-                let xv_19: f32 = k_widen_9(xc_17[j_18]);
-                x_sum_5[m_14] = (x_sum_5[m_14] + xv_19);
-                var r_20: u32 = 0u;
-                while (r_20 < 2u) {
-                    dot_4[r_20][m_14] = k_mul_add_14(q_11[r_20][j_18], xv_19, dot_4[r_20][m_14]);
-                    r_20 = (r_20 + 1u);
-                }
-                j_18 = (j_18 + 1u);
-            }
-            m_14 = (m_14 + 1u);
-        }
-        c_9 = (c_9 + 1u);
-    }
-    var acc_21: array<array<f32, 8>, 2> = acc_m;
-    var r_22: u32 = 0u;
-    while (r_22 < 2u) {
-        var m_23: u32 = 0u;
-        while (m_23 < 8u) {
-            let with_offset_24: f32 = k_mul_add_14(offset_m[r_22], x_sum_5[m_23], acc_21[r_22][m_23]);
-            acc_21[r_22][m_23] = k_mul_add_14(scale_m[r_22], dot_4[r_22][m_23], with_offset_24);
-            m_23 = (m_23 + 1u);
-        }
-        r_22 = (r_22 + 1u);
-    }
-    return acc_21;
-}
-fn k_unit_30(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, rows_p: array<u32, 2>, groups_per_row_p: u32, u_p: u32, w_p: array<array<u32, 2>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
-    var rows_m: array<u32, 2> = rows_p;
-    var w_m: array<array<u32, 2>, 2> = w_p;
-    var acc_m: array<array<f32, 8>, 2> = acc_p;
-    let col_1: u32 = (u_p * K_UNIT);
-    let g0_2: u32 = (col_1 >> kiln_meta[7u]);
-    let g1_3: u32 = (((col_1 + K_SPAN)) >> kiln_meta[7u]);
-    let center_4: f32 = k_code_center_7(2u);
-    var s0_5: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
-    var o0_6: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
-    var r_7: u32 = 0u;
-    while (r_7 < 2u) {
-        let da_8: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_7] * groups_per_row_p) + g0_2), center_4);
-        s0_5[r_7] = da_8.f0;
-        o0_6[r_7] = da_8.f1;
-        r_7 = (r_7 + 1u);
-    }
-    var acc_9: array<array<f32, 8>, 2> = k_span_29(x_v, col_1, 0u, w_m, s0_5, o0_6, wide_x_p, acc_m);
-    var s1_10: array<f32, 2> = s0_5;
-    var o1_11: array<f32, 2> = o0_6;
-    if (g1_3 != g0_2) {
-        var r_12: u32 = 0u;
-        while (r_12 < 2u) {
-            let da_13: kiln_tuple_f32_f32 = k_scale_and_midpoint_15(scales_v, biases_v, ((rows_m[r_12] * groups_per_row_p) + g1_3), center_4);
-            s1_10[r_12] = da_13.f0;
-            o1_11[r_12] = da_13.f1;
-            r_12 = (r_12 + 1u);
-        }
-    }
-    acc_9 = k_span_29(x_v, col_1, 1u, w_m, s1_10, o1_11, wide_x_p, acc_9);
-    return acc_9;
-}
-fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, zero_w_p: array<array<u32, 2>, 2>, zero_p: array<f32, 8>) {
-    var zero_w_m: array<array<u32, 2>, 2> = zero_w_p;
-    var zero_m: array<f32, 8> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
-    let n_out_2: u32 = kiln_meta[2u];
-    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
-    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let lane_5: u32 = k_lane_1();
-    let wave_6: u32 = KILN_WAVE;
-    let waves_7: u32 = k_waves_2();
-    let row_group_count_8: u32 = (K_BLOCK_ROWS / 2u);
-    let splits_9: u32 = k_k_splits_3(waves_7, 2u);
-    let units_10: u32 = (k_1 / K_UNIT);
-    let words_per_row_11: u32 = (units_10 * 2u);
-    let groups_per_row_12: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_13: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_14: bool = false;
-    let partials_15: vec2<u32> = kiln_shared_view(0u, ((splits_9 * K_BLOCK_ROWS) * K_MAX_M));
-    let w_id_16: u32 = k_wave_id_4();
-    var ifv_17: kiln_tuple_u32_u32_u32;
-    if (waves_7 >= row_group_count_8) {
-        ifv_17 = kiln_tuple_u32_u32_u32((w_id_16 % row_group_count_8), row_group_count_8, (w_id_16 / row_group_count_8));
-    } else {
-        ifv_17 = kiln_tuple_u32_u32_u32(w_id_16, waves_7, 0u);
-    }
-    let t_18: kiln_tuple_u32_u32_u32 = ifv_17;
-    var group_19: u32 = t_18.f0;
-    let group_step_20: u32 = t_18.f1;
-    let split_21: u32 = t_18.f2;
-    while (((split_21 < splits_9) && (group_19 < row_group_count_8)) && ((group_19 * 2u) < here_4)) {
-        let r0_22: u32 = (group_19 * 2u);
-        var rows_23: array<u32, 2> = array<u32, 2>(0u, 0u);
-        var r_24: u32 = 0u;
-        while (r_24 < 2u) {
-            let n_25: u32 = ((first_3 + r0_22) + r_24);
-            var ifv_26: u32;
-            if (n_25 < n_out_2) {
-                ifv_26 = n_25;
-            } else {
-                ifv_26 = (n_out_2 - 1u);
-            }
-            rows_23[r_24] = ifv_26;
-            r_24 = (r_24 + 1u);
-        }
-        var acc_27: array<array<f32, 8>, 2> = array<array<f32, 8>, 2>(zero_m, zero_m);
-        let step_28: u32 = (splits_9 * wave_6);
-        var u_29: u32 = ((split_21 * wave_6) + lane_5);
-        if (8u <= 2u) {
-            var cur_30: array<array<u32, 2>, 2> = zero_w_m;
-            if (u_29 < units_10) {
-                cur_30 = k_load_rows_25(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-            }
-            while (u_29 < units_10) {
-                let next_31: u32 = (u_29 + step_28);
-                var ahead_32: array<array<u32, 2>, 2> = cur_30;
-                if (next_31 < units_10) {
-                    ahead_32 = k_load_rows_25(w_q_v, rows_23, words_per_row_11, next_31, wide_w_13, zero_w_m);
-                }
-                acc_27 = k_unit_30(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_30, wide_x_14, acc_27);
-                cur_30 = ahead_32;
-                u_29 = next_31;
-            }
-        } else {
-            while (u_29 < units_10) {
-                var cur_33: array<array<u32, 2>, 2> = k_load_rows_25(w_q_v, rows_23, words_per_row_11, u_29, wide_w_13, zero_w_m);
-                acc_27 = k_unit_30(x_v, scales_v, biases_v, rows_23, groups_per_row_12, u_29, cur_33, wide_x_14, acc_27);
-                u_29 = (u_29 + step_28);
-            }
-        }
-        var r_34: u32 = 0u;
-        while (r_34 < 2u) {
-            var m_35: u32 = 0u;
-            while (m_35 < 8u) {
-                let total_36: f32 = k_wave_sum_20(acc_27[r_34][m_35]);
-                if (lane_5 == 0u) {
-                    kiln_set_shared_f32(partials_15, ((((((split_21 * K_BLOCK_ROWS) + r0_22) + r_34)) * K_MAX_M) + m_35), total_36);
-                }
-                m_35 = (m_35 + 1u);
-            }
-            r_34 = (r_34 + 1u);
-        }
-        group_19 = (group_19 + group_step_20);
-    }
-}
-fn k_rows_per_wave_32(m_p: u32) -> u32 {
-    var ifv_1: u32;
-    if (m_p <= 2u) {
-        ifv_1 = K_ROWS_FEW_X;
-    } else {
-        ifv_1 = K_ROWS_MANY_X;
-    }
-    return ifv_1;
-}
-fn k_split_sum_33(partials_v: vec2<u32>, splits_p: u32, r_p: u32, m_p: u32) -> f32 {
-    var t_1: f32 = kiln_get_shared_f32(partials_v, ((r_p * K_MAX_M) + m_p));
-    var s_2: u32 = 1u;
-    while (s_2 < splits_p) {
-        t_1 = (t_1 + kiln_get_shared_f32(partials_v, (((((s_2 * K_BLOCK_ROWS) + r_p)) * K_MAX_M) + m_p)));
-        s_2 = (s_2 + 1u);
-    }
-    return t_1;
-}
-fn k_bias_of_34(bias_v: vec2<u32>, n_p: u32) -> f32 {
+fn k_bias_of_17(bias_v: vec2<u32>, n_p: u32) -> f32 {
     var ifv_1: f32;
     if (kiln_meta[3u] != 0u) {
-        ifv_1 = k_widen_9(kiln_get_b4(bias_v, n_p));
+        ifv_1 = k_widen_5(kiln_get_b4(bias_v, n_p));
     } else {
         ifv_1 = 0e0f;
     }
     return ifv_1;
 }
-fn k_f32_to_f16_bits_soft_35(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_18(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -1193,19 +429,19 @@ fn k_f32_to_f16_bits_soft_35(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_36(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_35(v_p);
+fn k_f32_to_f16_bits_19(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_18(v_p);
 }
-fn k_from_f32_37(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_36(v_p);
+fn k_from_f32_20(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_19(v_p);
 }
-fn k_f16_bits_to_f32_38(h_p: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_8(h_p);
+fn k_f16_bits_to_f32_21(h_p: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_4(h_p);
 }
-fn k_to_f32_39(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_38(self_v);
+fn k_to_f32_22(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_21(self_v);
 }
-fn k_round_i32_40(v_p: f32) -> i32 {
+fn k_round_i32_23(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -1222,12 +458,12 @@ fn k_round_i32_40(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_41(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_40((x_p * K_LOG2_E));
+fn k_reduce_ln2_24(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_23((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_42(r_p: f32) -> f32 {
+fn k_expm1_small_25(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -1237,19 +473,19 @@ fn k_expm1_small_42(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_43(k_p: i32) -> f32 {
+fn k_pow2_26(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_44(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_27(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_43(127i)) * k_pow2_43((k_p - 127i)));
+        return ((v_p * k_pow2_26(127i)) * k_pow2_26((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_43((k_p + 100i))) * k_pow2_43(-(100i)));
+        return ((v_p * k_pow2_26((k_p + 100i))) * k_pow2_26(-(100i)));
     }
-    return (v_p * k_pow2_43(k_p));
+    return (v_p * k_pow2_26(k_p));
 }
-fn k_expf_45(x_p: f32) -> f32 {
+fn k_expf_28(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -1259,73 +495,670 @@ fn k_expf_45(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_41(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_24(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_44((1e0f + k_expm1_small_42(r_3)), k_2);
+    return k_scale_27((1e0f + k_expm1_small_25(r_3)), k_2);
 }
-fn k_silu_mul_element_46(gate_p: u32, up_p: u32) -> u32 {
-    let g_1: f32 = k_to_f32_39(gate_p);
-    return k_from_f32_37(((g_1 / ((1e0f + k_expf_45(-(g_1))))) * k_to_f32_39(up_p)));
+fn k_silu_mul_element_29(gate_p: u32, up_p: u32) -> u32 {
+    let g_1: f32 = k_to_f32_22(gate_p);
+    return k_from_f32_20(((g_1 / ((1e0f + k_expf_28(-(g_1))))) * k_to_f32_22(up_p)));
 }
-fn k_write_outputs_47(bias_v: vec2<u32>, y_v: vec2<u32>) {
-    let n_out_1: u32 = kiln_meta[2u];
-    let first_2: u32 = ((kiln_block.x * K_BLOCK_ROWS));
-    let here_3: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let splits_4: u32 = k_k_splits_3(k_waves_2(), k_rows_per_wave_32(kiln_meta[0u]));
-    let partials_5: vec2<u32> = kiln_shared_view(0u, ((splits_4 * K_BLOCK_ROWS) * K_MAX_M));
-    storageBarrier(); workgroupBarrier();
-    let m_rows_6: u32 = kiln_meta[0u];
-    let pairs_7: bool = (kiln_meta[6u] == K_ACT_SILU_MUL);
-    var ifv_8: u32;
-    if pairs_7 {
-        ifv_8 = (here_3 / 2u);
-    } else {
-        ifv_8 = here_3;
-    }
-    let outputs_9: u32 = ifv_8;
-    var e_10: u32 = kiln_thread;
-    while (e_10 < (outputs_9 * m_rows_6)) {
-        let m_11: u32 = (e_10 % m_rows_6);
-        let o_12: u32 = (e_10 / m_rows_6);
-        var ifv_13: u32;
-        if pairs_7 {
-            ifv_13 = (2u * o_12);
-        } else {
-            ifv_13 = o_12;
-        }
-        let r_14: u32 = ifv_13;
-        let y0_15: u32 = k_from_f32_37((k_split_sum_33(partials_5, splits_4, r_14, m_11) + k_bias_of_34(bias_v, (first_2 + r_14))));
-        if pairs_7 {
-            let y1_16: u32 = k_from_f32_37((k_split_sum_33(partials_5, splits_4, (r_14 + 1u), m_11) + k_bias_of_34(bias_v, ((first_2 + r_14) + 1u))));
-            kiln_set_b5(y_v, ((m_11 * ((n_out_1 / 2u))) + (((first_2 + r_14)) / 2u)), k_silu_mul_element_46(y0_15, y1_16));
-        } else {
-            kiln_set_b5(y_v, (((m_11 * n_out_1) + first_2) + r_14), y0_15);
-        }
-        e_10 = (e_10 + KILN_BLOCK);
-    }
+fn k_waves_30() -> u32 {
+    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_qlinear_48(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>) {
+fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>, zero_p: array<f32, 1>) {
     var bits_m: array<u32, 2> = bits_p;
-    var few_1: array<array<u32, 2>, 4> = array<array<u32, 2>, 4>(bits_m, bits_m, bits_m, bits_m);
-    var many_2: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(bits_m, bits_m);
+    var zero_m: array<f32, 1> = zero_p;
+    let k_1: u32 = kiln_meta[1u];
+    let n_out_2: u32 = kiln_meta[2u];
+    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
+    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
+    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let lane_6: u32 = k_lane_1();
+    let wave_7: u32 = KILN_WAVE;
+    let units_8: u32 = (k_1 / K_UNIT);
+    let words_per_row_9: u32 = (units_8 * 2u);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
+    let wide_w_11: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
+    let wide_x_12: bool = false;
+    var pair_13: u32 = k_wave_id_2();
+    while (pair_13 < pairs_here_5) {
+        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
+        var ifv_15: u32;
+        if ((n0_14 + 1u) < n_out_2) {
+            ifv_15 = (n0_14 + 1u);
+        } else {
+            ifv_15 = n0_14;
+        }
+        let n1_16: u32 = ifv_15;
+        var acc0_17: array<f32, 1> = zero_m;
+        var acc1_18: array<f32, 1> = zero_m;
+        var u_19: u32 = lane_6;
+        if (1u <= 2u) {
+            var w0_20: array<u32, 2> = bits_m;
+            var w1_21: array<u32, 2> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 2u)), ((n1_16 * words_per_row_9) + (u_22 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+            }
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 2> = w0_20;
+                var n1w_27: array<u32, 2> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 2u)), ((n1_16 * words_per_row_9) + (u_28 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 2u)), ((n1_16 * words_per_row_9) + (u_31 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 2u)), ((n1_16 * words_per_row_9) + (u_34 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 2> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 2> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
+        }
+        var tot0_40: array<f32, 1> = zero_m;
+        var tot1_41: array<f32, 1> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 1u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 1u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 1u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_20((t0_45 + k_bias_of_17(bias_v, n0_14)));
+                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
+                    let y1_49: u32 = k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_29(y0_48, y1_49));
+                } else {
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
+                    if ((n0_14 + 1u) < n_out_2) {
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                    }
+                }
+            }
+            base_43 = (base_43 + wave_7);
+        }
+        pair_13 = (pair_13 + k_waves_30());
+    }
+}
+fn k_span_32(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 2> = acc0_p;
+    var acc1_m: array<f32, 2> = acc1_p;
+    let k_1: u32 = kiln_meta[1u];
+    let last_m_2: u32 = (kiln_meta[0u] - 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 2u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 2> = acc0_m;
+    var acc1_12: array<f32, 2> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
+        }
+        var m_18: u32 = 0u;
+        while (m_18 < 2u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
+            } else {
+                ifv_19 = last_m_2;
+            }
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_5(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
+            }
+            m_18 = (m_18 + 1u);
+        }
+        c_13 = (c_13 + 1u);
+    }
+    return kiln_tuple_a2f32_a2f32(acc0_11, acc1_12);
+}
+fn k_unit_33(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 2> = acc0_p;
+    var acc1_m: array<f32, 2> = acc1_p;
+    var acc0_1: array<f32, 2> = acc0_m;
+    var acc1_2: array<f32, 2> = acc1_m;
+    let da_3: kiln_tuple_a2f32_a2f32 = k_span_32(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_3.f0;
+    acc1_2 = da_3.f1;
+    let da_4: kiln_tuple_a2f32_a2f32 = k_span_32(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_4.f0;
+    acc1_2 = da_4.f1;
+    return kiln_tuple_a2f32_a2f32(acc0_1, acc1_2);
+}
+fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>, zero_p: array<f32, 2>) {
+    var bits_m: array<u32, 2> = bits_p;
+    var zero_m: array<f32, 2> = zero_p;
+    let k_1: u32 = kiln_meta[1u];
+    let n_out_2: u32 = kiln_meta[2u];
+    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
+    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
+    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let lane_6: u32 = k_lane_1();
+    let wave_7: u32 = KILN_WAVE;
+    let units_8: u32 = (k_1 / K_UNIT);
+    let words_per_row_9: u32 = (units_8 * 2u);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
+    let wide_w_11: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
+    let wide_x_12: bool = false;
+    var pair_13: u32 = k_wave_id_2();
+    while (pair_13 < pairs_here_5) {
+        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
+        var ifv_15: u32;
+        if ((n0_14 + 1u) < n_out_2) {
+            ifv_15 = (n0_14 + 1u);
+        } else {
+            ifv_15 = n0_14;
+        }
+        let n1_16: u32 = ifv_15;
+        var acc0_17: array<f32, 2> = zero_m;
+        var acc1_18: array<f32, 2> = zero_m;
+        var u_19: u32 = lane_6;
+        if (2u <= 2u) {
+            var w0_20: array<u32, 2> = bits_m;
+            var w1_21: array<u32, 2> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 2u)), ((n1_16 * words_per_row_9) + (u_22 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+            }
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 2> = w0_20;
+                var n1w_27: array<u32, 2> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 2u)), ((n1_16 * words_per_row_9) + (u_28 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 2u)), ((n1_16 * words_per_row_9) + (u_31 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a2f32_a2f32 = k_unit_33(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 2u)), ((n1_16 * words_per_row_9) + (u_34 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 2> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 2> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a2f32_a2f32 = k_unit_33(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
+        }
+        var tot0_40: array<f32, 2> = zero_m;
+        var tot1_41: array<f32, 2> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 2u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 2u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 2u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_20((t0_45 + k_bias_of_17(bias_v, n0_14)));
+                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
+                    let y1_49: u32 = k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_29(y0_48, y1_49));
+                } else {
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
+                    if ((n0_14 + 1u) < n_out_2) {
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                    }
+                }
+            }
+            base_43 = (base_43 + wave_7);
+        }
+        pair_13 = (pair_13 + k_waves_30());
+    }
+}
+fn k_span_35(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 4> = acc0_p;
+    var acc1_m: array<f32, 4> = acc1_p;
+    let k_1: u32 = kiln_meta[1u];
+    let last_m_2: u32 = (kiln_meta[0u] - 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 2u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 4> = acc0_m;
+    var acc1_12: array<f32, 4> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
+        }
+        var m_18: u32 = 0u;
+        while (m_18 < 4u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
+            } else {
+                ifv_19 = last_m_2;
+            }
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_5(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
+            }
+            m_18 = (m_18 + 1u);
+        }
+        c_13 = (c_13 + 1u);
+    }
+    return kiln_tuple_a4f32_a4f32(acc0_11, acc1_12);
+}
+fn k_unit_36(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 4> = acc0_p;
+    var acc1_m: array<f32, 4> = acc1_p;
+    var acc0_1: array<f32, 4> = acc0_m;
+    var acc1_2: array<f32, 4> = acc1_m;
+    let da_3: kiln_tuple_a4f32_a4f32 = k_span_35(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_3.f0;
+    acc1_2 = da_3.f1;
+    let da_4: kiln_tuple_a4f32_a4f32 = k_span_35(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_4.f0;
+    acc1_2 = da_4.f1;
+    return kiln_tuple_a4f32_a4f32(acc0_1, acc1_2);
+}
+fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>, zero_p: array<f32, 4>) {
+    var bits_m: array<u32, 2> = bits_p;
+    var zero_m: array<f32, 4> = zero_p;
+    let k_1: u32 = kiln_meta[1u];
+    let n_out_2: u32 = kiln_meta[2u];
+    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
+    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
+    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let lane_6: u32 = k_lane_1();
+    let wave_7: u32 = KILN_WAVE;
+    let units_8: u32 = (k_1 / K_UNIT);
+    let words_per_row_9: u32 = (units_8 * 2u);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
+    let wide_w_11: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
+    let wide_x_12: bool = false;
+    var pair_13: u32 = k_wave_id_2();
+    while (pair_13 < pairs_here_5) {
+        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
+        var ifv_15: u32;
+        if ((n0_14 + 1u) < n_out_2) {
+            ifv_15 = (n0_14 + 1u);
+        } else {
+            ifv_15 = n0_14;
+        }
+        let n1_16: u32 = ifv_15;
+        var acc0_17: array<f32, 4> = zero_m;
+        var acc1_18: array<f32, 4> = zero_m;
+        var u_19: u32 = lane_6;
+        if (4u <= 2u) {
+            var w0_20: array<u32, 2> = bits_m;
+            var w1_21: array<u32, 2> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 2u)), ((n1_16 * words_per_row_9) + (u_22 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+            }
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 2> = w0_20;
+                var n1w_27: array<u32, 2> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 2u)), ((n1_16 * words_per_row_9) + (u_28 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 2u)), ((n1_16 * words_per_row_9) + (u_31 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a4f32_a4f32 = k_unit_36(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 2u)), ((n1_16 * words_per_row_9) + (u_34 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 2> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 2> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a4f32_a4f32 = k_unit_36(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
+        }
+        var tot0_40: array<f32, 4> = zero_m;
+        var tot1_41: array<f32, 4> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 4u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 4u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 4u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_20((t0_45 + k_bias_of_17(bias_v, n0_14)));
+                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
+                    let y1_49: u32 = k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_29(y0_48, y1_49));
+                } else {
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
+                    if ((n0_14 + 1u) < n_out_2) {
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                    }
+                }
+            }
+            base_43 = (base_43 + wave_7);
+        }
+        pair_13 = (pair_13 + k_waves_30());
+    }
+}
+fn k_span_38(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 8> = acc0_p;
+    var acc1_m: array<f32, 8> = acc1_p;
+    let k_1: u32 = kiln_meta[1u];
+    let last_m_2: u32 = (kiln_meta[0u] - 1u);
+    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
+    let levels_4: f32 = f32(((1u << 2u)));
+    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
+    let sc0_6: f32 = t_5.f0;
+    let of0_7: f32 = t_5.f1;
+    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
+    let sc1_9: f32 = t_8.f0;
+    let of1_10: f32 = t_8.f1;
+    var acc0_11: array<f32, 8> = acc0_m;
+    var acc1_12: array<f32, 8> = acc1_m;
+    var c_13: u32 = 0u;
+    while (c_13 < (K_SPAN / K_X_CHUNK)) {
+        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
+        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_17: u32 = 0u;
+        while (j_17 < K_X_CHUNK) {
+            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
+            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
+            j_17 = (j_17 + 1u);
+        }
+        var m_18: u32 = 0u;
+        while (m_18 < 8u) {
+            var ifv_19: u32;
+            if (m_18 < last_m_2) {
+                ifv_19 = m_18;
+            } else {
+                ifv_19 = last_m_2;
+            }
+            let row_20: u32 = ifv_19;
+            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
+            var j_22: u32 = 0u;
+            while (j_22 < K_X_CHUNK) {
+                let xv_23: f32 = k_widen_5(xc_21[j_22]);
+                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
+                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
+                j_22 = (j_22 + 1u);
+            }
+            m_18 = (m_18 + 1u);
+        }
+        c_13 = (c_13 + 1u);
+    }
+    return kiln_tuple_a8f32_a8f32(acc0_11, acc1_12);
+}
+fn k_unit_39(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 2>, w1_p: array<u32, 2>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
+    var w0_m: array<u32, 2> = w0_p;
+    var w1_m: array<u32, 2> = w1_p;
+    var acc0_m: array<f32, 8> = acc0_p;
+    var acc1_m: array<f32, 8> = acc1_p;
+    var acc0_1: array<f32, 8> = acc0_m;
+    var acc1_2: array<f32, 8> = acc1_m;
+    let da_3: kiln_tuple_a8f32_a8f32 = k_span_38(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_3.f0;
+    acc1_2 = da_3.f1;
+    let da_4: kiln_tuple_a8f32_a8f32 = k_span_38(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    acc0_1 = da_4.f0;
+    acc1_2 = da_4.f1;
+    return kiln_tuple_a8f32_a8f32(acc0_1, acc1_2);
+}
+fn k_row_groups_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>, zero_p: array<f32, 8>) {
+    var bits_m: array<u32, 2> = bits_p;
+    var zero_m: array<f32, 8> = zero_p;
+    let k_1: u32 = kiln_meta[1u];
+    let n_out_2: u32 = kiln_meta[2u];
+    let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
+    let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
+    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let lane_6: u32 = k_lane_1();
+    let wave_7: u32 = KILN_WAVE;
+    let units_8: u32 = (k_1 / K_UNIT);
+    let words_per_row_9: u32 = (units_8 * 2u);
+    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
+    let wide_w_11: bool = (select(2u == 0u, 2u % 4u == 0u, 4u != 0u) && false);
+    let wide_x_12: bool = false;
+    var pair_13: u32 = k_wave_id_2();
+    while (pair_13 < pairs_here_5) {
+        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
+        var ifv_15: u32;
+        if ((n0_14 + 1u) < n_out_2) {
+            ifv_15 = (n0_14 + 1u);
+        } else {
+            ifv_15 = n0_14;
+        }
+        let n1_16: u32 = ifv_15;
+        var acc0_17: array<f32, 8> = zero_m;
+        var acc1_18: array<f32, 8> = zero_m;
+        var u_19: u32 = lane_6;
+        if (8u <= 2u) {
+            var w0_20: array<u32, 2> = bits_m;
+            var w1_21: array<u32, 2> = bits_m;
+            if (u_19 < units_8) {
+                let u_22: u32 = u_19;
+                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 2u)), ((n1_16 * words_per_row_9) + (u_22 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
+                let a_24: S_At = cl_23;
+                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
+                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+            }
+            while (u_19 < units_8) {
+                let next_25: u32 = (u_19 + wave_7);
+                var n0w_26: array<u32, 2> = w0_20;
+                var n1w_27: array<u32, 2> = w1_21;
+                if (next_25 < units_8) {
+                    let u_28: u32 = next_25;
+                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 2u)), ((n1_16 * words_per_row_9) + (u_28 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
+                    let c_30: S_At = cl_29;
+                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
+                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
+                }
+                let u_31: u32 = u_19;
+                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 2u)), ((n1_16 * words_per_row_9) + (u_31 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
+                let da_33: kiln_tuple_a8f32_a8f32 = k_unit_39(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_33.f0;
+                acc1_18 = da_33.f1;
+                w0_20 = n0w_26;
+                w1_21 = n1w_27;
+                u_19 = next_25;
+            }
+        } else {
+            while (u_19 < units_8) {
+                let u_34: u32 = u_19;
+                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 2u)), ((n1_16 * words_per_row_9) + (u_34 * 2u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
+                let a_36: S_At = cl_35;
+                var w0_37: array<u32, 2> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
+                var w1_38: array<u32, 2> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
+                let da_39: kiln_tuple_a8f32_a8f32 = k_unit_39(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                acc0_17 = da_39.f0;
+                acc1_18 = da_39.f1;
+                u_19 = (u_19 + wave_7);
+            }
+        }
+        var tot0_40: array<f32, 8> = zero_m;
+        var tot1_41: array<f32, 8> = zero_m;
+        var m_42: u32 = 0u;
+        while (m_42 < 8u) {
+            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
+            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
+            m_42 = (m_42 + 1u);
+        }
+        var base_43: u32 = 0u;
+        while (base_43 < 8u) {
+            let m_44: u32 = (base_43 + lane_6);
+            if (m_44 < kiln_meta[0u]) {
+                var t0_45: f32 = 0e0f;
+                var t1_46: f32 = 0e0f;
+                var i_47: u32 = 0u;
+                while (i_47 < 8u) {
+                    if (i_47 == m_44) {
+                        t0_45 = tot0_40[i_47];
+                        t1_46 = tot1_41[i_47];
+                    }
+                    i_47 = (i_47 + 1u);
+                }
+                let y0_48: u32 = k_from_f32_20((t0_45 + k_bias_of_17(bias_v, n0_14)));
+                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
+                    let y1_49: u32 = k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_29(y0_48, y1_49));
+                } else {
+                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
+                    if ((n0_14 + 1u) < n_out_2) {
+                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_20((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
+                    }
+                }
+            }
+            base_43 = (base_43 + wave_7);
+        }
+        pair_13 = (pair_13 + k_waves_30());
+    }
+}
+fn k_qlinear_41(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 2>) {
+    var bits_m: array<u32, 2> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_21(x_v, w_q_v, scales_v, biases_v, few_1, array<f32, 1>(0e0f));
+        k_row_groups_31(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 1>(0e0f));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_24(x_v, w_q_v, scales_v, biases_v, few_1, array<f32, 2>(0e0f, 0e0f));
+            k_row_groups_34(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 2>(0e0f, 0e0f));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_28(x_v, w_q_v, scales_v, biases_v, many_2, array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_37(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
             } else {
-                k_row_groups_31(x_v, w_q_v, scales_v, biases_v, many_2, array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_40(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
             }
         }
     }
-    k_write_outputs_47(bias_v, y_v);
 }
-fn k_qlinear_2bit_49(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_48(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 2>(0u, 0u));
+fn k_qlinear_2bit_42(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_41(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 2>(0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1338,5 +1171,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_2bit_49(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_2bit_42(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

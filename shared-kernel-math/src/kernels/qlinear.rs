@@ -10,23 +10,19 @@
 //! (f32, f16 or bf16, the `scale_dtype` param) packed little-endian into u32 words (16-bit values
 //! two per word, the last word zero-padded); `bias [N]` in `T` when `has_bias` is 1.
 //!
-//! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`. Its waves take them in row
-//! groups (four rows per wave for one or two rows of `x`, two for more), so every `x` element a
-//! lane loads serves each row of its group; waves left over split `K` between them. The lanes
-//! of a wave stride over `K` in units of 32 codes (`bits` whole words at any width); for one or
-//! two rows of `x` a lane loads the next unit's words before reducing the current one. Each
-//! wave's sums go through shared memory, and after one barrier the block adds the splits in
-//! order and writes `y`.
-//!
-//! A code becomes the exact float `q` without an integer conversion (one mask-and-or and one
-//! add, see `code_value`), meets every row of `x` in one FMA each, and per span of 16 codes a
-//! row's dot products are folded in as `scale·Σ q·x + bias·Σ x`: the per-code work is that of
-//! one FMA per row of `x`, and the result differs from the spec's `Σ (scale·q + bias)·x` only
-//! by the rounding of two more terms per span.
-use super::affine_codes::packed_scale;
+//! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them
+//! [`ROWS_PER_WAVE`] at a time, so every `x` element a wave loads serves that many rows. The
+//! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width); for
+//! one or two rows of `x` a lane loads the next unit's words before reducing the current one.
+//! A code becomes a float without an integer conversion: its bits go to the top of an f32
+//! mantissa, `f = 1 + q·2^-bits`, `f − 1 = q·2^-bits` exactly, and one FMA per code and row of
+//! `W` dequantizes it, `ŵ = s·2^bits·(f − 1) + b = s·q + b`, before it meets the rows of `x`.
+//! The weight is formed before the dot product and from `s·q` (not from two terms of size
+//! `s·2^bits` that cancel), so its error is that of the weight itself even where a shader
+//! compiler does not fuse the FMA; the only per-row-of-`x` work is one FMA per code.
 use super::fused_silu_mul::silu_mul_element;
 use crate::kernel::shape;
-use crate::{Block, Dst, Element, Launch, ShapeError, Src};
+use crate::{Bf16, Block, Dst, Element, Launch, ShapeError, Src, F16};
 
 /// Most rows of `x` one launch takes (one f32 accumulator per row and row of `W`).
 pub const MAX_M: usize = 8;
@@ -38,6 +34,9 @@ pub const UNIT: usize = 32;
 /// sub-blocks) needs no other path.
 const SPAN: usize = UNIT / 2;
 
+/// Rows of `W` one wave reduces at once, sharing each loaded element of `x`.
+pub const ROWS_PER_WAVE: u32 = 2;
+
 /// Rows of `W` (output features) one block owns, whatever its size or wave.
 pub const BLOCK_ROWS: u32 = 8;
 
@@ -46,7 +45,7 @@ pub const BLOCK_THREADS: u32 = 128;
 
 /// The launch bound of every `qlinear_<b>bit` kernel: its block is fixed, and four blocks per
 /// multiprocessor (16 warps on a 32-wide GPU) is the occupancy batch 1 needs to keep enough loads
-/// in flight.
+/// in flight; the 8-row instance spills a little under it instead of taking every register.
 pub const LAUNCH_BOUND: crate::LaunchBound = crate::LaunchBound {
     max_threads: BLOCK_THREADS,
     min_blocks: 4,
@@ -237,36 +236,9 @@ pub fn launch(p: &QLinearParams) -> Launch {
     }
 }
 
-/// Kernel shared memory: one f32 partial per split of `K`, row of the block and row of `x`.
-pub fn shared_bytes(p: &QLinearParams, block: u32, wave: u32) -> usize {
-    let waves = block.div_ceil(wave) as usize;
-    4 * k_splits(waves, rows_per_wave(p.m)) * BLOCK_ROWS as usize * MAX_M
-}
-
-/// Rows of `W` a wave reduces at once for `m` rows of `x` (the length of the instance's
-/// row arrays in [`qlinear`]).
-const fn rows_per_wave(m: u32) -> usize {
-    if m <= 2 {
-        ROWS_FEW_X
-    } else {
-        ROWS_MANY_X
-    }
-}
-
-/// Splits of `K` over the waves of a block: the waves its row groups leave over.
-const fn k_splits(waves: usize, rows_per_wave: usize) -> usize {
-    let row_groups = BLOCK_ROWS as usize / rows_per_wave;
-    if waves > row_groups {
-        waves / row_groups
-    } else {
-        1
-    }
-}
-
 /// The body at `BITS` bits (the length of `bits`, whose values are unused): dispatches on the
-/// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows of
-/// `x`; the rows past `M` of a padded instance re-read the last row of `x` and are not
-/// written), each reducing [`rows_per_wave`] rows of `W` per wave.
+/// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows; the
+/// rows past `M` of a padded instance re-read the last row of `x` and are not written).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qlinear<T: Element, B: Block, const BITS: usize>(
@@ -280,191 +252,155 @@ pub fn qlinear<T: Element, B: Block, const BITS: usize>(
     y: Dst<T>,
     bits: [u32; BITS],
 ) {
-    let few = [bits; ROWS_FEW_X];
-    let many = [bits; ROWS_MANY_X];
     if p.m == 1 {
-        row_groups(b, p, x, w_q, scales, biases, few, [0.0f32; 1]);
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 1]);
     } else if p.m == 2 {
-        row_groups(b, p, x, w_q, scales, biases, few, [0.0f32; 2]);
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 2]);
     } else if p.m <= 4 {
-        row_groups(b, p, x, w_q, scales, biases, many, [0.0f32; 4]);
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 4]);
     } else {
-        row_groups(b, p, x, w_q, scales, biases, many, [0.0f32; 8]);
+        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 8]);
     }
-    write_outputs(b, p, bias, y);
 }
 
-/// Rows of `W` per wave for one or two rows of `x`: each loaded `x` element serves four rows.
-const ROWS_FEW_X: usize = 4;
-/// Rows of `W` per wave for three to eight rows of `x`, whose accumulators take the registers.
-const ROWS_MANY_X: usize = 2;
+/// Where one wave's unit sits: its row pair's first words and scale index, its `K` offset.
+#[derive(Clone, Copy)]
+struct At {
+    /// First word of the unit in the pair's first row (the second row's is `row1_words`).
+    row0_words: usize,
+    row1_words: usize,
+    /// First scale index of the pair's first and second rows.
+    row0_groups: usize,
+    row1_groups: usize,
+    /// The unit's first element of `K`.
+    col: usize,
+}
 
-/// The block's rows of `W`, `R` per wave (the length of `zero_w`, one unit's words per row),
-/// for `M` rows of `x` (`zero` is `M` zeros): each wave reduces its row group over its split
-/// of `K`, and lane 0 leaves the sums in shared memory for [`write_outputs`].
+/// The block's rows of `W`, `ROWS_PER_WAVE` per wave at a time, for `M` rows of `x` (`zero`
+/// is `M` zeros: it fixes the accumulator size).
 ///
-/// Wave-uniform control flow around `wave_sum`: a wave's row group, its split and its unit
-/// loops depend only on the wave, so every lane of a wave reaches each `wave_sum`.
+/// Wave-uniform control flow around `wave_sum`: a wave's row pair and its unit loops depend
+/// only on the pair, so every lane of a wave reaches each `wave_sum`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn row_groups<T: Element, B: Block, const BITS: usize, const R: usize, const M: usize>(
+fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
     b: &B,
     p: &QLinearParams,
     x: Src<T>,
     w_q: Src<u32>,
     scales: Src<u32>,
     biases: Src<u32>,
-    zero_w: [[u32; BITS]; R],
+    bias: Src<T>,
+    y: Dst<T>,
+    bits: [u32; BITS],
     zero: [f32; M],
 ) {
     let k = p.k as usize;
     let n_out = p.n as usize;
     let first = (b.block_x() * BLOCK_ROWS) as usize;
     let here = BLOCK_ROWS.min(p.n - b.block_x() * BLOCK_ROWS) as usize;
+    let pairs_here = here.div_ceil(ROWS_PER_WAVE as usize);
     let lane = b.lane() as usize;
     let wave = B::WAVE as usize;
-    let waves = b.waves() as usize;
-    let row_group_count = BLOCK_ROWS as usize / R;
-    let splits = k_splits(waves, R);
     let units = k / UNIT;
     let words_per_row = units * BITS;
     let groups_per_row = k >> p.group_log2;
     // Wide loads when every unit starts on 16 bytes (uniform over the launch).
     let wide_w = BITS.is_multiple_of(4) && w_q.chunk_aligned::<4>(0);
     let wide_x = x.chunk_aligned::<X_CHUNK>(0);
-    let partials = b.shared::<f32>(0, splits * BLOCK_ROWS as usize * MAX_M);
 
-    let w_id = b.wave_id() as usize;
-    // A block with fewer waves than row groups (the serial cpu block) takes them in turns.
-    let (mut group, group_step, split) = if waves >= row_group_count {
-        (
-            w_id % row_group_count,
-            row_group_count,
-            w_id / row_group_count,
-        )
-    } else {
-        (w_id, waves, 0)
-    };
-    while split < splits && group < row_group_count && group * R < here {
-        let r0 = group * R;
-        // Rows past N re-read the last row (computed, not written).
-        let mut rows = [0usize; R];
-        let mut r = 0;
-        while r < R {
-            let n = first + r0 + r;
-            rows[r] = if n < n_out { n } else { n_out - 1 };
-            r += 1;
-        }
-        let mut acc = [zero; R];
-        let step = splits * wave;
-        let mut u = split * wave + lane;
+    let mut pair = b.wave_id() as usize;
+    while pair < pairs_here {
+        let n0 = first + pair * ROWS_PER_WAVE as usize;
+        // A second row past N re-reads the first (computed, not written).
+        let n1 = if n0 + 1 < n_out { n0 + 1 } else { n0 };
+        let mut acc0 = zero;
+        let mut acc1 = zero;
+        let at = |u: usize| At {
+            row0_words: n0 * words_per_row + u * BITS,
+            row1_words: n1 * words_per_row + u * BITS,
+            row0_groups: n0 * groups_per_row,
+            row1_groups: n1 * groups_per_row,
+            col: u * UNIT,
+        };
         // For one or two rows of `x`, one unit's words are loaded ahead of the one being
         // reduced (two units in flight per lane, one copy of the reduction in the code); more
         // rows of `x` give each load enough work to hide it, and the registers go to them.
+        let mut u = lane;
         if M <= 2 {
-            let mut cur = zero_w;
+            let mut w0 = bits;
+            let mut w1 = bits;
             if u < units {
-                cur = load_rows(w_q, rows, words_per_row, u, wide_w, zero_w);
+                let a = at(u);
+                w0 = load_words(w_q, a.row0_words, wide_w, bits);
+                w1 = load_words(w_q, a.row1_words, wide_w, bits);
             }
             while u < units {
-                let next = u + step;
-                let mut ahead = cur;
+                let next = u + wave;
+                let mut n0w = w0;
+                let mut n1w = w1;
                 if next < units {
-                    ahead = load_rows(w_q, rows, words_per_row, next, wide_w, zero_w);
+                    let c = at(next);
+                    n0w = load_words(w_q, c.row0_words, wide_w, bits);
+                    n1w = load_words(w_q, c.row1_words, wide_w, bits);
                 }
-                acc = unit(
-                    p,
-                    x,
-                    scales,
-                    biases,
-                    rows,
-                    groups_per_row,
-                    u,
-                    cur,
-                    wide_x,
-                    acc,
-                );
-                cur = ahead;
+                (acc0, acc1) = unit(p, x, scales, biases, at(u), w0, w1, wide_x, acc0, acc1);
+                w0 = n0w;
+                w1 = n1w;
                 u = next;
             }
         } else {
             while u < units {
-                let cur = load_rows(w_q, rows, words_per_row, u, wide_w, zero_w);
-                acc = unit(
-                    p,
-                    x,
-                    scales,
-                    biases,
-                    rows,
-                    groups_per_row,
-                    u,
-                    cur,
-                    wide_x,
-                    acc,
-                );
-                u += step;
+                let a = at(u);
+                let w0 = load_words(w_q, a.row0_words, wide_w, bits);
+                let w1 = load_words(w_q, a.row1_words, wide_w, bits);
+                (acc0, acc1) = unit(p, x, scales, biases, a, w0, w1, wide_x, acc0, acc1);
+                u += wave;
             }
         }
-        let mut r = 0;
-        while r < R {
-            let mut m = 0;
-            while m < M {
-                let total = b.wave_sum(acc[r][m]);
-                if lane == 0 {
-                    partials.set((split * BLOCK_ROWS as usize + r0 + r) * MAX_M + m, total);
+        let mut tot0 = zero;
+        let mut tot1 = zero;
+        let mut m = 0;
+        while m < M {
+            tot0[m] = b.wave_sum(acc0[m]);
+            tot1[m] = b.wave_sum(acc1[m]);
+            m += 1;
+        }
+        // Lane `m` writes row `m` of `y` (a wave narrower than `M` takes the rows in turns):
+        // the writes run in parallel and the epilogue (silu's exp) is in the code once.
+        let mut base = 0;
+        while base < M {
+            let m = base + lane;
+            if m < p.m as usize {
+                let mut t0 = 0.0;
+                let mut t1 = 0.0;
+                let mut i = 0;
+                while i < M {
+                    if i == m {
+                        t0 = tot0[i];
+                        t1 = tot1[i];
+                    }
+                    i += 1;
                 }
-                m += 1;
+                let y0 = T::from_f32(t0 + bias_of(p, bias, n0));
+                if p.act == ACT_SILU_MUL {
+                    // Pairs start on even rows and N is even: row n0 + 1 exists.
+                    let y1 = T::from_f32(t1 + bias_of(p, bias, n0 + 1));
+                    y.set(m * (n_out / 2) + n0 / 2, silu_mul_element(y0, y1));
+                } else {
+                    y.set(m * n_out + n0, y0);
+                    if n0 + 1 < n_out {
+                        y.set(
+                            m * n_out + n0 + 1,
+                            T::from_f32(t1 + bias_of(p, bias, n0 + 1)),
+                        );
+                    }
+                }
             }
-            r += 1;
+            base += wave;
         }
-        group += group_step;
+        pair += b.waves() as usize;
     }
-}
-
-/// After every wave has left its sums: one thread per output element of the block adds the
-/// splits in order, then the bias and the act, and writes `y` (once per kernel, whatever the
-/// instance, so silu's exp is in the code once).
-#[inline(always)]
-fn write_outputs<T: Element, B: Block>(b: &B, p: &QLinearParams, bias: Src<T>, y: Dst<T>) {
-    let n_out = p.n as usize;
-    let first = (b.block_x() * BLOCK_ROWS) as usize;
-    let here = BLOCK_ROWS.min(p.n - b.block_x() * BLOCK_ROWS) as usize;
-    let splits = k_splits(b.waves() as usize, rows_per_wave(p.m));
-    let partials = b.shared::<f32>(0, splits * BLOCK_ROWS as usize * MAX_M);
-    b.barrier();
-    let m_rows = p.m as usize;
-    let pairs = p.act == ACT_SILU_MUL;
-    let outputs = if pairs { here / 2 } else { here };
-    let mut e = b.thread() as usize;
-    while e < outputs * m_rows {
-        let m = e % m_rows;
-        let o = e / m_rows;
-        let r = if pairs { 2 * o } else { o };
-        let y0 = T::from_f32(split_sum(partials, splits, r, m) + bias_of(p, bias, first + r));
-        if pairs {
-            // Pairs start on even rows and N is even: row r + 1 is in the block.
-            let y1 = T::from_f32(
-                split_sum(partials, splits, r + 1, m) + bias_of(p, bias, first + r + 1),
-            );
-            y.set(m * (n_out / 2) + (first + r) / 2, silu_mul_element(y0, y1));
-        } else {
-            y.set(m * n_out + first + r, y0);
-        }
-        e += b.size() as usize;
-    }
-}
-
-/// Row `r` of the block, row `m` of `x`: the sum of its partials over the splits of `K`, in
-/// split order.
-#[inline(always)]
-fn split_sum(partials: crate::Rw<f32>, splits: usize, r: usize, m: usize) -> f32 {
-    let mut t = partials.get(r * MAX_M + m);
-    let mut s = 1;
-    while s < splits {
-        t += partials.get((s * BLOCK_ROWS as usize + r) * MAX_M + m);
-        s += 1;
-    }
-    t
 }
 
 /// Elements of `x` per load: 16 bytes of a 16-bit `T` (two 16-byte accesses for f32).
@@ -478,25 +414,6 @@ fn bias_of<T: Element>(p: &QLinearParams, bias: Src<T>, n: usize) -> f32 {
     } else {
         0.0
     }
-}
-
-/// Unit `u`'s words in each of the wave's rows of `W`.
-#[inline(always)]
-fn load_rows<const BITS: usize, const R: usize>(
-    w_q: Src<u32>,
-    rows: [usize; R],
-    words_per_row: usize,
-    u: usize,
-    wide: bool,
-    zero_w: [[u32; BITS]; R],
-) -> [[u32; BITS]; R] {
-    let mut w = zero_w;
-    let mut r = 0;
-    while r < R {
-        w[r] = load_words(w_q, rows[r] * words_per_row + u * BITS, wide, zero_w[r]);
-        r += 1;
-    }
-    w
 }
 
 /// The `BITS` words of one unit (32 codes) starting at word `at`: 16-byte loads when `wide`.
@@ -529,147 +446,82 @@ fn load_words<const BITS: usize>(
     w
 }
 
-/// One unit (32 codes at column `32u`) of the wave's rows of `W` against every row of `x`:
-/// two spans of 16 codes, each span's dot products of codes and `x` folded into the
-/// accumulators with its group's scale and bias.
+/// One unit (32 codes) of both rows of a pair against every row of `x`: two spans of 16 codes,
+/// each with its own scale and bias per row.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn unit<T: Element, const BITS: usize, const R: usize, const M: usize>(
+fn unit<T: Element, const BITS: usize, const M: usize>(
     p: &QLinearParams,
     x: Src<T>,
     scales: Src<u32>,
     biases: Src<u32>,
-    rows: [usize; R],
-    groups_per_row: usize,
-    u: usize,
-    w: [[u32; BITS]; R],
+    at: At,
+    w0: [u32; BITS],
+    w1: [u32; BITS],
     wide_x: bool,
-    acc: [[f32; M]; R],
-) -> [[f32; M]; R] {
-    let col = u * UNIT;
-    let g0 = col >> p.group_log2;
-    let g1 = (col + SPAN) >> p.group_log2;
-    let center = code_center(BITS as u32);
-    let mut s0 = [0.0f32; R];
-    let mut o0 = [0.0f32; R];
-    let mut r = 0;
-    while r < R {
-        (s0[r], o0[r]) =
-            scale_and_midpoint(p, scales, biases, rows[r] * groups_per_row + g0, center);
-        r += 1;
-    }
-    let mut acc = span(p, x, col, 0, w, s0, o0, wide_x, acc);
-    // The second span has its own group only at group size 16 (uniform over the launch).
-    let mut s1 = s0;
-    let mut o1 = o0;
-    if g1 != g0 {
-        let mut r = 0;
-        while r < R {
-            (s1[r], o1[r]) =
-                scale_and_midpoint(p, scales, biases, rows[r] * groups_per_row + g1, center);
-            r += 1;
-        }
-    }
-    acc = span(p, x, col, 1, w, s1, o1, wide_x, acc);
-    acc
+    acc0: [f32; M],
+    acc1: [f32; M],
+) -> ([f32; M], [f32; M]) {
+    let mut acc0 = acc0;
+    let mut acc1 = acc1;
+    (acc0, acc1) = span(p, x, scales, biases, at, 0, w0, w1, wide_x, acc0, acc1);
+    (acc0, acc1) = span(p, x, scales, biases, at, 1, w0, w1, wide_x, acc0, acc1);
+    (acc0, acc1)
 }
 
-/// Scale `e` and the group's midpoint `bias + scale·center` (`center = 2^(bits−1)`), the coefficients of a
-/// span's `Σ (q − 2^(bits−1))·x` and `Σ x`.
-#[inline(always)]
-fn scale_and_midpoint(
-    p: &QLinearParams,
-    scales: Src<u32>,
-    biases: Src<u32>,
-    e: usize,
-    center: f32,
-) -> (f32, f32) {
-    let s = packed_scale(scales, p.scale_dtype, e);
-    let b = packed_scale(biases, p.scale_dtype, e);
-    (s, crate::mul_add(s, center, b))
-}
-
-/// Span `h` (codes `16h..16h + 16` of the unit at column `col`): per chunk of `x`, the chunk's
-/// codes of every row of `W` as exact floats, multiplied into every row of `x`; then per row
-/// of `W` and of `x`, `acc += scale·Σ q'·x + mid·Σ x` with `q' = q − 2^(bits−1)` and
-/// `mid = bias + scale·2^(bits−1)` (spec §13's `Ŵ = scale·q + bias`,
-/// factored so the per-code work is one FMA per row of `x`).
+/// Span `h` (codes `16h..16h + 16` of the unit): its scale and bias per row of `W`, then per
+/// chunk of `x` the chunk's codes dequantized for both rows and multiplied into every row of
+/// `x`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn span<T: Element, const BITS: usize, const R: usize, const M: usize>(
+fn span<T: Element, const BITS: usize, const M: usize>(
     p: &QLinearParams,
     x: Src<T>,
-    col: usize,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    at: At,
     h: usize,
-    w: [[u32; BITS]; R],
-    scale: [f32; R],
-    offset: [f32; R],
+    w0: [u32; BITS],
+    w1: [u32; BITS],
     wide_x: bool,
-    acc: [[f32; M]; R],
-) -> [[f32; M]; R] {
+    acc0: [f32; M],
+    acc1: [f32; M],
+) -> ([f32; M], [f32; M]) {
     let k = p.k as usize;
     let last_m = p.m as usize - 1;
-    let zero_m = acc[0];
-    let mut dot = acc;
-    let mut x_sum = zero_m;
-    let mut r = 0;
-    while r < R {
-        let mut m = 0;
-        while m < M {
-            dot[r][m] = 0.0;
-            m += 1;
-        }
-        r += 1;
-    }
-    let mut m = 0;
-    while m < M {
-        x_sum[m] = 0.0;
-        m += 1;
-    }
+    let group = (at.col + h * SPAN) >> p.group_log2;
+    let levels = (1u32 << BITS as u32) as f32;
+    let (sc0, of0) = scale_pair(p, scales, biases, at.row0_groups + group, levels);
+    let (sc1, of1) = scale_pair(p, scales, biases, at.row1_groups + group, levels);
+    let mut acc0 = acc0;
+    let mut acc1 = acc1;
     let mut c = 0;
     while c < SPAN / X_CHUNK {
         let first = h * SPAN + c * X_CHUNK;
-        let mut q = [[0.0f32; X_CHUNK]; R];
-        let mut r = 0;
-        while r < R {
-            let mut j = 0;
-            while j < X_CHUNK {
-                q[r][j] = code_value(w[r], first + j);
-                j += 1;
-            }
-            r += 1;
+        let mut v0 = [0.0f32; X_CHUNK];
+        let mut v1 = [0.0f32; X_CHUNK];
+        let mut j = 0;
+        while j < X_CHUNK {
+            v0[j] = crate::mul_add(code_float(w0, first + j) - 1.0, sc0, of0);
+            v1[j] = crate::mul_add(code_float(w1, first + j) - 1.0, sc1, of1);
+            j += 1;
         }
         let mut m = 0;
         while m < M {
             let row = if m < last_m { m } else { last_m };
-            let xc = x_chunk(x, row * k + col + first, wide_x);
+            let xc = x_chunk(x, row * k + at.col + first, wide_x);
             let mut j = 0;
             while j < X_CHUNK {
                 let xv = xc[j].widen();
-                x_sum[m] += xv;
-                let mut r = 0;
-                while r < R {
-                    dot[r][m] = crate::mul_add(q[r][j], xv, dot[r][m]);
-                    r += 1;
-                }
+                acc0[m] = crate::mul_add(v0[j], xv, acc0[m]);
+                acc1[m] = crate::mul_add(v1[j], xv, acc1[m]);
                 j += 1;
             }
             m += 1;
         }
         c += 1;
     }
-    let mut acc = acc;
-    let mut r = 0;
-    while r < R {
-        let mut m = 0;
-        while m < M {
-            let with_offset = crate::mul_add(offset[r], x_sum[m], acc[r][m]);
-            acc[r][m] = crate::mul_add(scale[r], dot[r][m], with_offset);
-            m += 1;
-        }
-        r += 1;
-    }
-    acc
+    (acc0, acc1)
 }
 
 /// `X_CHUNK` elements of `x` from `at`: one chunk load when `wide`.
@@ -688,34 +540,54 @@ fn x_chunk<T: Element>(x: Src<T>, at: usize, wide: bool) -> [T; X_CHUNK] {
     }
 }
 
-/// Code `i` of a unit's words as the exact float `q − 2^(bits−1)`, without an integer conversion: the code's
-/// bits, left where they lie at `2^e` in a word (or the word shifted by 9, or two words joined
-/// for a code that crosses them, so that `e + BITS <= 23`), become mantissa bits under the
-/// exponent of `2^(23−e)`, whose ulp is `2^−e`: that float is `2^(23−e) + q`, and subtracting
-/// `2^(23−e)` is exact. With `BITS` and `i` constants this is one mask-and-or and one add.
+/// Code `i` of a unit's words as `1 + q·2^-BITS`: the code's bits moved to the top of an f32
+/// mantissa under the exponent of 1 (a shift and a mask; no integer-to-float conversion).
 #[inline(always)]
-fn code_value<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
+fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
     let bit = i * BITS;
     let word = bit / 32;
     let shift = (bit % 32) as u32;
-    let width = BITS as u32;
-    let (v, e) = if shift + width > 32 {
-        // The code's high bits start the next word; shift > 24 here.
-        ((w[word] >> shift) | (w[word + 1] << (32 - shift)), 0)
-    } else if shift + width <= 23 {
-        (w[word], shift)
+    // The mantissa bit the code's lowest bit lands on.
+    let top = 23 - BITS as u32;
+    let mut placed = if shift >= top {
+        w[word] >> (shift - top)
     } else {
-        (w[word] >> 9, shift - 9)
+        w[word] << (top - shift)
     };
-    let mask = ((1u32 << width) - 1) << e;
-    let exponent = (127 + 23 - e) << 23;
-    f32::from_bits((v & mask) | exponent) - (f32::from_bits(exponent) + code_center(width))
+    if shift + BITS as u32 > 32 {
+        // The code's high bits start the next word.
+        placed |= w[word + 1] << (top + 32 - shift);
+    }
+    let mask = ((1u32 << BITS as u32) - 1) << top;
+    f32::from_bits((placed & mask) | 0x3f80_0000)
 }
 
-/// `2^(bits−1)`: codes are taken centred, `q − 2^(bits−1)`, so that the bias term of a span,
-/// `(bias + scale·2^(bits−1))·Σ x`, is the group's midpoint and small, and the two terms of a
-/// span do not cancel (exact: the constant is folded into `code_value`'s subtraction).
+/// `(scale·levels, bias)` of scale index `e`, `levels = 2^bits`: the FMA that turns `f − 1` of
+/// a code float into `scale·q + bias` (see the module docs).
 #[inline(always)]
-fn code_center(bits: u32) -> f32 {
-    (1u32 << (bits - 1)) as f32
+fn scale_pair(
+    p: &QLinearParams,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    e: usize,
+    levels: f32,
+) -> (f32, f32) {
+    (
+        scale_value(scales, p.scale_dtype, e) * levels,
+        scale_value(biases, p.scale_dtype, e),
+    )
+}
+
+/// Value `e` of a packed scale or bias buffer, widened to f32.
+#[inline(always)]
+fn scale_value(words: Src<u32>, code: u32, e: usize) -> f32 {
+    if code == SCALE_F32 {
+        return f32::from_bits(words.get(e));
+    }
+    let half = (words.get(e / 2) >> ((e % 2) as u32 * 16)) & 0xffff;
+    if code == SCALE_F16 {
+        F16(half as u16).widen()
+    } else {
+        Bf16(half as u16).widen()
+    }
 }

@@ -1,7 +1,7 @@
 //! `qlinear` at 5 bits per code: the body and every contract are in
 //! [`qlinear`](super::qlinear).
 
-use super::qlinear::{bind, launch, qlinear, shared_bytes, QLinearParams, LAUNCH_BOUND};
+use super::qlinear::{bind, launch, qlinear, QLinearParams, LAUNCH_BOUND};
 use crate::{Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src};
 
 /// Descriptor of `qlinear_5bit`.
@@ -21,10 +21,6 @@ impl KernelDef for QLinear5Bit {
 
     fn launch(p: &QLinearParams) -> Launch {
         launch(p)
-    }
-
-    fn shared_bytes(p: &QLinearParams, block: u32, wave: u32) -> usize {
-        shared_bytes(p, block, wave)
     }
 }
 
