@@ -200,3 +200,15 @@ fn refusals_speak_rust_and_say_what_to_write_instead() {
         }
     }
 }
+
+/// Const generics bind from nested array lengths (`[[u32; W]; R]`, outer first) and serve as
+/// array repeat lengths, as a kernel passing a row of words per row of a group does.
+#[test]
+fn const_generics_bind_from_nested_arrays_and_size_repeats() {
+    let body = "    let i = b.thread() as usize;\n    let t = row_totals([[1u32; 3]; 2]);\n    out.set(i, T::from_f32((t[0] + t[1]) as f32));";
+    let items = "fn row_totals<const W: usize, const R: usize>(w: [[u32; W]; R]) -> [u32; R] {\n    let mut t = [0u32; R];\n    let mut r = 0;\n    while r < R {\n        let mut j = 0;\n        while j < W {\n            t[r] += w[r][j];\n            j += 1;\n        }\n        r += 1;\n    }\n    t\n}\n";
+    let m = translate_sources(&with_probe_and(body, items, &[])).expect("translates");
+    assert!(m.wgsl.contains("3u"), "{}", m.wgsl);
+    assert!(m.wgsl.contains("array<u32, 2>"), "{}", m.wgsl);
+    assert!(m.wgsl.contains("array<array<u32, 3>, 2>"), "{}", m.wgsl);
+}
