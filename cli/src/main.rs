@@ -40,8 +40,20 @@ enum Cmd {
     Check(check::Args),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().cmd {
+/// Prints an error as its chain of causes on one line and exits 1: returning it from `main`
+/// would print a backtrace whenever `RUST_BACKTRACE` is set, for an ordinary bad input too.
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> anyhow::Result<()> {
+    match cmd {
         Cmd::Devices => {
             for d in kiln::devices() {
                 let state = if d.available { "available" } else { "absent" };

@@ -62,6 +62,33 @@ fn from_st(d: StDtype) -> anyhow::Result<DType> {
     })
 }
 
+/// The dtype names a safetensors header may hold that kiln reads.
+const KILN_DTYPES: [&str; 6] = ["F32", "F16", "BF16", "U32", "I32", "U8"];
+
+/// A header the safetensors crate refused, said better where it can be: safetensors only says
+/// "InvalidHeaderDeserialization", so a tensor with a dtype it does not know is named here.
+fn header_error(bytes: &[u8], e: safetensors::SafeTensorError) -> anyhow::Error {
+    let header = bytes
+        .get(..8)
+        .and_then(|n| usize::try_from(u64::from_le_bytes(n.try_into().ok()?)).ok())
+        .and_then(|n| bytes.get(8..8usize.checked_add(n)?))
+        .and_then(|h| serde_json::from_slice::<serde_json::Value>(h).ok());
+    let unknown = header.as_ref().and_then(|h| {
+        h.as_object()?.iter().find_map(|(name, t)| {
+            let dtype = t.get("dtype")?.as_str()?;
+            let known = serde_json::from_value::<StDtype>(serde_json::Value::from(dtype)).is_ok();
+            (name != "__metadata__" && !known).then(|| (name.clone(), dtype.to_string()))
+        })
+    });
+    match unknown {
+        Some((name, dtype)) => anyhow!(
+            "tensor `{name}` has dtype `{dtype}`, which is not a safetensors dtype (kiln reads {})",
+            KILN_DTYPES.join(", ")
+        ),
+        None => anyhow!("invalid safetensors file: {e}"),
+    }
+}
+
 pub fn main(a: Args) -> anyhow::Result<()> {
     let kernel =
         KernelId::from_name(&a.kernel).ok_or_else(|| anyhow!("unknown kernel `{}`", a.kernel))?;
@@ -71,7 +98,9 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     let dev = Device::open(backend)?;
     let bytes =
         std::fs::read(&a.inputs).with_context(|| format!("reading {}", a.inputs.display()))?;
-    let file = safetensors::SafeTensors::deserialize(&bytes).context("parsing the inputs file")?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| header_error(&bytes, e))
+        .with_context(|| format!("parsing {}", a.inputs.display()))?;
     let shapes: BTreeMap<_, _> = a.shapes.iter().cloned().collect();
 
     let mut tensors = Vec::new();

@@ -128,13 +128,15 @@ pub fn get_param(kernel: KernelId, words: &[u32], name: &str) -> Option<kiln_mat
     (entry(kernel).get_param)(words, name)
 }
 
-/// Checks arguments against the list and binds shapes; returns the kernel dtype, bound params
-/// and geometry. Nothing touches a device.
+/// Checks arguments against the list, binds shapes and (unless `tables` says the caller did)
+/// checks the paged kernels' index tables; returns the kernel dtype, bound params and
+/// geometry. Nothing is launched; reading tables that live on a GPU waits for its queue.
 pub(crate) fn prepare(
     dev: &Device,
     kernel: KernelId,
     params: &[u32],
     args: &[Arg],
+    tables: Tables,
 ) -> Result<(DType, Vec<u32>, kiln_math::Launch), PortError> {
     let bad = |msg: String| PortError::invalid(kernel, msg);
     let desc = kernel.buffers();
@@ -215,11 +217,20 @@ pub(crate) fn prepare(
     if launch.grid.contains(&0) {
         return Err(bad(format!("empty grid {:?}", launch.grid)));
     }
+    if tables == Tables::Read {
+        let read = |k: usize| args[k].tensor().to_vec::<i32>();
+        crate::paged::check::index_tables(kernel, &words, &shapes, &read)?;
+    }
     Ok((dtype, words, launch))
 }
 
 /// Launches `kernel` on `dev` with `params` (words from `default_params`/`set_param`; shape
 /// fields are bound here) and `args` in list order.
+///
+/// Every path (port or fallback) is validated first: dtypes, shapes, params, and the index
+/// tables of the paged kernels (block and page tables, the v2 chunk list, the merge's
+/// `o_indptr`), which are read to the host for the check — on a GPU that read waits for the
+/// work queued before; the typed ops in `kiln::paged` check host tables instead and do not.
 pub fn launch(
     dev: &Device,
     kernel: KernelId,
@@ -227,7 +238,29 @@ pub fn launch(
     args: &mut [Arg],
     mode: Mode,
 ) -> Result<Ran, PortError> {
-    launch_views(dev, kernel, params, args, mode, None)
+    launch_views(dev, kernel, params, args, mode, None, Tables::Read)
+}
+
+/// [`launch`] for a caller that checked the host copies of the index tables it uploaded (the
+/// paged ops, the resident block table, a timing loop after its first check): the tables are
+/// not read back.
+pub(crate) fn launch_checked_tables(
+    dev: &Device,
+    kernel: KernelId,
+    params: &[u32],
+    args: &mut [Arg],
+    mode: Mode,
+) -> Result<Ran, PortError> {
+    launch_views(dev, kernel, params, args, mode, None, Tables::Checked)
+}
+
+/// Where a launch's index tables were checked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tables {
+    /// Not yet: read them from the buffers and check them.
+    Read,
+    /// On the host by the caller, before the upload.
+    Checked,
 }
 
 /// Test hook: launches through the port with the views shortened to `view_lens` elements
@@ -252,7 +285,15 @@ pub fn launch_with_short_views(
             "one view length per tensor, each at most its length",
         ));
     }
-    let ran = launch_views(dev, kernel, params, args, Mode::PortOnly, Some(view_lens))?;
+    let ran = launch_views(
+        dev,
+        kernel,
+        params,
+        args,
+        Mode::PortOnly,
+        Some(view_lens),
+        Tables::Read,
+    )?;
     // The trap is the point: wait for it here rather than at some later read.
     dev.sync()?;
     Ok(ran)
@@ -265,8 +306,9 @@ fn launch_views(
     args: &mut [Arg],
     mode: Mode,
     view_lens: Option<&[usize]>,
+    tables: Tables,
 ) -> Result<Ran, PortError> {
-    let (dtype, words, geometry) = prepare(dev, kernel, params, args)?;
+    let (dtype, words, geometry) = prepare(dev, kernel, params, args, tables)?;
     let fallback = |reason: FallbackReason, args: &mut [Arg]| -> Result<Ran, PortError> {
         run_fallback(kernel, dtype, &words, args)?;
         Ok(Ran {

@@ -26,8 +26,10 @@ pub struct Tensor {
     offset: usize,
 }
 
-fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+/// Elements of `shape`, or `None` when the product overflows (a wrapped product would make a
+/// huge shape look small).
+fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
 fn other(msg: String) -> PortError {
@@ -59,11 +61,13 @@ impl Tensor {
         guard_fill: u8,
         body_fill: u8,
     ) -> Result<Tensor, PortError> {
-        let n = numel(shape)
-            .checked_add(2 * guard)
+        let n = checked_numel(shape)
+            .and_then(|n| n.checked_add(guard.checked_mul(2)?))
             .and_then(|n| n.checked_mul(dtype.size()))
             .ok_or_else(|| other(format!("tensor of shape {shape:?} is too large")))?;
-        let offset = guard * dtype.size();
+        let offset = guard
+            .checked_mul(dtype.size())
+            .ok_or_else(|| other(format!("a guard of {guard} elements is too large")))?;
         let mem = allocate(dev, n)?;
         // Fresh host memory is zeroed (and its untouched pages stay unallocated, so a huge zero
         // tensor costs only what is written); device memory starts undefined.
@@ -200,7 +204,7 @@ impl Tensor {
 
     /// The same elements under another shape of the same element count.
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor, PortError> {
-        if numel(shape) != self.numel() {
+        if checked_numel(shape) != Some(self.numel()) {
             return Err(PortError::ShapeMismatch {
                 kernel: "Tensor::reshape",
                 buffer: "shape",
@@ -296,7 +300,8 @@ impl Tensor {
     }
     /// Elements: the product of the shape.
     pub fn numel(&self) -> usize {
-        numel(&self.shape)
+        // Every constructor checked that the shape's bytes fit a usize, so this cannot wrap.
+        self.shape.iter().product()
     }
     /// Byte offset of element 0 inside the allocation or region the tensor views.
     pub fn byte_offset(&self) -> usize {

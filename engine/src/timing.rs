@@ -1,7 +1,7 @@
 //! Timing for benchmarks: kernel launches and copies, on the device's own clock where it has
 //! one (GPU events) and on the wall clock for the host backends.
 
-use crate::launch::{gpu_bufs, gpu_launch, launch, prepare, Arg, Mode};
+use crate::launch::{gpu_bufs, gpu_launch, launch_checked_tables, prepare, Arg, Mode, Tables};
 use crate::ports::{ports, select_port};
 use crate::{Device, DeviceKind, PortError};
 use kiln_math::KernelId;
@@ -25,7 +25,7 @@ pub fn time_kernel(
         DeviceKind::Gpu(g) => {
             let mut bound = Vec::with_capacity(sets.len());
             for set in sets.iter() {
-                bound.push(prepare(dev, kernel, params, set)?);
+                bound.push(prepare(dev, kernel, params, set, Tables::Read)?);
             }
             let dtype = bound[0].0;
             let port = select_port(ports(kernel), dev, dtype)?;
@@ -38,10 +38,14 @@ pub fn time_kernel(
             Ok(g.time_launches(port, &launches, runs)?)
         }
         _ => {
+            // The tables are checked once here, so the passes time the kernel alone.
+            for set in sets.iter() {
+                prepare(dev, kernel, params, set, Tables::Read)?;
+            }
             let pass = |sets: &mut [Vec<Arg>]| -> Result<f64, PortError> {
                 let t = Instant::now();
                 for set in sets.iter_mut() {
-                    launch(dev, kernel, params, set, Mode::PortOnly)?;
+                    launch_checked_tables(dev, kernel, params, set, Mode::PortOnly)?;
                 }
                 Ok(t.elapsed().as_secs_f64() / n)
             };

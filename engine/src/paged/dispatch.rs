@@ -7,7 +7,7 @@
 
 use super::launch;
 use super::plan::{plan_decode, DecodePlan, PlanConfig};
-use super::table::{KvGeometry, PageTable, RequestSpan};
+use super::table::{check_scale, KvGeometry, PageTable, RequestSpan};
 use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
 use crate::ports::{ports, select_port};
 use crate::reference::primitives::attend_heads;
@@ -342,6 +342,7 @@ pub fn paged_decode_with(
     if out.shape() != q.shape() || out.dtype() != DType::F32 {
         return Err(PortError::invalid(kernel, "out must be f32 shaped like q"));
     }
+    check_scale(kernel, scale)?;
     let spans = table
         .validate(geo.batch, geo.num_blocks, geo.page_size)
         .map_err(|e| e.port(kernel))?;
@@ -452,8 +453,8 @@ fn run_v2(
     Ok(vec![a, b])
 }
 
-fn widen(dtype: DType, bytes: &[u8]) -> Vec<f64> {
-    match dtype {
+fn widen(dtype: DType, bytes: &[u8]) -> Result<Vec<f64>, PortError> {
+    Ok(match dtype {
         DType::F32 => bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
@@ -462,11 +463,19 @@ fn widen(dtype: DType, bytes: &[u8]) -> Vec<f64> {
             .chunks_exact(2)
             .map(|b| kiln_math::F16(u16::from_le_bytes(b.try_into().unwrap())).to_f32() as f64)
             .collect(),
-        _ => bytes
+        DType::Bf16 => bytes
             .chunks_exact(2)
             .map(|b| kiln_math::Bf16(u16::from_le_bytes(b.try_into().unwrap())).to_f32() as f64)
             .collect(),
-    }
+        // KvGeometry::of refuses every other pool dtype; this keeps the gather from guessing.
+        other => {
+            return Err(PortError::UnsupportedDtype {
+                kernel: KernelId::PagedAttentionDecode.name(),
+                got: other,
+                supported: KernelId::PagedAttentionDecode.dtypes(),
+            })
+        }
+    })
 }
 
 /// The fallback: copy each request's visible K/V out of the pools page by page, then plain
@@ -504,8 +513,8 @@ fn gather_attend(
             }
             let at = (row as usize * ps + lo) * token;
             let n = (hi - lo) * token;
-            keys.extend(widen(geo.pool_dtype, &k_pool.element_bytes(at, n)?));
-            values.extend(widen(geo.pool_dtype, &v_pool.element_bytes(at, n)?));
+            keys.extend(widen(geo.pool_dtype, &k_pool.element_bytes(at, n)?)?);
+            values.extend(widen(geo.pool_dtype, &v_pool.element_bytes(at, n)?)?);
         }
         let rows = r * hq * d..(r + 1) * hq * d;
         attend_heads(

@@ -4,15 +4,13 @@
 
 use super::plan::DecodePlan;
 use super::table::{BlockTable, KvGeometry, PageTable};
-use crate::launch::Ran;
-use crate::ops::kernel as launchers;
+use crate::launch::{launch_checked_tables, Arg, Mode, Ran};
 use crate::scratch::{scratch_bytes, Scratch};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
-use kiln_math::DType;
-use kiln_math::KernelId;
+use kiln_math::{DType, KernelId, Params};
 
 /// Scratch bytes of `tables` uploaded as i32 pieces.
 pub(crate) fn table_bytes(tables: &[&[i32]]) -> usize {
@@ -53,9 +51,17 @@ pub fn paged_attention_decode(
     let mut scratch = dev.scratch(table_bytes(&tables))?;
     let [rows, offsets, starts, lens] = tables.map(|t| scratch.upload(t));
     let (rows, offsets, starts, lens) = (rows?, offsets?, starts?, lens?);
-    launchers::paged_attention_decode(
-        dev, &p, q, k_pool, v_pool, &rows, &offsets, &starts, &lens, out,
-    )
+    let mut args = [
+        Arg::In(q),
+        Arg::In(k_pool),
+        Arg::In(v_pool),
+        Arg::In(&rows),
+        Arg::In(&offsets),
+        Arg::In(&starts),
+        Arg::In(&lens),
+        Arg::Out(out),
+    ];
+    launch_checked_tables(dev, kernel, p.words(), &mut args, Mode::Auto)
 }
 
 /// Paged decode attention, v2 partials (spec §9.3): chunk `c` of `plan` attends over its pages
@@ -135,8 +141,25 @@ pub(crate) fn v2_upload_and_launch(
     let [indices, indptr, last, first, requests, tiles] = &t[..] else {
         unreachable!("six tables")
     };
-    launchers::paged_attention_decode_v2_partial(
-        dev, p, q, k_pool, v_pool, indices, indptr, last, first, requests, tiles, out_v, out_lse,
+    let mut args = [
+        Arg::In(q),
+        Arg::In(k_pool),
+        Arg::In(v_pool),
+        Arg::In(indices),
+        Arg::In(indptr),
+        Arg::In(last),
+        Arg::In(first),
+        Arg::In(requests),
+        Arg::In(tiles),
+        Arg::Out(out_v),
+        Arg::Out(out_lse),
+    ];
+    launch_checked_tables(
+        dev,
+        KernelId::PagedAttentionDecodeV2Partial,
+        p.words(),
+        &mut args,
+        Mode::Auto,
     )
 }
 
@@ -175,13 +198,18 @@ pub(crate) fn merge_upload_and_launch(
     lse_out: &mut Tensor,
 ) -> Result<Ran, PortError> {
     let indptr = scratch.upload(o_indptr)?;
-    launchers::paged_attention_merge_states(
+    let mut args = [
+        Arg::In(v_in),
+        Arg::In(lse_in),
+        Arg::In(&indptr),
+        Arg::Out(v_out),
+        Arg::Out(lse_out),
+    ];
+    launch_checked_tables(
         dev,
-        &MergeStatesParams::default(),
-        v_in,
-        lse_in,
-        &indptr,
-        v_out,
-        lse_out,
+        KernelId::PagedAttentionMergeStates,
+        MergeStatesParams::default().words(),
+        &mut args,
+        Mode::Auto,
     )
 }

@@ -5,6 +5,7 @@
 //! check every index against the pool before anything is uploaded or launched, so a malformed
 //! table is `PortError::InvalidShape`, never an out-of-bounds read on a device.
 
+pub(crate) mod check;
 pub mod dispatch;
 pub mod launch;
 pub mod plan;
@@ -15,6 +16,6 @@ pub use dispatch::{
     choose_arm, paged_decode, paged_decode_with, DecodeArm, DecodeChoice, DecodePolicy, DecodeRun,
     ARM_ENV,
 };
-pub use plan::{plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
+pub use plan::{check_chunks, plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
 pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
 pub use table::{BlockTable, KvGeometry, PageTable, RequestSpan, TableError};

@@ -177,7 +177,78 @@ pub fn plan_decode(
     Ok(plan)
 }
 
-/// Checks a plan against the requests' page counts and the launch limits.
+/// Checks that the chunks `(request_indices[c], kv_tile_indices[c])` list every tile of every
+/// request exactly once, in range, each request's chunks contiguous and in request order — the
+/// layout the merge's `o_indptr` rows and a merge-free output assume. A plan cached from an
+/// earlier step whose requests have since grown or shrunk fails here.
+pub fn check_chunks(
+    request_indices: &[i32],
+    kv_tile_indices: &[i32],
+    pages_per_chunk: usize,
+    pages: &[usize],
+) -> Result<(), PlanError> {
+    if pages_per_chunk == 0 {
+        return Err(PlanError::ZeroPagesPerChunk);
+    }
+    let bad = |chunk, detail: String| Err(PlanError::Inconsistent { chunk, detail });
+    if kv_tile_indices.len() != request_indices.len() {
+        return bad(
+            0,
+            format!(
+                "{} request indices but {} tile indices",
+                request_indices.len(),
+                kv_tile_indices.len()
+            ),
+        );
+    }
+    // Each request's tiles start at `first_tile[r]` of one flat "seen" list.
+    let tiles: Vec<usize> = pages
+        .iter()
+        .map(|&p| p.div_ceil(pages_per_chunk).max(1))
+        .collect();
+    let mut first_tile = Vec::with_capacity(tiles.len());
+    let mut total = 0usize;
+    for &t in &tiles {
+        first_tile.push(total);
+        total += t;
+    }
+    if request_indices.len() != total {
+        return bad(
+            0,
+            format!(
+                "{} chunks, the batch's pages need {total} (every request's tiles exactly once)",
+                request_indices.len()
+            ),
+        );
+    }
+    let mut seen = vec![false; total];
+    let mut previous = 0usize;
+    for (c, (&r, &t)) in request_indices.iter().zip(kv_tile_indices).enumerate() {
+        let Some(r) = usize::try_from(r).ok().filter(|&r| r < pages.len()) else {
+            return bad(c, format!("request {r} is not in the batch"));
+        };
+        if r < previous {
+            return bad(
+                c,
+                format!("request {r} after request {previous}: chunks must be in request order"),
+            );
+        }
+        previous = r;
+        let Some(t) = usize::try_from(t).ok().filter(|&t| t < tiles[r]) else {
+            return bad(c, format!("tile {t} of a request with {} chunks", tiles[r]));
+        };
+        let slot = &mut seen[first_tile[r] + t];
+        if *slot {
+            return bad(c, format!("tile {t} of request {r} is listed twice"));
+        }
+        *slot = true;
+    }
+    Ok(())
+}
+
+/// Checks a plan against the requests' page counts and the launch limits: its chunks cover
+/// every request's tiles exactly once ([`check_chunks`]) and `o_indptr` gives each request its
+/// chunks.
 pub fn validate(
     plan: &DecodePlan,
     pages: &[usize],
@@ -195,39 +266,33 @@ pub fn validate(
     if elements > u32::MAX as u64 {
         return Err(PlanError::WorkspaceTooLarge { elements });
     }
+    check_chunks(
+        &plan.request_indices,
+        &plan.kv_tile_indices,
+        plan.pages_per_chunk,
+        pages,
+    )?;
     let bad = |chunk, detail: String| Err(PlanError::Inconsistent { chunk, detail });
-    if plan.kv_tile_indices.len() != chunks || plan.o_indptr.len() != pages.len() + 1 {
+    // Chunks are grouped by request in order, so request r's rows start where r's chunks do.
+    let mut want = vec![0i32];
+    for (c, &r) in plan.request_indices.iter().enumerate() {
+        while want.len() <= r as usize {
+            want.push(c as i32);
+        }
+    }
+    while want.len() <= pages.len() {
+        want.push(chunks as i32);
+    }
+    if plan.o_indptr != want {
         return bad(
             0,
-            "table lengths disagree with the chunk and request counts".into(),
+            format!(
+                "o_indptr {:?} does not give each request its chunks (want {want:?})",
+                plan.o_indptr
+            ),
         );
     }
-    for (c, (&r, &t)) in plan
-        .request_indices
-        .iter()
-        .zip(&plan.kv_tile_indices)
-        .enumerate()
-    {
-        let Some(&p) = usize::try_from(r).ok().and_then(|r| pages.get(r)) else {
-            return bad(c, format!("request {r} is not in the batch"));
-        };
-        let tiles = p.div_ceil(plan.pages_per_chunk).max(1);
-        if t < 0 || t as usize >= tiles {
-            return bad(c, format!("tile {t} of a request with {tiles} chunks"));
-        }
-        let r = r as usize;
-        if !(plan.o_indptr[r]..plan.o_indptr[r + 1]).contains(&(c as i32)) {
-            return bad(c, format!("outside request {r}'s rows of o_indptr"));
-        }
-    }
-    if plan.merge_free
-        && !(chunks == pages.len()
-            && plan
-                .request_indices
-                .iter()
-                .enumerate()
-                .all(|(c, &r)| r as usize == c))
-    {
+    if plan.merge_free && chunks != pages.len() {
         return bad(
             0,
             "a merge-free plan needs one chunk per request, in order".into(),

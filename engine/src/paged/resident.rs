@@ -4,11 +4,10 @@
 //! written for; a launch then only checks that it runs over that geometry.
 
 use super::table::{BlockTable, KvGeometry};
-use crate::launch::Ran;
-use crate::ops::kernel as launchers;
+use crate::launch::{launch_checked_tables, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::paged_attention_decode::PagedDecodeParams;
-use kiln_math::{DType, KernelId};
+use kiln_math::{DType, KernelId, Params};
 
 /// A block table in device memory: `batch` requests over at most `max_rows` pool rows.
 #[derive(Debug)]
@@ -109,16 +108,16 @@ pub fn paged_attention_decode_resident(
         scale,
         ..Default::default()
     };
-    launchers::paged_attention_decode(
-        dev,
-        &p,
-        q,
-        k_pool,
-        v_pool,
-        &table.rows,
-        &table.row_offsets,
-        &table.logical_starts,
-        &table.visible_lens,
-        out,
-    )
+    // The table was checked on the host when it was written.
+    let mut args = [
+        Arg::In(q),
+        Arg::In(k_pool),
+        Arg::In(v_pool),
+        Arg::In(&table.rows),
+        Arg::In(&table.row_offsets),
+        Arg::In(&table.logical_starts),
+        Arg::In(&table.visible_lens),
+        Arg::Out(out),
+    ];
+    launch_checked_tables(dev, kernel, p.words(), &mut args, Mode::Auto)
 }

@@ -175,6 +175,18 @@ impl KvGeometry {
         if v_pool.shape() != k_pool.shape() || v_pool.dtype() != k_pool.dtype() {
             return Err(bad("v_pool must have the shape and dtype of k_pool"));
         }
+        // Every arm, the gather fallback included, reads the pools as one of the kernels'
+        // element types: any other bytes would be read as garbage.
+        if !kernel.dtypes().contains(&k_pool.dtype()) {
+            return Err(PortError::UnsupportedDtype {
+                kernel: kernel.name(),
+                got: k_pool.dtype(),
+                supported: kernel.dtypes(),
+            });
+        }
+        if out_of_range_of_i32(k_pool.shape()) {
+            return Err(bad("every axis of the pools must fit an i32 table entry"));
+        }
         if d != head_dim {
             return Err(bad("the pools' head dim differs from q's"));
         }
@@ -196,6 +208,24 @@ impl KvGeometry {
             page_size,
             pool_dtype: k_pool.dtype(),
         })
+    }
+}
+
+/// Whether an axis is past what an i32 table entry (row, position) can name.
+fn out_of_range_of_i32(shape: &[usize]) -> bool {
+    shape.iter().any(|&n| n > i32::MAX as usize)
+}
+
+/// Checks a decode's softmax scale as the kernels' shape binding does (0 means `1 / sqrt(D)`,
+/// anything else must be finite), so the gather fallback refuses what the kernel arms refuse.
+pub(crate) fn check_scale(kernel: KernelId, scale: f32) -> Result<(), PortError> {
+    if scale.is_finite() {
+        Ok(())
+    } else {
+        Err(PortError::invalid(
+            kernel,
+            format!("scale is {scale}, must be finite"),
+        ))
     }
 }
 
