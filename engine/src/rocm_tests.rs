@@ -55,9 +55,6 @@ fn the_device_arch_picks_its_code_object() {
     for a in ARTIFACTS {
         let dev = device(Some(a.arch), a.wave);
         for &kernel in KernelId::ALL {
-            if kiln_math::local_memory::local_memory(kernel).is_some_and(|l| l.dynamic_stack) {
-                continue; // held back (rocm_backend.rs checks the reason)
-            }
             for &dtype in kernel.dtypes() {
                 let p = select_port(ports(kernel), &dev, dtype).expect("a port");
                 assert_eq!(p.target, Some(a.arch));

@@ -15,9 +15,6 @@ pub struct LocalMemory {
     pub ptx_bytes: u32,
     /// Most bytes of `.private_segment_fixed_size` of a code object's entry (any arch).
     pub scratch_bytes: u32,
-    /// Whether its code objects use a dynamic stack, which a launch cannot size: the ROCm
-    /// port is then held back (absent, with the reason) until the kernel keeps to registers.
-    pub dynamic_stack: bool,
     /// Why the body needs it (a review reads this next to the bytes).
     pub reason: &'static str,
 }
@@ -40,21 +37,18 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::FusedXielu,
         ptx_bytes: 8,
         scratch_bytes: 8,
-        dynamic_stack: false,
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
         kernel: KernelId::FusedSiluMul,
         ptx_bytes: 4,
         scratch_bytes: 8,
-        dynamic_stack: false,
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
         kernel: KernelId::FusedRopeQkAppend,
         ptx_bytes: 1124,
         scratch_bytes: 568,
-        dynamic_stack: false,
         reason: "libm's sinf/cosf: the large-argument reduction (rem_pio2_large, |x| beyond \
                  2^28·π/2) keeps its digit arrays on the stack; rope angles (position × \
                  frequency ≤ 1) stay far below it, so the path never runs",
@@ -63,7 +57,6 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::PagedAttentionDecode,
         ptx_bytes: 0,
         scratch_bytes: 132,
-        dynamic_stack: false,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch; the \
                  PTX and gfx1151 keep everything in registers",
     },
@@ -71,7 +64,6 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::PagedAttentionDecodeV2Partial,
         ptx_bytes: 0,
         scratch_bytes: 136,
-        dynamic_stack: false,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch, as \
                  for paged_attention_decode",
     },
@@ -79,7 +71,6 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::Linear,
         ptx_bytes: 0,
         scratch_bytes: 36,
-        dynamic_stack: false,
         reason: "gfx942 f32 only: VGPR spills of the 8-row instance under the 128-VGPR budget of \
                  the default 1024-thread launch bound (to be removed with a launch-bound \
                  primitive); the PTX, gfx1151 and the 16-bit entries keep to registers",
@@ -88,42 +79,36 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::QLinear2Bit,
         ptx_bytes: 4,
         scratch_bytes: 1440,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
         ptx_bytes: 4,
         scratch_bytes: 1432,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
         ptx_bytes: 4,
         scratch_bytes: 1468,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear5Bit,
         ptx_bytes: 4,
         scratch_bytes: 1492,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear6Bit,
         ptx_bytes: 4,
         scratch_bytes: 1480,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
         ptx_bytes: 4,
         scratch_bytes: 1500,
-        dynamic_stack: false,
         reason: QLINEAR_SPILLS,
     },
 ];

@@ -245,14 +245,12 @@ fn every_code_object_entry_keeps_to_its_declared_scratch() {
                 .unwrap_or_else(|| panic!("{}: no code object for {}", a.arch, kernel.name()));
             let entries = scratch(c.bytes);
             let allowed = local_memory(kernel).map_or(0, |l| l.scratch_bytes as u64);
-            // A declared dynamic stack holds the ROCm port back (tested in rocm_backend.rs).
-            let dynamic_ok = local_memory(kernel).is_some_and(|l| l.dynamic_stack);
             for &dtype in kernel.dtypes() {
                 let symbol = kernel.symbol(dtype).expect("a listed dtype");
                 let &(bytes, dynamic) = entries.get(symbol).unwrap_or_else(|| {
                     panic!("{} {}: no metadata for {symbol}", a.arch, kernel.name())
                 });
-                if bytes > allowed || (dynamic && !dynamic_ok) {
+                if bytes > allowed || dynamic {
                     failures.push(format!(
                         "{} {symbol}: {bytes} B of private segment{}, {allowed} B declared",
                         a.arch,

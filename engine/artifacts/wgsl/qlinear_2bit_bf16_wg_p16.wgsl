@@ -226,7 +226,7 @@ fn k_to_f32_6(self_v: u32) -> f32 {
 fn k_widen_7(self_v: u32) -> f32 {
     return k_to_f32_6(self_v);
 }
-fn k_scale_value_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
@@ -239,7 +239,7 @@ fn k_scale_value_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     }
     return ifv_2;
 }
-fn k_scale_value_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
@@ -253,7 +253,7 @@ fn k_scale_value_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     return ifv_2;
 }
 fn k_scale_pair_10(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    return kiln_tuple_f32_f32((k_scale_value_8(scales_v, kiln_meta[5u], e_p) * levels_p), k_scale_value_9(biases_v, kiln_meta[5u], e_p));
+    return kiln_tuple_f32_f32((k_packed_scale_8(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_9(biases_v, kiln_meta[5u], e_p));
 }
 fn k_code_float_11(w_p: array<u32, 2>, i_p: u32) -> f32 {
     var w_m: array<u32, 2> = w_p;

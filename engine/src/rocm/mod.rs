@@ -57,13 +57,6 @@ pub(crate) fn slot(kernel: KernelId) -> Slot {
     if ARTIFACTS.is_empty() {
         return Slot::Absent("no code objects embedded".into());
     }
-    if kiln_math::local_memory::local_memory(kernel).is_some_and(|l| l.dynamic_stack) {
-        return Slot::Absent(
-            "held back: its code objects use a dynamic stack, which a launch cannot size \
-             (kiln_math::local_memory says why)"
-                .into(),
-        );
-    }
     slot_from(
         kernel,
         missing_entries_in(kernel, ARTIFACTS, |a| a.code_object(kernel)),

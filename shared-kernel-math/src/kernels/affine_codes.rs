@@ -1,10 +1,6 @@
 //! Per-element decoding of MLX's affine layout (spec §13), for kernels that read single
 //! weights rather than stream whole units as `qlinear` does: a code of an LSB-first bit stream
-//! at any width, and a value of the packed scale and bias words.
-//!
-//! [`packed_scale`] duplicates `qlinear`'s private `scale_value` (same words, same widening;
-//! named apart because the WGSL translator resolves functions by name): it lives here until
-//! `qlinear` takes it from this module, so the two become one.
+//! at any width, and a value of the packed scale and bias words (which `qlinear` reads too).
 
 use super::qlinear::{SCALE_F16, SCALE_F32};
 use crate::{Bf16, Element, Src, F16};

@@ -20,9 +20,10 @@
 //! The weight is formed before the dot product and from `s·q` (not from two terms of size
 //! `s·2^bits` that cancel), so its error is that of the weight itself even where a shader
 //! compiler does not fuse the FMA; the only per-row-of-`x` work is one FMA per code.
+use super::affine_codes::packed_scale;
 use super::fused_silu_mul::silu_mul_element;
 use crate::kernel::shape;
-use crate::{Bf16, Block, Dst, Element, Launch, ShapeError, Src, F16};
+use crate::{Block, Dst, Element, Launch, ShapeError, Src};
 
 /// Most rows of `x` one launch takes (one f32 accumulator per row and row of `W`).
 pub const MAX_M: usize = 8;
@@ -573,21 +574,7 @@ fn scale_pair(
     levels: f32,
 ) -> (f32, f32) {
     (
-        scale_value(scales, p.scale_dtype, e) * levels,
-        scale_value(biases, p.scale_dtype, e),
+        packed_scale(scales, p.scale_dtype, e) * levels,
+        packed_scale(biases, p.scale_dtype, e),
     )
-}
-
-/// Value `e` of a packed scale or bias buffer, widened to f32.
-#[inline(always)]
-fn scale_value(words: Src<u32>, code: u32, e: usize) -> f32 {
-    if code == SCALE_F32 {
-        return f32::from_bits(words.get(e));
-    }
-    let half = (words.get(e / 2) >> ((e % 2) as u32 * 16)) & 0xffff;
-    if code == SCALE_F16 {
-        F16(half as u16).widen()
-    } else {
-        Bf16(half as u16).widen()
-    }
 }
