@@ -22,6 +22,17 @@ pub enum Fill {
     },
     /// Exactly these values, in order (page tables, index lists, special values).
     Values(Vec<f64>),
+    /// `count` values of the float `dtype` drawn as `of` says, packed little-endian into the
+    /// buffer's u32 words (16-bit values two per word, the last word zero-padded): an input a
+    /// kernel reads in a dtype named by a param.
+    Packed {
+        /// The values' dtype.
+        dtype: kiln_math::DType,
+        /// How many values.
+        count: usize,
+        /// How they are drawn.
+        of: Box<Fill>,
+    },
     /// Write-only output: poisoned, not filled.
     Output,
 }
@@ -124,4 +135,7 @@ pub struct Case {
     pub fill: Vec<Fill>,
     /// Per buffer, in list order: what it must meet after the launch.
     pub checks: Vec<Check>,
+    /// Whether the sim runs it too. False for a model-sized case the sim (one OS thread per
+    /// lane) would take minutes on: its kernel's small cases cover every wave and block there.
+    pub on_sim: bool,
 }

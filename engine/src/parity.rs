@@ -116,6 +116,22 @@ pub fn base_seed() -> u64 {
 
 /// `n` values of `dtype` drawn as `fill` says, as little-endian bytes (zeros for outputs).
 pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
+    if let Fill::Packed {
+        dtype: packed,
+        count,
+        of,
+    } = fill
+    {
+        assert_eq!(dtype, DType::U32, "a Fill::Packed buffer holds u32 words");
+        let mut bytes = draw(*packed, *count, of, rng);
+        assert_eq!(
+            bytes.len().div_ceil(4),
+            n,
+            "a Fill::Packed buffer must hold exactly its values' words"
+        );
+        bytes.resize(4 * n, 0);
+        return bytes;
+    }
     if let Fill::Values(v) = fill {
         assert_eq!(
             v.len(),
@@ -127,7 +143,7 @@ pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
         Fill::Normal { mean, std } => mean + std * rng.normal(),
         Fill::Uniform { lo, hi } => lo + (hi - lo) * rng.uniform(),
         Fill::Values(ref v) => v[i],
-        Fill::Output => 0.0,
+        Fill::Output | Fill::Packed { .. } => 0.0,
     };
     let mut out = Vec::with_capacity(n * dtype.size());
     for i in 0..n {
@@ -535,6 +551,9 @@ pub fn run_matrix_with(
                     }
                 }
                 for (c, case) in cases(k, dt).iter().enumerate() {
+                    if !case.on_sim && dev.backend() == crate::Backend::Sim {
+                        continue;
+                    }
                     for run_on in case_devices(dev, k, case, plan, c + d + w) {
                         let block = match run_on.kind() {
                             DeviceKind::Sim(cfg) => format!("/block {}", cfg.block.unwrap_or(0)),

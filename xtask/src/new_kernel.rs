@@ -185,6 +185,7 @@ fn case(dtype: DType, label: &str, shape: Vec<usize>) -> Case {{
         params: vec![],
         fill: vec![Fill::normal(0.0, 1.0), Fill::Output],
         checks: vec![Check::None, check(dtype)],
+        on_sim: true,
     }}
 }}
 

@@ -25,6 +25,7 @@ fn case(label: &str, ids: Fill, b: usize, v: usize, d: usize, checks: Vec<Check>
         params: vec![],
         fill: vec![ids, Fill::normal(0.0, 1.0), Fill::Output],
         checks,
+        on_sim: true,
     }
 }
 

@@ -86,6 +86,7 @@ fn case(dtype: DType, format: AffineFormat, b: usize, v: usize, d: usize, ids: F
         ],
         checks,
         label,
+        on_sim: true,
     }
 }
 

@@ -70,6 +70,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
                     Check::Exact,
                     h_check(dtype),
                 ],
+                on_sim: true,
             }
         })
         .collect()

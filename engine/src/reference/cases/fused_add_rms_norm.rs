@@ -70,6 +70,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
             Check::None,
             tolerance(dtype),
         ],
+        on_sim: true,
     });
     cases.push(Case {
         label: "lora-scaled 2x3x512".into(),
@@ -87,6 +88,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
             Check::None,
             tolerance(dtype),
         ],
+        on_sim: true,
     });
     cases
 }
@@ -104,6 +106,7 @@ fn rows_case(rows: usize, d: usize, checks: Vec<Check>) -> Case {
             Fill::Output,
         ],
         checks,
+        on_sim: true,
     }
 }
 

@@ -72,6 +72,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
                     tolerance(dtype),
                     Check::Exact,
                 ],
+                on_sim: true,
             }
         })
         .collect()

@@ -28,6 +28,7 @@ pub fn cases(dtype: DType) -> Vec<Case> {
             params,
             fill: vec![fill, Fill::Output],
             checks: vec![Check::None, check(dtype)],
+            on_sim: true,
         };
     let apertus = || {
         vec![

@@ -36,6 +36,7 @@ fn case(rows: usize, vocab: usize, t: &str, splits: usize, key: (u32, u32)) -> C
             },
             Check::Exact,
         ],
+        on_sim: true,
     }
 }
 

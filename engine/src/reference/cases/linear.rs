@@ -21,6 +21,7 @@ fn case(m: usize, k: usize, n: usize, has_bias: bool, checks: Vec<Check>) -> Cas
             Fill::Output,
         ],
         checks,
+        on_sim: true,
     }
 }
 

@@ -51,6 +51,7 @@ pub fn v1_case(c: &PagedCase, dtype: DType) -> Case {
             Check::None,
             paged_cases::tolerance(dtype),
         ],
+        on_sim: true,
     }
 }
 

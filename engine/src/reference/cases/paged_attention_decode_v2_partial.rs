@@ -60,6 +60,7 @@ pub fn v2_case(c: &PagedCase, dtype: DType) -> Case {
             paged_cases::tolerance(dtype),
             paged_cases::tolerance(dtype),
         ],
+        on_sim: true,
     }
 }
 

@@ -46,6 +46,7 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
             Check::MaxRel { bound: 1e-5 },
             Check::MaxRel { bound: 1e-5 },
         ],
+        on_sim: true,
     }]
 }
 

@@ -108,19 +108,22 @@ fn case(
             Fill::Output,
         ],
         checks,
+        on_sim: true,
     }
 }
 
 /// The parity cases at `bits` and activation `dtype`: every group size × scale dtype, each at
 /// one of a cycle of shapes — M over 1, 2, 3, 5 and 8 (the 1-, 2-, 4- and 8-row instances,
 /// padded ones included), K one to twelve units of 32 (one or two in flight per lane, ragged
-/// over the lanes), N 1, odd, and past one block's rows — with and without bias.
+/// over the lanes), N 1, odd, and past one block's rows — with and without bias. Every output
+/// holds eight elements or more: `nrms` normalizes by the output's RMS, and the RMS of two dot
+/// products can be small enough to blow a rounding error past the f32 budget.
 pub fn cases(bits: u32, dtype: DType) -> Vec<Case> {
     let shapes: [(usize, usize, usize, bool); 6] = [
-        (1, 128, 5, false),
-        (3, 256, 13, true),
-        (8, 384, 9, false),
-        (2, 128, 1, true),
+        (1, 128, 13, false),
+        (3, 256, 5, true),
+        (2, 384, 9, false),
+        (8, 128, 1, true),
         (5, 256, 16, false),
         (1, 32 * 12, 17, true),
     ];
@@ -173,6 +176,7 @@ fn bench_case(format: AffineFormat, m: usize, k: usize, n: usize) -> Case {
             Fill::Output,
         ],
         checks: vec![Check::None; 6],
+        on_sim: true,
     }
 }
 

@@ -54,6 +54,7 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
                 Fill::Output,
             ],
             checks: sampler_checks(3, 3),
+            on_sim: true,
         })
         .collect()
 }

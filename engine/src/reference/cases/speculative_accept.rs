@@ -41,6 +41,7 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
                 Fill::Output,
             ],
             checks: sampler_checks(3, 2),
+            on_sim: true,
         })
         .collect()
 }
