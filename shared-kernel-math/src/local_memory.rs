@@ -34,6 +34,12 @@ const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
+        kernel: KernelId::SsmUpdate,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
         kernel: KernelId::FusedXielu,
         ptx_bytes: 8,
         scratch_bytes: 8,

@@ -43,4 +43,6 @@
     PtxModule { kernel: "embedding", target: "sm_90", text: concat!(include_str!("sm_90/embedding.ptx"), "\0") },
     PtxModule { kernel: "embedding_affine", target: "sm_80", text: concat!(include_str!("sm_80/embedding_affine.ptx"), "\0") },
     PtxModule { kernel: "embedding_affine", target: "sm_90", text: concat!(include_str!("sm_90/embedding_affine.ptx"), "\0") },
+    PtxModule { kernel: "ssm_update", target: "sm_80", text: concat!(include_str!("sm_80/ssm_update.ptx"), "\0") },
+    PtxModule { kernel: "ssm_update", target: "sm_90", text: concat!(include_str!("sm_90/ssm_update.ptx"), "\0") },
 ]

@@ -43,4 +43,6 @@
     CodeObject { kernel: "embedding", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/embedding.hsaco")).0 },
     CodeObject { kernel: "embedding_affine", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/embedding_affine.hsaco")).0 },
     CodeObject { kernel: "embedding_affine", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/embedding_affine.hsaco")).0 },
+    CodeObject { kernel: "ssm_update", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/ssm_update.hsaco")).0 },
+    CodeObject { kernel: "ssm_update", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/ssm_update.hsaco")).0 },
 ]

@@ -145,4 +145,12 @@
     WgslModule { kernel: "embedding_affine", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "embedding_affine_f16_wg_p16.wgsl", source: include_str!("embedding_affine_f16_wg_p16.wgsl") },
     WgslModule { kernel: "embedding_affine", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: false, uses_f16: false, file: "embedding_affine_bf16_sg_p16.wgsl", source: include_str!("embedding_affine_bf16_sg_p16.wgsl") },
     WgslModule { kernel: "embedding_affine", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "embedding_affine_bf16_wg_p16.wgsl", source: include_str!("embedding_affine_bf16_wg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f32", subgroups: true, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_f32_sg_p16.wgsl", source: include_str!("ssm_update_f32_sg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f32", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_f32_wg_p16.wgsl", source: include_str!("ssm_update_f32_wg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f16", subgroups: true, f16_storage: true, uses_shared: false, uses_f16: true, file: "ssm_update_f16_sg_h16.wgsl", source: include_str!("ssm_update_f16_sg_h16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f16", subgroups: true, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_f16_sg_p16.wgsl", source: include_str!("ssm_update_f16_sg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f16", subgroups: false, f16_storage: true, uses_shared: false, uses_f16: true, file: "ssm_update_f16_wg_h16.wgsl", source: include_str!("ssm_update_f16_wg_h16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_f16_wg_p16.wgsl", source: include_str!("ssm_update_f16_wg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_bf16_sg_p16.wgsl", source: include_str!("ssm_update_bf16_sg_p16.wgsl") },
+    WgslModule { kernel: "ssm_update", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "ssm_update_bf16_wg_p16.wgsl", source: include_str!("ssm_update_bf16_wg_p16.wgsl") },
 ]

@@ -5,8 +5,10 @@
 mod embedding;
 pub mod kernel;
 mod qlinear;
+mod ssm;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
+pub use ssm::{ssm_update, TimeStepLimits};
 
 use crate::launch::Ran;
 use crate::{Device, PortError, Tensor};

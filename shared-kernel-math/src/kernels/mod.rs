@@ -83,6 +83,12 @@ macro_rules! for_each_kernel {
             embedding_affine: EmbeddingAffine [f32, f16, bf16]
                 (ids: Src<u32>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>,
                  out: Dst<T>);
+            // Mamba2's single-token state update (spec §8); the dtypes of the packed inputs
+            // are params, the state is f32.
+            ssm_update: SsmUpdate [f32, f16, bf16]
+                (x: Src<T>, a_log: Src<u32>, b_in: Src<u32>, c_in: Src<u32>, d: Src<T>,
+                 dt: Src<u32>, dt_bias: Src<u32>, state_in: Src<f32>, out: Dst<T>,
+                 state_out: Dst<f32>);
         }
     };
 }
