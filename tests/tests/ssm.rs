@@ -3,6 +3,7 @@
 //! the other), and spec §8's refusals as typed errors before any launch.
 
 use kiln::math::kernels::ssm_update::SsmUpdateParams;
+use kiln::math::Element;
 use kiln::ops::{ssm_update, TimeStepLimits};
 use kiln::rng::Rng;
 use kiln::{reference, DType, Device, PortError, Tensor};

@@ -28,6 +28,13 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct S_Head {
+    first_row: u32,
+    step: f32,
+    decay: f32,
+    skip: f32,
+    bc_row: u32,
+}
 struct kiln_tuple_f32_f32 {
     f0: f32,
     f1: f32,
@@ -36,10 +43,10 @@ struct kiln_tuple_i32_f32 {
     f0: i32,
     f1: f32,
 }
+const K_BLOCK_ROWS: u32 = 16u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
-const K_ROWS: u32 = 8u;
 const K_RUN: u32 = 4u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
@@ -162,10 +169,7 @@ fn kiln_setchunk4_b9(v: vec2<u32>, i: u32, c: array<f32, 4>) {
     if i >= v.y || v.y - i < 4u { kiln_fault_at(9u, i + 4u); return; }
     for (var j = 0u; j < 4u; j++) { kiln_set_b9_u(v, i + j, c[j]); }
 }
-fn k_lane_1() -> u32 {
-    return (kiln_thread % KILN_WAVE);
-}
-fn k_f16_bits_to_f32_soft_2(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_1(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -196,42 +200,42 @@ fn k_f16_bits_to_f32_soft_2(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_3(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_2(self_v);
+fn k_widen_2(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_1(self_v);
 }
-fn k_to_f32_4(self_v: u32) -> f32 {
+fn k_to_f32_3(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_5(self_v: u32) -> f32 {
-    return k_to_f32_4(self_v);
+fn k_widen_4(self_v: u32) -> f32 {
+    return k_to_f32_3(self_v);
 }
-fn k_packed_scale_6(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_5(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b5(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b5(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_3((half_1 & 0xffffu));
+        ifv_2 = k_widen_2((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+        ifv_2 = k_widen_4((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_7(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_6(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b6(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b6(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_3((half_1 & 0xffffu));
+        ifv_2 = k_widen_2((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+        ifv_2 = k_widen_4((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_round_i32_8(v_p: f32) -> i32 {
+fn k_round_i32_7(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -248,12 +252,12 @@ fn k_round_i32_8(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_9(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_8((x_p * K_LOG2_E));
+fn k_reduce_ln2_8(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_7((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_10(r_p: f32) -> f32 {
+fn k_expm1_small_9(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -263,19 +267,19 @@ fn k_expm1_small_10(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_11(k_p: i32) -> f32 {
+fn k_pow2_10(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_12(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_11(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_11(127i)) * k_pow2_11((k_p - 127i)));
+        return ((v_p * k_pow2_10(127i)) * k_pow2_10((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_11((k_p + 100i))) * k_pow2_11(-(100i)));
+        return ((v_p * k_pow2_10((k_p + 100i))) * k_pow2_10(-(100i)));
     }
-    return (v_p * k_pow2_11(k_p));
+    return (v_p * k_pow2_10(k_p));
 }
-fn k_expf_13(x_p: f32) -> f32 {
+fn k_expf_12(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -285,12 +289,12 @@ fn k_expf_13(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_9(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_8(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_12((1e0f + k_expm1_small_10(r_3)), k_2);
+    return k_scale_11((1e0f + k_expm1_small_9(r_3)), k_2);
 }
-fn k_log_core_14(f_p: f32) -> f32 {
+fn k_log_core_13(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -300,7 +304,7 @@ fn k_log_core_14(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_15(x_p: f32) -> f32 {
+fn k_logf_14(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -328,9 +332,9 @@ fn k_logf_15(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_14(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_13(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log1pf_16(x_p: f32) -> f32 {
+fn k_log1pf_15(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -347,9 +351,9 @@ fn k_log1pf_16(x_p: f32) -> f32 {
     if (u_1 == bitcast<f32>(0x7f800000u)) {
         return u_1;
     }
-    return (k_logf_15(u_1) + (((x_p - ((u_1 - 1e0f)))) / u_1));
+    return (k_logf_14(u_1) + (((x_p - ((u_1 - 1e0f)))) / u_1));
 }
-fn k_softplus_17(z_p: f32) -> f32 {
+fn k_softplus_16(z_p: f32) -> f32 {
     var ifv_1: kiln_tuple_f32_f32;
     if (z_p > 0e0f) {
         ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
@@ -359,88 +363,138 @@ fn k_softplus_17(z_p: f32) -> f32 {
     let t_2: kiln_tuple_f32_f32 = ifv_1;
     let pos_3: f32 = t_2.f0;
     let neg_abs_4: f32 = t_2.f1;
-    return (pos_3 + k_log1pf_16(k_expf_13(neg_abs_4)));
+    return (pos_3 + k_log1pf_15(k_expf_12(neg_abs_4)));
 }
-fn k_packed_scale_18(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b1(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b1(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_3((half_1 & 0xffffu));
+        ifv_2 = k_widen_2((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+        ifv_2 = k_widen_4((half_1 & 0xffffu));
     }
     return ifv_2;
+}
+fn k_lane_18() -> u32 {
+    return (kiln_thread % KILN_WAVE);
 }
 fn k_wave_id_19() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_packed_scale_20(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    if (code_p == K_SCALE_F32) {
-        return bitcast<f32>(kiln_get_b2(words_v, e_p));
+fn k_state_run_20(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+    var _access_m: array<u32, 2> = _access_p;
+    if (2u == 2u) {
+        return kiln_getchunk4_b7(state_v, at_p);
     }
-    let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_3((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+    var s_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_2: u32 = 0u;
+    while (j_2 < K_RUN) {
+        s_1[j_2] = kiln_get_b7(state_v, (at_p + j_2));
+        j_2 = (j_2 + 1u);
     }
-    return ifv_2;
+    return s_1;
 }
 fn k_packed_run_21(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    if ((code_p == K_SCALE_F32) && wide_p) {
-        var w_2: array<u32, 4> = kiln_getchunk4_b2(words_v, e_p);
-        var j_3: u32 = 0u;
-        while (j_3 < K_RUN) {
-            v_1[j_3] = bitcast<f32>(w_2[j_3]);
-            j_3 = (j_3 + 1u);
-        }
-    } else {
-        var j_4: u32 = 0u;
-        while (j_4 < K_RUN) {
-            v_1[j_4] = k_packed_scale_20(words_v, code_p, (e_p + j_4));
-            j_4 = (j_4 + 1u);
-        }
-    }
-    return v_1;
-}
-fn k_packed_scale_22(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
-        return bitcast<f32>(kiln_get_b3(words_v, e_p));
-    }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_3((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
-    }
-    return ifv_2;
-}
-fn k_packed_run_23(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
-    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    if ((code_p == K_SCALE_F32) && wide_p) {
-        var w_2: array<u32, 4> = kiln_getchunk4_b3(words_v, e_p);
-        var j_3: u32 = 0u;
-        while (j_3 < K_RUN) {
-            v_1[j_3] = bitcast<f32>(w_2[j_3]);
-            j_3 = (j_3 + 1u);
+        var ifv_2: array<u32, 4>;
+        if wide_p {
+            ifv_2 = kiln_getchunk4_b2(words_v, e_p);
+        } else {
+            ifv_2 = array<u32, 4>(kiln_get_b2(words_v, e_p), kiln_get_b2(words_v, (e_p + 1u)), kiln_get_b2(words_v, (e_p + 2u)), kiln_get_b2(words_v, (e_p + 3u)));
         }
-    } else {
+        var w_3: array<u32, 4> = ifv_2;
         var j_4: u32 = 0u;
         while (j_4 < K_RUN) {
-            v_1[j_4] = k_packed_scale_22(words_v, code_p, (e_p + j_4));
+            v_1[j_4] = bitcast<f32>(w_3[j_4]);
             j_4 = (j_4 + 1u);
+        }
+    } else {
+        let t_5: u32 = kiln_get_b2(words_v, (e_p / 2u));
+        let t_6: u32 = kiln_get_b2(words_v, ((e_p / 2u) + 1u));
+        let lo_7: u32 = t_5;
+        let hi_8: u32 = t_6;
+        var halves_9: array<u32, 4> = array<u32, 4>((lo_7 & 65535u), (lo_7 >> 16u), (hi_8 & 65535u), (hi_8 >> 16u));
+        let f16_10: bool = (code_p == K_SCALE_F16);
+        var j_11: u32 = 0u;
+        while (j_11 < K_RUN) {
+            var ifv_12: f32;
+            if f16_10 {
+                ifv_12 = k_widen_2((halves_9[j_11] & 0xffffu));
+            } else {
+                ifv_12 = k_widen_4((halves_9[j_11] & 0xffffu));
+            }
+            v_1[j_11] = ifv_12;
+            j_11 = (j_11 + 1u);
         }
     }
     return v_1;
 }
-fn k_mul_add_24(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_packed_run_22(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    if (code_p == K_SCALE_F32) {
+        var ifv_2: array<u32, 4>;
+        if wide_p {
+            ifv_2 = kiln_getchunk4_b3(words_v, e_p);
+        } else {
+            ifv_2 = array<u32, 4>(kiln_get_b3(words_v, e_p), kiln_get_b3(words_v, (e_p + 1u)), kiln_get_b3(words_v, (e_p + 2u)), kiln_get_b3(words_v, (e_p + 3u)));
+        }
+        var w_3: array<u32, 4> = ifv_2;
+        var j_4: u32 = 0u;
+        while (j_4 < K_RUN) {
+            v_1[j_4] = bitcast<f32>(w_3[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    } else {
+        let t_5: u32 = kiln_get_b3(words_v, (e_p / 2u));
+        let t_6: u32 = kiln_get_b3(words_v, ((e_p / 2u) + 1u));
+        let lo_7: u32 = t_5;
+        let hi_8: u32 = t_6;
+        var halves_9: array<u32, 4> = array<u32, 4>((lo_7 & 65535u), (lo_7 >> 16u), (hi_8 & 65535u), (hi_8 >> 16u));
+        let f16_10: bool = (code_p == K_SCALE_F16);
+        var j_11: u32 = 0u;
+        while (j_11 < K_RUN) {
+            var ifv_12: f32;
+            if f16_10 {
+                ifv_12 = k_widen_2((halves_9[j_11] & 0xffffu));
+            } else {
+                ifv_12 = k_widen_4((halves_9[j_11] & 0xffffu));
+            }
+            v_1[j_11] = ifv_12;
+            j_11 = (j_11 + 1u);
+        }
+    }
+    return v_1;
+}
+fn k_mul_add_23(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
+}
+fn k_update_run_24(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+    var _access_m: array<u32, 2> = _access_p;
+    var old_m: array<f32, 4> = old_p;
+    var bv_m: array<f32, 4> = bv_p;
+    var cv_m: array<f32, 4> = cv_p;
+    var acc_1: f32 = acc_p;
+    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        new_2[j_3] = k_mul_add_23(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_23(new_2[j_3], cv_m[j_3], acc_1);
+        j_3 = (j_3 + 1u);
+    }
+    if (2u == 2u) {
+        kiln_setchunk4_b9(state_out_v, at_p, new_2);
+    } else {
+        var j_4: u32 = 0u;
+        while (j_4 < 4u) {
+            kiln_set_b9(state_out_v, (at_p + j_4), new_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    }
+    return acc_1;
 }
 fn k_wave_sum_25(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
@@ -473,7 +527,166 @@ fn k_from_f32_27(v_p: f32) -> u32 {
 fn k_waves_28() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_ssm_update_29(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var access_m: array<u32, 2> = access_p;
+    let ds_1: u32 = kiln_meta[11u];
+    let lane_2: u32 = k_lane_18();
+    let wave_3: u32 = KILN_WAVE;
+    let b_wide_4: bool = false;
+    let c_wide_5: bool = false;
+    let runs_6: u32 = (ds_1 / K_RUN);
+    let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
+    let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
+    var r_9: u32 = (2u * k_wave_id_19());
+    while (r_9 < here_8) {
+        let second_10: bool = ((r_9 + 1u) < here_8);
+        let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
+        var ifv_12: u32;
+        if second_10 {
+            ifv_12 = (row0_11 + 1u);
+        } else {
+            ifv_12 = row0_11;
+        }
+        let row1_13: u32 = ifv_12;
+        let t_14: f32 = k_widen_4(kiln_get_b0(x_v, row0_11));
+        let t_15: f32 = k_widen_4(kiln_get_b0(x_v, row1_13));
+        let x0_16: f32 = t_14;
+        let x1_17: f32 = t_15;
+        let t_18: f32 = (x0_16 * head_p.step);
+        let t_19: f32 = (x1_17 * head_p.step);
+        let in0_20: f32 = t_18;
+        let in1_21: f32 = t_19;
+        let t_22: f32 = 0e0f;
+        let t_23: f32 = 0e0f;
+        var acc0_24: f32 = t_22;
+        var acc1_25: f32 = t_23;
+        var u_26: u32 = lane_2;
+        while (u_26 < runs_6) {
+            let col_27: u32 = (u_26 * K_RUN);
+            let t_28: u32 = ((row0_11 * ds_1) + col_27);
+            let t_29: u32 = ((row1_13 * ds_1) + col_27);
+            let at0_30: u32 = t_28;
+            let at1_31: u32 = t_29;
+            var old0_32: array<f32, 4> = k_state_run_20(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_20(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_21(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_22(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_24(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            if second_10 {
+                acc1_25 = k_update_run_24(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+            }
+            u_26 = (u_26 + wave_3);
+        }
+        let total0_36: f32 = k_wave_sum_25(acc0_24);
+        let total1_37: f32 = k_wave_sum_25(acc1_25);
+        if (lane_2 == 0u) {
+            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_23(x0_16, head_p.skip, total0_36)));
+            if second_10 {
+                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_23(x1_17, head_p.skip, total1_37)));
+            }
+        }
+        r_9 = (r_9 + (2u * k_waves_28()));
+    }
+}
+fn k_state_run_30(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+    var _access_m: array<u32, 1> = _access_p;
+    if (1u == 2u) {
+        return kiln_getchunk4_b7(state_v, at_p);
+    }
+    var s_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_2: u32 = 0u;
+    while (j_2 < K_RUN) {
+        s_1[j_2] = kiln_get_b7(state_v, (at_p + j_2));
+        j_2 = (j_2 + 1u);
+    }
+    return s_1;
+}
+fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+    var _access_m: array<u32, 1> = _access_p;
+    var old_m: array<f32, 4> = old_p;
+    var bv_m: array<f32, 4> = bv_p;
+    var cv_m: array<f32, 4> = cv_p;
+    var acc_1: f32 = acc_p;
+    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        new_2[j_3] = k_mul_add_23(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_23(new_2[j_3], cv_m[j_3], acc_1);
+        j_3 = (j_3 + 1u);
+    }
+    if (1u == 2u) {
+        kiln_setchunk4_b9(state_out_v, at_p, new_2);
+    } else {
+        var j_4: u32 = 0u;
+        while (j_4 < 4u) {
+            kiln_set_b9(state_out_v, (at_p + j_4), new_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    }
+    return acc_1;
+}
+fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var access_m: array<u32, 1> = access_p;
+    let ds_1: u32 = kiln_meta[11u];
+    let lane_2: u32 = k_lane_18();
+    let wave_3: u32 = KILN_WAVE;
+    let b_wide_4: bool = false;
+    let c_wide_5: bool = false;
+    let runs_6: u32 = (ds_1 / K_RUN);
+    let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
+    let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
+    var r_9: u32 = (2u * k_wave_id_19());
+    while (r_9 < here_8) {
+        let second_10: bool = ((r_9 + 1u) < here_8);
+        let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
+        var ifv_12: u32;
+        if second_10 {
+            ifv_12 = (row0_11 + 1u);
+        } else {
+            ifv_12 = row0_11;
+        }
+        let row1_13: u32 = ifv_12;
+        let t_14: f32 = k_widen_4(kiln_get_b0(x_v, row0_11));
+        let t_15: f32 = k_widen_4(kiln_get_b0(x_v, row1_13));
+        let x0_16: f32 = t_14;
+        let x1_17: f32 = t_15;
+        let t_18: f32 = (x0_16 * head_p.step);
+        let t_19: f32 = (x1_17 * head_p.step);
+        let in0_20: f32 = t_18;
+        let in1_21: f32 = t_19;
+        let t_22: f32 = 0e0f;
+        let t_23: f32 = 0e0f;
+        var acc0_24: f32 = t_22;
+        var acc1_25: f32 = t_23;
+        var u_26: u32 = lane_2;
+        while (u_26 < runs_6) {
+            let col_27: u32 = (u_26 * K_RUN);
+            let t_28: u32 = ((row0_11 * ds_1) + col_27);
+            let t_29: u32 = ((row1_13 * ds_1) + col_27);
+            let at0_30: u32 = t_28;
+            let at1_31: u32 = t_29;
+            var old0_32: array<f32, 4> = k_state_run_30(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_30(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_21(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_22(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_31(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            if second_10 {
+                acc1_25 = k_update_run_31(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+            }
+            u_26 = (u_26 + wave_3);
+        }
+        let total0_36: f32 = k_wave_sum_25(acc0_24);
+        let total1_37: f32 = k_wave_sum_25(acc1_25);
+        if (lane_2 == 0u) {
+            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_23(x0_16, head_p.skip, total0_36)));
+            if second_10 {
+                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_23(x1_17, head_p.skip, total1_37)));
+            }
+        }
+        r_9 = (r_9 + (2u * k_waves_28()));
+    }
+}
+fn k_ssm_update_33(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -481,69 +694,13 @@ fn k_ssm_update_29(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let batch_5: u32 = t_3;
     let h_6: u32 = t_4;
     let group_7: u32 = (h_6 / ((heads_2 / kiln_meta[0u])));
-    let head_dim_8: u32 = kiln_meta[10u];
-    let ds_9: u32 = kiln_meta[11u];
-    let lane_10: u32 = k_lane_1();
-    let wave_11: u32 = KILN_WAVE;
-    let dt_raw_12: f32 = (k_packed_scale_6(dt_v, kiln_meta[6u], n_1) + k_packed_scale_7(dt_bias_v, kiln_meta[7u], h_6));
-    let dt_clipped_13: f32 = kiln_fmin(kiln_fmax(k_softplus_17(dt_raw_12), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    let decay_14: f32 = k_expf_13((-(k_expf_13(k_packed_scale_18(a_log_v, kiln_meta[3u], h_6))) * dt_clipped_13));
-    let skip_15: f32 = k_widen_5(kiln_get_b4(d_v, h_6));
-    let bc_row_16: u32 = ((((batch_5 * kiln_meta[0u]) + group_7)) * ds_9);
-    let wide_17: bool = (false && false);
-    let b_wide_18: bool = false;
-    let c_wide_19: bool = false;
-    let runs_20: u32 = (ds_9 / K_RUN);
-    let first_21: u32 = (kiln_block.x * K_ROWS);
-    let here_22: u32 = min((K_ROWS), (head_dim_8 - first_21));
-    var r_23: u32 = k_wave_id_19();
-    while (r_23 < here_22) {
-        let row_24: u32 = (((n_1 * head_dim_8) + first_21) + r_23);
-        let xv_25: f32 = k_widen_5(kiln_get_b0(x_v, row_24));
-        let input_26: f32 = (xv_25 * dt_clipped_13);
-        var acc_27: f32 = 0e0f;
-        var u_28: u32 = lane_10;
-        while (u_28 < runs_20) {
-            let col_29: u32 = (u_28 * K_RUN);
-            let at_30: u32 = ((row_24 * ds_9) + col_29);
-            var ifv_31: array<f32, 4>;
-            if wide_17 {
-                ifv_31 = kiln_getchunk4_b7(state_in_v, at_30);
-            } else {
-                var s_32: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-                var j_33: u32 = 0u;
-                while (j_33 < K_RUN) {
-                    s_32[j_33] = kiln_get_b7(state_in_v, (at_30 + j_33));
-                    j_33 = (j_33 + 1u);
-                }
-                ifv_31 = s_32;
-            }
-            var old_34: array<f32, 4> = ifv_31;
-            var bv_35: array<f32, 4> = k_packed_run_21(b_in_v, kiln_meta[4u], (bc_row_16 + col_29), b_wide_18);
-            var cv_36: array<f32, 4> = k_packed_run_23(c_in_v, kiln_meta[5u], (bc_row_16 + col_29), c_wide_19);
-            var new_37: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-            var j_38: u32 = 0u;
-            while (j_38 < K_RUN) {
-                new_37[j_38] = k_mul_add_24(decay_14, old_34[j_38], (input_26 * bv_35[j_38]));
-                acc_27 = k_mul_add_24(new_37[j_38], cv_36[j_38], acc_27);
-                j_38 = (j_38 + 1u);
-            }
-            if wide_17 {
-                kiln_setchunk4_b9(state_out_v, at_30, new_37);
-            } else {
-                var j_39: u32 = 0u;
-                while (j_39 < K_RUN) {
-                    kiln_set_b9(state_out_v, (at_30 + j_39), new_37[j_39]);
-                    j_39 = (j_39 + 1u);
-                }
-            }
-            u_28 = (u_28 + wave_11);
-        }
-        let total_40: f32 = k_wave_sum_25(acc_27);
-        if (lane_10 == 0u) {
-            kiln_set_b8(out_v, row_24, k_from_f32_27(k_mul_add_24(xv_25, skip_15, total_40)));
-        }
-        r_23 = (r_23 + k_waves_28());
+    let raw_8: f32 = (k_packed_scale_5(dt_v, kiln_meta[6u], n_1) + k_packed_scale_6(dt_bias_v, kiln_meta[7u], h_6));
+    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_16(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
+    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_expf_12((-(k_expf_12(k_packed_scale_17(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_4(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
+    if (false && false) {
+        k_rows_29(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+    } else {
+        k_rows_32(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     }
 }
 
@@ -557,5 +714,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_ssm_update_29(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_33(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

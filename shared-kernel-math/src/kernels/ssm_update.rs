@@ -11,17 +11,22 @@
 //! into u32 words (16-bit values two per word, the last word zero-padded). A port is one body
 //! per `T` that reads every input dtype by its code, so no port can read one dtype as another.
 //!
-//! Geometry: one wave per row `(n, d)`, a block holding [`ROWS`] rows of one `n`; the lanes
-//! stride over the row's state in runs of [`RUN`] columns (16 bytes of f32 state), so a wave
-//! streams its row in whole contiguous lines, and fold their `Σ_s` with `wave_sum`.
+//! Geometry: a block holds [`BLOCK_ROWS`] rows `(n, d)` of one `n`, its waves two rows at a
+//! time; the lanes stride over a row's state in runs of [`RUN`] columns (16 bytes of f32 state),
+//! so a wave streams its rows in whole contiguous lines, and fold their `Σ_s` with `wave_sum`.
 
 use super::affine_codes::packed_scale;
-use super::qlinear::{scale_words, SCALE_BF16, SCALE_F32};
+use super::qlinear::{scale_words, SCALE_BF16, SCALE_F16, SCALE_F32};
 use crate::kernel::shape;
-use crate::{mul_add, Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use crate::{
+    mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src, F16,
+};
 
-/// Rows `(n, d)` one block owns: its waves take them round-robin.
-pub const ROWS: u32 = 8;
+/// Rows `(n, d)` one block owns: its waves take them two at a time.
+pub const BLOCK_ROWS: u32 = 16;
+
+/// Threads per block: eight waves of a 32-wide GPU; narrower or wider waves split it otherwise.
+pub const BLOCK_THREADS: u32 = 256;
 
 /// State columns a lane reads and writes at once (16 bytes of f32).
 pub const RUN: usize = 4;
@@ -156,11 +161,18 @@ impl KernelDef for SsmUpdate {
         Ok(())
     }
 
+    /// Three blocks per multiprocessor (24 warps on a 32-wide GPU): the state loads in flight
+    /// bound the update, and 85 registers hold two rows' runs without a spill (four blocks
+    /// leave 64 and spill).
+    const LAUNCH_BOUND: Option<LaunchBound> = Some(LaunchBound {
+        max_threads: BLOCK_THREADS,
+        min_blocks: 3,
+    });
+
     fn launch(p: &SsmUpdateParams) -> Launch {
-        // One wave per row on a 32-wide GPU; a block never has more waves than rows.
         Launch {
-            grid: [p.head_dim.div_ceil(ROWS), p.batch * p.heads, 1],
-            block: ROWS.min(p.head_dim) * 32,
+            grid: [p.head_dim.div_ceil(BLOCK_ROWS), p.batch * p.heads, 1],
+            block: BLOCK_THREADS,
         }
     }
 }
@@ -172,30 +184,107 @@ pub fn softplus(z: f32) -> f32 {
     pos + libm::log1pf(libm::expf(neg_abs))
 }
 
-/// The run of [`RUN`] values from value `e` (a multiple of `RUN`) of words of dtype `code`.
+/// The run of [`RUN`] values from value `e` (a multiple of `RUN`) of words of dtype `code`: four
+/// words of f32, or two of 16-bit halves (lower first), widened with one dtype test per run.
 #[inline(always)]
 fn packed_run(words: Src<u32>, code: u32, e: usize, wide: bool) -> [f32; RUN] {
     let mut v = [0.0f32; RUN];
-    if code == SCALE_F32 && wide {
-        let w = words.get_chunk::<RUN>(e);
+    if code == SCALE_F32 {
+        let w = if wide {
+            words.get_chunk::<RUN>(e)
+        } else {
+            [words.get(e), words.get(e + 1), words.get(e + 2), words.get(e + 3)]
+        };
         let mut j = 0;
         while j < RUN {
             v[j] = f32::from_bits(w[j]);
             j += 1;
         }
     } else {
+        let (lo, hi) = (words.get(e / 2), words.get(e / 2 + 1));
+        let halves = [lo & 0xffff, lo >> 16, hi & 0xffff, hi >> 16];
+        let f16 = code == SCALE_F16;
         let mut j = 0;
         while j < RUN {
-            v[j] = packed_scale(words, code, e + j);
+            v[j] = if f16 {
+                F16(halves[j] as u16).widen()
+            } else {
+                Bf16(halves[j] as u16).widen()
+            };
             j += 1;
         }
     }
     v
 }
 
-/// The body: block `(i, n)` takes rows `d = i·ROWS + r` of `n`, wave `r` first and then every
-/// `waves()`-th; the row loop's bound and each row's run loop are the same for every lane of a
-/// wave, so every lane reaches each `wave_sum`.
+/// What every row of one `n = b·H + h` shares.
+#[derive(Clone, Copy)]
+struct Head {
+    /// Its first row, `n·Dh`.
+    first_row: usize,
+    /// `dt'`.
+    step: f32,
+    /// `dA`.
+    decay: f32,
+    /// `D[h]`.
+    skip: f32,
+    /// The first element of its group's row of `B` and `C`.
+    bc_row: usize,
+}
+
+/// The run of [`RUN`] f32 state values at element `at`: one 16-byte load when `ACCESS` is 2,
+/// element loads when it is 1.
+#[inline(always)]
+fn state_run<const ACCESS: usize>(state: Src<f32>, at: usize, _access: [u32; ACCESS]) -> [f32; RUN] {
+    if ACCESS == 2 {
+        return state.get_chunk::<RUN>(at);
+    }
+    let mut s = [0.0f32; RUN];
+    let mut j = 0;
+    while j < RUN {
+        s[j] = state.get(at + j);
+        j += 1;
+    }
+    s
+}
+
+/// One run of a row: the new state (stored) and its `Σ state'·C` added to `acc`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn update_run<const ACCESS: usize>(
+    _access: [u32; ACCESS],
+    state_out: Dst<f32>,
+    at: usize,
+    old: [f32; RUN],
+    head: Head,
+    input: f32,
+    bv: [f32; RUN],
+    cv: [f32; RUN],
+    acc: f32,
+) -> f32 {
+    let mut acc = acc;
+    let mut new = [0.0f32; RUN];
+    let mut j = 0;
+    while j < RUN {
+        new[j] = mul_add(head.decay, old[j], input * bv[j]);
+        acc = mul_add(new[j], cv[j], acc);
+        j += 1;
+    }
+    if ACCESS == 2 {
+        state_out.set_chunk(at, new);
+    } else {
+        let mut j = 0;
+        while j < RUN {
+            state_out.set(at + j, new[j]);
+            j += 1;
+        }
+    }
+    acc
+}
+
+/// The body: the head's shared values, then its rows at 16-byte state access where both state
+/// views allow it (a separate instance, so the compiler never merges the two access paths into
+/// element loads).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn ssm_update<T: Element, B: Block>(
@@ -216,71 +305,81 @@ pub fn ssm_update<T: Element, B: Block>(
     let heads = p.heads as usize;
     let (batch, h) = (n / heads, n % heads);
     let group = h / (heads / p.groups as usize);
-    let head_dim = p.head_dim as usize;
+    let raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
+    let step = softplus(raw).max(p.time_step_min).min(p.time_step_max);
+    let head = Head {
+        first_row: n * p.head_dim as usize,
+        step,
+        decay: libm::expf(-libm::expf(packed_scale(a_log, p.a_log_dtype, h)) * step),
+        skip: d.get(h).widen(),
+        bc_row: (batch * p.groups as usize + group) * p.state_dim as usize,
+    };
+    if state_in.chunk_aligned::<RUN>(0) && state_out.chunk_aligned::<RUN>(0) {
+        rows(b, p, head, [0u32; 2], x, b_in, c_in, state_in, out, state_out);
+    } else {
+        rows(b, p, head, [0u32; 1], x, b_in, c_in, state_in, out, state_out);
+    }
+}
+
+/// Block `(i, n)`'s rows `d = i·BLOCK_ROWS + r`: wave `w` takes rows `2w` and `2w + 1`, then
+/// those `2·waves()` further on, both rows' state loads in flight before either is reduced.
+/// `ACCESS` (the length of `access`: the WGSL translator binds const generics from array
+/// lengths) is 2 for 16-byte state runs, 1 for element access. The row-pair loop's bound and
+/// each row's run loop are the same for every lane of a wave, so every lane reaches each
+/// `wave_sum`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rows<T: Element, B: Block, const ACCESS: usize>(
+    b: &B,
+    p: &SsmUpdateParams,
+    head: Head,
+    access: [u32; ACCESS],
+    x: Src<T>,
+    b_in: Src<u32>,
+    c_in: Src<u32>,
+    state_in: Src<f32>,
+    out: Dst<T>,
+    state_out: Dst<f32>,
+) {
     let ds = p.state_dim as usize;
     let lane = b.lane() as usize;
     let wave = B::WAVE as usize;
-
-    let dt_raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
-    let dt_clipped = softplus(dt_raw)
-        .max(p.time_step_min)
-        .min(p.time_step_max);
-    let decay = libm::expf(-libm::expf(packed_scale(a_log, p.a_log_dtype, h)) * dt_clipped);
-    let skip = d.get(h).widen();
-    let bc_row = (batch * p.groups as usize + group) * ds;
-    // 16-byte runs where the views allow (uniform over the launch: Ds is a multiple of RUN).
-    let wide = state_in.chunk_aligned::<RUN>(0) && state_out.chunk_aligned::<RUN>(0);
     let b_wide = b_in.chunk_aligned::<RUN>(0);
     let c_wide = c_in.chunk_aligned::<RUN>(0);
     let runs = ds / RUN;
-
-    let first = b.block_x() as usize * ROWS as usize;
-    let here = (ROWS as usize).min(head_dim - first);
-    let mut r = b.wave_id() as usize;
+    let first = b.block_x() as usize * BLOCK_ROWS as usize;
+    let here = (BLOCK_ROWS as usize).min(p.head_dim as usize - first);
+    let mut r = 2 * b.wave_id() as usize;
     while r < here {
-        let row = n * head_dim + first + r;
-        let xv = x.get(row).widen();
-        let input = xv * dt_clipped;
-        let mut acc = 0.0f32;
+        // The pair's second row, or the first again (computed, not stored) past the block.
+        let second = r + 1 < here;
+        let row0 = head.first_row + first + r;
+        let row1 = if second { row0 + 1 } else { row0 };
+        let (x0, x1) = (x.get(row0).widen(), x.get(row1).widen());
+        let (in0, in1) = (x0 * head.step, x1 * head.step);
+        let (mut acc0, mut acc1) = (0.0f32, 0.0f32);
         let mut u = lane;
         while u < runs {
             let col = u * RUN;
-            let at = row * ds + col;
-            let old = if wide {
-                state_in.get_chunk::<RUN>(at)
-            } else {
-                let mut s = [0.0f32; RUN];
-                let mut j = 0;
-                while j < RUN {
-                    s[j] = state_in.get(at + j);
-                    j += 1;
-                }
-                s
-            };
-            let bv = packed_run(b_in, p.b_dtype, bc_row + col, b_wide);
-            let cv = packed_run(c_in, p.c_dtype, bc_row + col, c_wide);
-            let mut new = [0.0f32; RUN];
-            let mut j = 0;
-            while j < RUN {
-                new[j] = mul_add(decay, old[j], input * bv[j]);
-                acc = mul_add(new[j], cv[j], acc);
-                j += 1;
-            }
-            if wide {
-                state_out.set_chunk(at, new);
-            } else {
-                let mut j = 0;
-                while j < RUN {
-                    state_out.set(at + j, new[j]);
-                    j += 1;
-                }
+            let (at0, at1) = (row0 * ds + col, row1 * ds + col);
+            let old0 = state_run(state_in, at0, access);
+            let old1 = state_run(state_in, at1, access);
+            let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_wide);
+            let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_wide);
+            acc0 = update_run(access, state_out, at0, old0, head, in0, bv, cv, acc0);
+            if second {
+                acc1 = update_run(access, state_out, at1, old1, head, in1, bv, cv, acc1);
             }
             u += wave;
         }
-        let total = b.wave_sum(acc);
+        let total0 = b.wave_sum(acc0);
+        let total1 = b.wave_sum(acc1);
         if lane == 0 {
-            out.set(row, T::from_f32(mul_add(xv, skip, total)));
+            out.set(row0, T::from_f32(mul_add(x0, head.skip, total0)));
+            if second {
+                out.set(row1, T::from_f32(mul_add(x1, head.skip, total1)));
+            }
         }
-        r += b.waves() as usize;
+        r += 2 * b.waves() as usize;
     }
 }
