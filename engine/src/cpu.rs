@@ -1,31 +1,89 @@
 //! The cpu backend: the kernel body with a serial block (one thread, wave 1) per grid block,
-//! blocks spread over the cores. A panic in the body (an out-of-bounds view access) becomes
-//! `DeviceError::KernelFault`; a shuffle outside the wave of 1 becomes `LaneOutOfWave` with its
+//! blocks spread over the cores. An out-of-bounds view access or shared-memory request becomes
+//! `DeviceError::KernelFault` (recorded by the block's fault probe, no unwinding: the body runs
+//! on with the access refused); a shuffle outside the wave of 1 becomes `LaneOutOfWave` with its
 //! source line; a body that makes no progress for the watchdog's limit (a stride of 0, say) is
-//! stopped at its next Block call as `KernelFault { detail: "no progress after N s …" }`.
+//! stopped at its next Block call as `KernelFault { detail: "no progress after N s …" }`. Any
+//! other panic in the body is a `KernelFault` too where panics unwind.
 
 use crate::host::{
-    block_index, panic_message, stop, watchdog_limit, HostBuf, HostLaunch, HostStop, ViewSource,
-    Watchdog,
+    block_index, halt_hung, panic_message, place, watchdog_limit, FirstError, HostBuf, HostLaunch,
+    HostStop, ViewSource, Watchdog,
 };
 use crate::DeviceError;
-use kiln_math::{scratch_words, Block, Rw, Scalar, View};
+use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, SourceSite, View, ViewFault};
 use rayon::prelude::*;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-/// The views of a host launch, unprobed.
-pub(crate) struct CpuViews<'a>(&'a [HostBuf]);
+/// Probe tag of the block's shared memory (global buffers are tagged by their list index).
+const SHARED_TAG: u32 = u32::MAX;
 
-// SAFETY: raw device pointers shared by the blocks of one launch, as on a GPU.
+/// A block's fault probe: sees only refused view accesses, keeps the first as its error.
+pub(crate) struct CpuFaults<'a> {
+    kernel: &'static str,
+    idx: [u32; 3],
+    buffer_names: &'a [&'static str],
+    first: FirstError,
+}
+
+impl CpuFaults<'_> {
+    fn record(&self, e: DeviceError) {
+        self.first.record(e)
+    }
+
+    fn fault(&self, detail: String) {
+        self.record(DeviceError::KernelFault {
+            kernel: self.kernel,
+            backend: crate::Backend::Cpu,
+            block: Some(self.idx),
+            detail,
+            state: crate::DeviceState::Usable,
+        })
+    }
+}
+
+impl Probe for CpuFaults<'_> {
+    fn read(&self, _buf: u32, _byte: usize, _at: SourceSite) {}
+    fn write(&self, _buf: u32, _byte: usize, _at: SourceSite) {}
+    fn fault(&self, buf: u32, fault: ViewFault, at: SourceSite) {
+        let what = match buf {
+            SHARED_TAG => "shared memory".to_string(),
+            k => format!(
+                "buffer `{}`",
+                self.buffer_names.get(k as usize).copied().unwrap_or("?")
+            ),
+        };
+        CpuFaults::fault(self, format!("{fault} of {what} at {}", place(at)))
+    }
+}
+
+/// The views of one block of a host launch, each tapped by the block's fault probe.
+pub(crate) struct CpuViews<'a> {
+    bufs: &'a [HostBuf],
+    faults: NonNull<dyn Probe + 'a>,
+}
+
+// SAFETY: raw device pointers of one launch, as on a GPU; the probe is Sync.
 unsafe impl Sync for CpuViews<'_> {}
 
 impl ViewSource for CpuViews<'_> {
     fn view<V: View>(&self, k: usize) -> V {
-        let b = self.0[k];
-        // SAFETY: the launcher checked dtype and length of every buffer against the list.
-        unsafe { V::from_raw_parts(b.ptr, b.len) }
+        let b = self.bufs[k];
+        // SAFETY: the launcher checked dtype and length of every buffer against the list; the
+        // probe lives on the stack of the block that uses the views.
+        unsafe { V::from_raw_parts(b.ptr, b.len).with_fault_probe(erase(self.faults), k as u32) }
     }
+}
+
+/// The probe pointer without its lifetime, as `View::with_fault_probe` takes it.
+///
+/// # Safety
+/// The probe outlives every view it is attached to.
+unsafe fn erase<'a>(p: NonNull<dyn Probe + 'a>) -> NonNull<dyn Probe> {
+    // SAFETY: per the contract; only the lifetime changes.
+    unsafe { std::mem::transmute::<NonNull<dyn Probe + 'a>, NonNull<dyn Probe>>(p) }
 }
 
 /// One block, one thread.
@@ -36,6 +94,7 @@ pub(crate) struct CpuBlock<'a> {
     shared: *mut u8,
     shared_len: usize,
     watchdog: &'a Watchdog,
+    faults: &'a CpuFaults<'a>,
 }
 
 const SCRATCH_BYTES: usize = scratch_words(1, 1) as usize * 4;
@@ -46,7 +105,7 @@ impl CpuBlock<'_> {
     #[inline(always)]
     fn watch(&self) {
         if let Some(detail) = self.watchdog.check(Location::caller()) {
-            stop(DeviceError::KernelFault {
+            halt_hung(DeviceError::KernelFault {
                 kernel: self.kernel,
                 backend: crate::Backend::Cpu,
                 block: Some(self.idx),
@@ -54,6 +113,13 @@ impl CpuBlock<'_> {
                 state: crate::DeviceState::Usable,
             })
         }
+    }
+}
+
+impl CpuBlock<'_> {
+    fn probe(&self) -> NonNull<dyn Probe> {
+        // SAFETY: the probe lives on the stack of the block run, which outlives its views.
+        unsafe { erase(NonNull::from(self.faults as &dyn Probe)) }
     }
 }
 
@@ -108,14 +174,13 @@ impl Block for CpuBlock<'_> {
         // Only lane 0 exists: folds from WAVE / 2 = 0 never call this, so any other mask is a
         // width the body assumed.
         if mask != 0 {
-            let at = Location::caller();
-            stop(DeviceError::LaneOutOfWave {
+            self.faults.record(DeviceError::LaneOutOfWave {
                 kernel: self.kernel,
                 block: self.idx,
                 lane: 0,
                 source_lane: mask,
                 wave: 1,
-                at: format!("{}:{}:{}", at.file(), at.line(), at.column()),
+                at: place(Location::caller()),
             });
         }
         self.watch();
@@ -124,8 +189,11 @@ impl Block for CpuBlock<'_> {
     #[track_caller]
     fn scratch(&self) -> Rw<u32> {
         self.watch();
-        // SAFETY: the shared allocation starts with the scratch words.
-        unsafe { Rw::from_raw_parts(self.shared, SCRATCH_BYTES / 4) }
+        // SAFETY: the shared allocation starts with the scratch words; the probe outlives the block.
+        unsafe {
+            Rw::from_raw_parts(self.shared, SCRATCH_BYTES / 4)
+                .with_fault_probe(self.probe(), SHARED_TAG)
+        }
     }
     #[track_caller]
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
@@ -137,10 +205,19 @@ impl Block for CpuBlock<'_> {
         if bytes.is_none_or(|end| end > self.shared_len)
             || !start.is_multiple_of(std::mem::align_of::<T>())
         {
-            panic!("kiln: shared memory request at {offset} of {len} elements exceeds the launch's {} bytes", self.shared_len);
+            let at = place(Location::caller());
+            self.faults.fault(format!("shared memory request at {offset} of {len} elements exceeds the launch's {} bytes, at {at}", self.shared_len));
+            // An empty view: the body runs on, its accesses refused.
+            // SAFETY: no element is reachable through a view of length 0.
+            return unsafe {
+                Rw::from_raw_parts(self.shared, 0).with_fault_probe(self.probe(), SHARED_TAG)
+            };
         }
-        // SAFETY: in range and aligned, checked above.
-        unsafe { Rw::from_raw_parts(self.shared.add(start), len) }
+        // SAFETY: in range and aligned, checked above; the probe outlives the block.
+        unsafe {
+            Rw::from_raw_parts(self.shared.add(start), len)
+                .with_fault_probe(self.probe(), SHARED_TAG)
+        }
     }
 }
 
@@ -150,7 +227,6 @@ where
     F: Fn(&CpuBlock, &CpuViews) + Sync,
 {
     let n = l.grid.iter().map(|&g| g as u64).product::<u64>();
-    let views = CpuViews(l.bufs);
     let words = l.shared.max(SCRATCH_BYTES).div_ceil(8);
     // Read once: the environment lookup would cost more than a small launch.
     static LIMIT: OnceLock<std::time::Duration> = OnceLock::new();
@@ -158,26 +234,41 @@ where
     (0..n).into_par_iter().try_for_each_init(
         || vec![0u64; words],
         |shm, lin| {
+            let idx = block_index(lin, l.grid);
+            let faults = CpuFaults {
+                kernel: l.kernel,
+                idx,
+                buffer_names: l.buffer_names,
+                first: FirstError::default(),
+            };
+            let views = CpuViews {
+                bufs: l.bufs,
+                faults: NonNull::from(&faults as &dyn Probe),
+            };
             let b = CpuBlock {
                 kernel: l.kernel,
-                idx: block_index(lin, l.grid),
+                idx,
                 grid: l.grid,
                 shared: shm.as_mut_ptr() as *mut u8,
                 shared_len: words * 8,
                 watchdog: &watchdog,
+                faults: &faults,
             };
             let ran = catch_unwind(AssertUnwindSafe(|| f(&b, &views)));
             watchdog.progress();
-            ran.map_err(|p| match p.downcast::<HostStop>() {
-                Ok(stopped) => stopped.0,
-                Err(p) => DeviceError::KernelFault {
-                    kernel: l.kernel,
-                    backend: crate::Backend::Cpu,
-                    block: Some(b.idx),
-                    detail: panic_message(p.as_ref()),
-                    state: crate::DeviceState::Usable,
-                },
-            })
+            if let Err(p) = ran {
+                faults.record(match p.downcast::<HostStop>() {
+                    Ok(stopped) => stopped.0,
+                    Err(p) => DeviceError::KernelFault {
+                        kernel: l.kernel,
+                        backend: crate::Backend::Cpu,
+                        block: Some(idx),
+                        detail: panic_message(p.as_ref()),
+                        state: crate::DeviceState::Usable,
+                    },
+                });
+            }
+            faults.first.take().map_or(Ok(()), Err)
         },
     )
 }

@@ -112,13 +112,37 @@ impl Watchdog {
     }
 }
 
-/// Unwinding payload of a host body stopped with a typed error (an out-of-wave shuffle, the
-/// watchdog): the launcher returns the error instead of a panic message.
+/// Unwinding payload of a hung host body stopped by the watchdog: the launcher returns the
+/// error instead of a panic message.
 pub(crate) struct HostStop(pub DeviceError);
 
-/// Stops the running host body with `e` (no panic hook runs: `resume_unwind`).
-pub(crate) fn stop(e: DeviceError) -> ! {
-    std::panic::resume_unwind(Box::new(HostStop(e)))
+/// Stops a hung host body with `e` (no panic hook runs: `resume_unwind`). The one fault that
+/// needs unwinding: every other is recorded and the body runs on. Without unwinding
+/// (`panic = "abort"`) nothing can stop the thread, so the process ends with `e` printed.
+pub(crate) fn halt_hung(e: DeviceError) -> ! {
+    #[cfg(panic = "unwind")]
+    std::panic::resume_unwind(Box::new(HostStop(e)));
+    #[cfg(not(panic = "unwind"))]
+    {
+        eprintln!("kiln: {e}; a hung body cannot be stopped without unwinding (panic = \"abort\")");
+        std::process::abort()
+    }
+}
+
+/// The first error of a host block (later ones are its consequences): one report per launch.
+#[derive(Default)]
+pub(crate) struct FirstError(std::sync::Mutex<Option<DeviceError>>);
+
+impl FirstError {
+    /// Keeps `e` unless an error is already there.
+    pub(crate) fn record(&self, e: DeviceError) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert(e);
+    }
+
+    pub(crate) fn take(&self) -> Option<DeviceError> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// A host launch: raw buffers, bound params and geometry.
@@ -204,6 +228,11 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     } else {
         "kernel panicked".to_string()
     }
+}
+
+/// `file:line:column` of a source site.
+pub(crate) fn place(at: SourceSite) -> String {
+    format!("{}:{}:{}", at.file(), at.line(), at.column())
 }
 
 /// The block index of linear block `lin` in `grid` (x fastest).

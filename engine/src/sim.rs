@@ -4,34 +4,36 @@
 //! It reports, naming the kernel and the block:
 //! - `Divergence`: threads of a block (or wave) waiting at different barriers/collectives, a
 //!   thread returning while others wait, or a wait longer than the configured timeout;
-//! - `Race`: two threads writing one element between two barriers (or one reading what another
-//!   wrote since the last barrier), and any element touched by two blocks with one writing;
+//! - `Race`: two threads of a block touching one element between two barriers, one of them
+//!   writing (reads are recorded as well as writes, so the report does not depend on which
+//!   thread ran first), and any element touched by two blocks with one writing;
 //! - `LaneOutOfWave`: a shuffle with a lane outside the wave (a fold that assumed a wider wave);
-//! - `KernelFault`: a panic in the body (out-of-bounds view access), or a block where no thread
-//!   passed a barrier or returned for the watchdog's limit (a loop that never ends), stopped at
-//!   the thread's next Block call or view access.
+//! - `KernelFault`: an out-of-bounds view access or shared-memory request, a panic in the body,
+//!   or a block where no thread passed a barrier or returned for the watchdog's limit (a loop
+//!   that never ends), stopped at the thread's next Block call or view access.
 //!
 //! Every report names the kernel source's file, line and column (views and the lanes' Block
-//! methods track their caller).
+//! methods track their caller). A block keeps its first error only: one report per launch.
+//!
+//! Nothing but a hung body is stopped by unwinding: after the first error the block's barriers
+//! and collectives stop waiting, refused accesses read zero, and its threads run to their end,
+//! so a build with `panic = "abort"` gets the same errors.
 //!
 //! Blocks run one after another; the threads of a block run concurrently.
 
-use crate::host::{block_index, panic_message, Watchdog};
+use crate::host::{block_index, halt_hung, panic_message, place, HostStop, Watchdog};
 use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
-use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, SourceSite, View};
+use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, SourceSite, View, ViewFault};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe, Location};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::ptr::NonNull;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Probe tag of the block's shared memory (global buffers are tagged by their list index).
 const SHARED_TAG: u32 = u32::MAX;
-
-/// Unwinding payload of a lane that stops because the launch already failed.
-struct Abort;
 
 #[derive(Clone, Copy)]
 struct LaneCtx {
@@ -54,11 +56,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 type Site = SourceSite;
-
-/// `file:line:column` of a site.
-fn place(at: Site) -> String {
-    format!("{}:{}:{}", at.file(), at.line(), at.column())
-}
 
 enum RvFail {
     Aborted,
@@ -198,8 +195,8 @@ struct BlockState {
     shared_len: usize,
     probe: NonNull<dyn Probe>,
     error: Mutex<Option<DeviceError>>,
-    /// Shared-memory byte → (thread, epoch, site) of its last writer.
-    shared_writes: Mutex<HashMap<usize, (u32, u32, Site)>>,
+    /// Shared-memory byte → its accesses since the block began.
+    shared_accesses: Mutex<HashMap<usize, Accesses>>,
     watchdog: Watchdog,
 }
 
@@ -218,34 +215,39 @@ impl BlockState {
         self.wave_rv.iter().for_each(Rendezvous::poison);
     }
 
-    fn fail(&self, e: DeviceError) -> ! {
-        self.record(e);
-        resume_unwind(Box::new(Abort))
-    }
-
-    fn rv_fail(&self, f: RvFail) -> ! {
-        match f {
-            RvFail::Aborted => resume_unwind(Box::new(Abort)),
-            RvFail::Diverged(detail) => self.fail(DeviceError::Divergence {
+    /// A failed rendezvous: the block failed already, or this thread found it divergent.
+    fn rv_fail(&self, f: RvFail) {
+        if let RvFail::Diverged(detail) = f {
+            self.record(DeviceError::Divergence {
                 kernel: self.kernel,
                 block: self.idx,
                 detail,
-            }),
+            })
         }
     }
 
-    fn race(&self, detail: String) -> ! {
-        self.fail(DeviceError::Race {
+    fn race(&self, detail: String) {
+        self.record(DeviceError::Race {
             kernel: self.kernel,
             block: self.idx,
             detail,
         })
     }
 
+    fn fault(&self, detail: String) {
+        self.record(DeviceError::KernelFault {
+            kernel: self.kernel,
+            backend: crate::Backend::Sim,
+            block: Some(self.idx),
+            detail,
+            state: crate::DeviceState::Usable,
+        })
+    }
+
     /// Stops this lane (and the block) when the watchdog finds the block hung.
     fn watch(&self, tid: u32, at: Site) {
         if let Some(detail) = self.watchdog.check(at) {
-            self.fail(DeviceError::KernelFault {
+            halt_hung(DeviceError::KernelFault {
                 kernel: self.kernel,
                 backend: crate::Backend::Sim,
                 block: Some(self.idx),
@@ -265,17 +267,24 @@ pub(crate) struct SimLane<'a, const W: u32> {
 }
 
 impl<const W: u32> SimLane<'_, W> {
-    fn shared_view<T: Scalar>(&self, start: usize, len: usize) -> Rw<T> {
+    fn shared_view<T: Scalar>(&self, start: usize, len: usize, at: Site) -> Rw<T> {
         let end = len
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|n| n.checked_add(start));
         if end.is_none_or(|e| e > self.st.shared_len)
             || !start.is_multiple_of(std::mem::align_of::<T>())
         {
-            panic!(
-                "kiln: shared memory request of {len} elements at byte {start} exceeds the launch's {} bytes",
-                self.st.shared_len
-            );
+            self.st.fault(format!(
+                "thread {}: shared memory request of {len} elements at byte {start} exceeds the launch's {} bytes, at {}",
+                self.tid,
+                self.st.shared_len,
+                place(at)
+            ));
+            // An empty view: the body runs on, its accesses refused.
+            // SAFETY: no element is reachable through a view of length 0.
+            return unsafe {
+                Rw::<T>::from_raw_parts(self.st.shared, 0).with_probe(self.st.probe, SHARED_TAG, 0)
+            };
         }
         // SAFETY: in range and aligned, checked above; the probe outlives the block.
         unsafe {
@@ -359,7 +368,7 @@ impl<const W: u32> Block for SimLane<'_, W> {
         let lane = self.tid % W;
         let source_lane = lane ^ mask;
         if source_lane >= W {
-            self.st.fail(DeviceError::LaneOutOfWave {
+            self.st.record(DeviceError::LaneOutOfWave {
                 kernel: self.st.kernel,
                 block: self.st.idx,
                 lane,
@@ -367,66 +376,122 @@ impl<const W: u32> Block for SimLane<'_, W> {
                 wave: W,
                 at: place(site),
             });
+            return v;
         }
         let rv = &self.st.wave_rv[(self.tid / W) as usize];
         match rv.arrive(lane, v, source_lane, site, self.st.timeout) {
             Ok(x) => x,
-            Err(f) => self.st.rv_fail(f),
+            Err(f) => {
+                self.st.rv_fail(f);
+                v
+            }
         }
     }
 
     #[track_caller]
     fn scratch(&self) -> Rw<u32> {
-        self.st.watch(self.tid, Location::caller());
-        self.shared_view(0, scratch_words(self.size, W) as usize)
+        let at = Location::caller();
+        self.st.watch(self.tid, at);
+        self.shared_view(0, scratch_words(self.size, W) as usize, at)
     }
 
     #[track_caller]
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T> {
-        self.st.watch(self.tid, Location::caller());
-        self.shared_view(scratch_words(self.size, W) as usize * 4 + offset, len)
+        let at = Location::caller();
+        self.st.watch(self.tid, at);
+        self.shared_view(scratch_words(self.size, W) as usize * 4 + offset, len, at)
     }
 }
 
+/// One access the race detector remembers: who, between which two barriers, where.
 #[derive(Clone, Copy)]
-struct Writer {
+struct Touch {
     block: u64,
     tid: u32,
     epoch: u32,
     at: Site,
 }
 
+impl Touch {
+    /// Whether this access and one by `ctx` are unordered: other blocks, or other threads of
+    /// one block between the same two barriers.
+    fn races(&self, ctx: &LaneCtx) -> bool {
+        self.block != ctx.block || (self.tid != ctx.tid && self.epoch == ctx.epoch)
+    }
+}
+
+/// An element's accesses: the last write and the reads a later write can race with. Blocks run
+/// in order and a block's epochs only grow, so the running block's latest read and its latest
+/// by another thread find any read of the same interval, and one read stands for earlier blocks.
+#[derive(Clone, Copy, Default)]
+struct Accesses {
+    write: Option<Touch>,
+    /// The running block's latest read, and its latest by a thread other than that one's.
+    reads: [Option<Touch>; 2],
+    earlier_block_read: Option<Touch>,
+}
+
+impl Accesses {
+    /// Records an access by `ctx`; the earlier access it races with and whether that wrote.
+    fn record(&mut self, ctx: &LaneCtx, write: bool, at: Site) -> Option<(Touch, bool)> {
+        let now = Touch {
+            block: ctx.block,
+            tid: ctx.tid,
+            epoch: ctx.epoch,
+            at,
+        };
+        let mut raced = self.write.filter(|w| w.races(ctx)).map(|w| (w, true));
+        if write {
+            if raced.is_none() {
+                raced = [self.earlier_block_read, self.reads[0], self.reads[1]]
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r.races(ctx))
+                    .map(|r| (r, false));
+            }
+            self.write = Some(now);
+            return raced;
+        }
+        if let Some(r) = self.reads[0].filter(|r| r.block != ctx.block) {
+            self.earlier_block_read = Some(r);
+            self.reads = [None, None];
+        }
+        match self.reads[0] {
+            Some(r) if r.tid == ctx.tid => self.reads[0] = Some(now),
+            latest => self.reads = [Some(now), latest],
+        }
+        raced
+    }
+}
+
 /// The race detector over the launch's global buffers (shared memory is tracked per block).
 struct SimProbe<'a> {
     buffer_names: &'a [&'static str],
-    writes: Mutex<HashMap<(u32, usize), Writer>>,
+    accesses: Mutex<HashMap<(u32, usize), Accesses>>,
 }
 
 impl SimProbe<'_> {
-    fn describe(&self, buf: u32, byte: usize) -> String {
+    fn name(&self, buf: u32) -> String {
         if buf == SHARED_TAG {
-            return format!("shared memory byte {byte}");
+            return "shared memory".into();
         }
         let name = self.buffer_names.get(buf as usize).copied().unwrap_or("?");
-        format!("buffer `{name}` byte {byte}")
+        format!("buffer `{name}`")
     }
 
-    fn conflict(w: Writer, ctx: &LaneCtx) -> bool {
-        w.block != ctx.block || (w.tid != ctx.tid && w.epoch == ctx.epoch)
-    }
-
-    fn who(w: Writer, ctx: &LaneCtx) -> String {
-        if w.block != ctx.block {
+    fn who(t: Touch, wrote: bool, ctx: &LaneCtx) -> String {
+        let verb = if wrote { "wrote" } else { "read" };
+        if t.block != ctx.block {
             format!(
-                "another block (linear index {}) wrote at {}",
-                w.block,
-                place(w.at)
+                "another block (linear index {}) {verb} at {}",
+                t.block,
+                place(t.at)
             )
         } else {
             format!(
-                "thread {} wrote at {} since the last barrier",
-                w.tid,
-                place(w.at)
+                "thread {} {verb} at {} since the last barrier",
+                t.tid,
+                place(t.at)
             )
         }
     }
@@ -436,48 +501,21 @@ impl SimProbe<'_> {
         // SAFETY: the lane context points at the block state for the lane's whole life.
         let st = unsafe { &*ctx.state };
         st.watch(ctx.tid, at);
-        let verb = if write { "wrote" } else { "read" };
-        if buf == SHARED_TAG {
-            let mut m = lock(&st.shared_writes);
-            let prev = m.get(&byte).copied();
-            if write {
-                m.insert(byte, (ctx.tid, ctx.epoch, at));
-            }
-            drop(m);
-            if let Some((tid, epoch, their)) = prev {
-                if tid != ctx.tid && epoch == ctx.epoch {
-                    st.race(format!(
-                        "thread {} {verb} {} at {} that thread {tid} wrote at {} since the last barrier",
-                        ctx.tid,
-                        self.describe(buf, byte),
-                        place(at),
-                        place(their)
-                    ));
-                }
-            }
-            return;
-        }
-        let mut m = lock(&self.writes);
-        let prev = m.get(&(buf, byte)).copied();
-        if write {
-            m.insert(
-                (buf, byte),
-                Writer {
-                    block: ctx.block,
-                    tid: ctx.tid,
-                    epoch: ctx.epoch,
-                    at,
-                },
-            );
-        }
-        drop(m);
-        if let Some(w) = prev.filter(|&w| Self::conflict(w, &ctx)) {
+        let raced = if buf == SHARED_TAG {
+            let mut m = lock(&st.shared_accesses);
+            m.entry(byte).or_default().record(&ctx, write, at)
+        } else {
+            let mut m = lock(&self.accesses);
+            m.entry((buf, byte)).or_default().record(&ctx, write, at)
+        };
+        if let Some((t, wrote)) = raced {
+            let verb = if write { "wrote" } else { "read" };
             st.race(format!(
-                "thread {} {verb} {} at {} that {}",
+                "thread {} {verb} {} byte {byte} at {} that {}",
                 ctx.tid,
-                self.describe(buf, byte),
+                self.name(buf),
                 place(at),
-                Self::who(w, &ctx)
+                Self::who(t, wrote, &ctx)
             ));
         }
     }
@@ -494,6 +532,16 @@ impl Probe for SimProbe<'_> {
         let ctx = lane_ctx();
         // SAFETY: as in `access`.
         unsafe { &*ctx.state }.watch(ctx.tid, at);
+    }
+    fn fault(&self, buf: u32, fault: ViewFault, at: Site) {
+        let ctx = lane_ctx();
+        let what = self.name(buf);
+        // SAFETY: as in `access`.
+        unsafe { &*ctx.state }.fault(format!(
+            "thread {}: {fault} of {what} at {}",
+            ctx.tid,
+            place(at)
+        ));
     }
 }
 
@@ -529,7 +577,7 @@ where
     }
     let probe = SimProbe {
         buffer_names: l.buffer_names,
-        writes: Mutex::new(HashMap::new()),
+        accesses: Mutex::new(HashMap::new()),
     };
     // SAFETY (lifetime erasure): the probe outlives every lane, all joined before `run` returns.
     let probe_ptr: NonNull<dyn Probe> = unsafe {
@@ -557,7 +605,7 @@ where
             shared_len: l.shared,
             probe: probe_ptr,
             error: Mutex::new(None),
-            shared_writes: Mutex::new(HashMap::new()),
+            shared_accesses: Mutex::new(HashMap::new()),
             watchdog: Watchdog::new(cfg.watchdog),
         };
         let spawned = std::thread::scope(|s| -> std::io::Result<()> {
@@ -593,14 +641,10 @@ where
                                     });
                                 }
                             }
-                            Err(p) if p.is::<Abort>() => {}
-                            Err(p) => st.record(DeviceError::KernelFault {
-                                kernel,
-                                backend: crate::Backend::Sim,
-                                block: Some(st.idx),
-                                detail: panic_message(p.as_ref()),
-                                state: crate::DeviceState::Usable,
-                            }),
+                            Err(p) => match p.downcast::<HostStop>() {
+                                Ok(stopped) => st.record(stopped.0),
+                                Err(p) => st.fault(panic_message(p.as_ref())),
+                            },
                         }
                         LANE.set(None);
                     })?;

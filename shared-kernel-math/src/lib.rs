@@ -47,4 +47,4 @@ pub use kernels::KernelId;
 pub use list::{BufferDesc, Elem, WAVES};
 pub use view::{Access, Dst, Rw, Src, View};
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-pub use view::{Probe, SourceSite};
+pub use view::{Probe, SourceSite, ViewFault};

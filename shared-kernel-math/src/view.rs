@@ -1,12 +1,15 @@
 //! Buffer views: `Src<T>` (read), `Dst<T>` (write), `Rw<T>` (read and write).
 //!
 //! A view is a pointer and a length in elements. Every access is bounds-checked; an
-//! out-of-bounds index panics, which traps the kernel on GPU targets and becomes
-//! `DeviceError::KernelFault` on the host backends. `*_unchecked` accessors skip the check and
-//! are `unsafe`: their callers name the host-validated precondition in a comment.
+//! out-of-bounds index traps the kernel on GPU targets. On host targets it goes to the view's
+//! [`Probe`], which records the fault for the launch (`DeviceError::KernelFault`); the access
+//! reads zero or writes nothing and the body runs on, so faults need no unwinding and a build
+//! with `panic = "abort"` still gets the error. A host view without a probe panics instead.
+//! `*_unchecked` accessors skip the check and are `unsafe`: their callers name the
+//! host-validated precondition in a comment.
 //!
-//! On host targets a view may carry a [`Probe`], which the SIMT emulator uses to see every
-//! write (and every read of a writable buffer) and report races.
+//! The SIMT emulator's probe also sees every write (and every read of a writable buffer) and
+//! reports races; the cpu's sees faults only.
 
 use crate::element::{DType, Scalar};
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
@@ -53,6 +56,37 @@ pub trait Probe: Sync {
     /// A read through a read-only view: not raced, but a loop of them is still running code
     /// (the watchdog's chance to stop a hung body).
     fn tick(&self, _at: SourceSite) {}
+    /// An access of buffer `buf` that the view refused; the access reads zero or writes nothing.
+    fn fault(&self, buf: u32, fault: ViewFault, at: SourceSite);
+}
+
+/// Why a host view refused an access (handed to [`Probe::fault`]).
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewFault {
+    /// An element past the end of the view.
+    OutOfBounds {
+        /// The element (for a chunk: its end).
+        index: usize,
+        /// The view's length in elements.
+        len: usize,
+    },
+    /// A chunk access where `chunk_aligned` refuses.
+    MisalignedChunk,
+}
+
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+impl core::fmt::Display for ViewFault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ViewFault::OutOfBounds { index, len } => {
+                write!(f, "view index {index} out of bounds (len {len})")
+            }
+            ViewFault::MisalignedChunk => {
+                f.write_str("chunk access at an address chunk_aligned refuses")
+            }
+        }
+    }
 }
 
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
@@ -61,38 +95,56 @@ struct Tap {
     probe: NonNull<dyn Probe>,
     buf: u32,
     base: usize,
+    /// Whether the probe sees in-bounds accesses too (the sim), or faults only (the cpu).
+    accesses: bool,
 }
 
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 impl Tap {
     #[inline(always)]
     fn read<T>(t: &Option<Tap>, i: usize, at: SourceSite) {
-        if let Some(t) = t {
+        if let Some(t) = t.filter(|t| t.accesses) {
             // SAFETY: whoever attached the probe keeps it alive for the launch (View::with_probe).
             unsafe { t.probe.as_ref() }.read(t.buf, t.base + i * core::mem::size_of::<T>(), at);
         }
     }
     #[inline(always)]
     fn write<T>(t: &Option<Tap>, i: usize, at: SourceSite) {
-        if let Some(t) = t {
+        if let Some(t) = t.filter(|t| t.accesses) {
             // SAFETY: as above.
             unsafe { t.probe.as_ref() }.write(t.buf, t.base + i * core::mem::size_of::<T>(), at);
         }
     }
     #[inline(always)]
     fn tick(t: &Option<Tap>, at: SourceSite) {
-        if let Some(t) = t {
+        if let Some(t) = t.filter(|t| t.accesses) {
             // SAFETY: as above.
             unsafe { t.probe.as_ref() }.tick(at);
         }
     }
+    /// Reports a refused access to the probe (a view without one panics: nothing records it).
+    #[cold]
+    #[inline(never)]
+    fn fault(t: &Option<Tap>, fault: ViewFault, at: SourceSite) {
+        match t {
+            // SAFETY: as above.
+            Some(t) => unsafe { t.probe.as_ref() }.fault(t.buf, fault, at),
+            None => panic!(
+                "kiln: {fault} at {}:{}:{}",
+                at.file(),
+                at.line(),
+                at.column()
+            ),
+        }
+    }
 }
 
-#[cold]
-#[inline(never)]
+/// What a refused host read returns.
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-fn out_of_bounds(index: usize, len: usize) -> ! {
-    panic!("kiln: view index {index} out of bounds (len {len})")
+#[inline(always)]
+fn refused<V: Copy>() -> V {
+    // SAFETY: only called for Scalar elements and arrays of them, valid for any bits.
+    unsafe { core::mem::zeroed() }
 }
 
 // A trap in place, not a call: a call makes an AMD kernel keep a stack, and a named local
@@ -210,13 +262,6 @@ unsafe fn store_chunk<T: Scalar, const N: usize>(p: *mut T, v: [T; N]) {
     }
 }
 
-#[cold]
-#[inline(never)]
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-fn misaligned_chunk() -> ! {
-    panic!("kiln: chunk access at an address chunk_aligned refuses")
-}
-
 // A trap in place, as for `out_of_bounds`.
 #[inline(always)]
 #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
@@ -225,6 +270,7 @@ fn misaligned_chunk() -> ! {
 }
 
 #[inline(always)]
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 fn check_chunk<T, const N: usize>(ptr: *const T, i: usize, len: usize) {
     if i >= len || len - i < N {
         out_of_bounds(i.saturating_add(N), len)
@@ -233,6 +279,21 @@ fn check_chunk<T, const N: usize>(ptr: *const T, i: usize, len: usize) {
     if !chunk_fits::<T, N>() || !address_fits(unsafe { ptr.add(i) }) {
         misaligned_chunk()
     }
+}
+
+/// The host's `check_chunk`: the fault, for the probe, instead of a trap.
+#[inline(always)]
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn chunk_fault<T, const N: usize>(ptr: *const T, i: usize, len: usize) -> Option<ViewFault> {
+    if i >= len || len - i < N {
+        return Some(ViewFault::OutOfBounds {
+            index: i.saturating_add(N),
+            len,
+        });
+    }
+    // SAFETY: in bounds (checked above); only the address is inspected.
+    (!chunk_fits::<T, N>() || !address_fits(unsafe { ptr.add(i) }))
+        .then_some(ViewFault::MisalignedChunk)
 }
 
 /// What the generated entries and the host launchers need to build a view from raw parts.
@@ -254,6 +315,12 @@ pub trait View: Copy {
     /// The probe must outlive every use of the returned view.
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     unsafe fn with_probe(self, probe: NonNull<dyn Probe>, buf: u32, base: usize) -> Self;
+    /// Attach a probe that sees only the accesses this view refuses (out of bounds, misaligned).
+    ///
+    /// # Safety
+    /// As for [`with_probe`](View::with_probe).
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    unsafe fn with_fault_probe(self, probe: NonNull<dyn Probe>, buf: u32) -> Self;
 }
 
 macro_rules! view {
@@ -286,7 +353,11 @@ macro_rules! view {
             }
             #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
             unsafe fn with_probe(self, probe: NonNull<dyn Probe>, buf: u32, base: usize) -> Self {
-                $name { tap: Some(Tap { probe, buf, base }), ..self }
+                $name { tap: Some(Tap { probe, buf, base, accesses: true }), ..self }
+            }
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            unsafe fn with_fault_probe(self, probe: NonNull<dyn Probe>, buf: u32) -> Self {
+                $name { tap: Some(Tap { probe, buf, base: 0, accesses: false }), ..self }
             }
         }
 
@@ -326,7 +397,7 @@ view!(
 );
 
 impl<T: Scalar> Src<T> {
-    /// Element `i`; panics (traps on a GPU) when `i >= len()`.
+    /// Element `i`; when `i >= len()` it traps on a GPU, and on the host reads zero and reports the fault to the probe.
     #[inline(always)]
     #[cfg_attr(
         not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
@@ -334,7 +405,17 @@ impl<T: Scalar> Src<T> {
     )]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
-            out_of_bounds(i, self.len)
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            out_of_bounds(i, self.len);
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            {
+                let f = ViewFault::OutOfBounds {
+                    index: i,
+                    len: self.len,
+                };
+                Tap::fault(&self.tap, f, core::panic::Location::caller());
+                return refused();
+            }
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Tap::tick(&self.tap, core::panic::Location::caller());
@@ -357,7 +438,13 @@ impl<T: Scalar> Src<T> {
         track_caller
     )]
     pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        if let Some(f) = chunk_fault::<T, N>(self.ptr, i, self.len) {
+            Tap::fault(&self.tap, f, core::panic::Location::caller());
+            return refused();
+        }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Tap::tick(&self.tap, core::panic::Location::caller());
         // SAFETY: checked above.
@@ -373,7 +460,13 @@ impl<T: Scalar> Dst<T> {
         track_caller
     )]
     pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        if let Some(f) = chunk_fault::<T, N>(self.ptr, i, self.len) {
+            Tap::fault(&self.tap, f, core::panic::Location::caller());
+            return;
+        }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
             Tap::write::<T>(&self.tap, i + j, core::panic::Location::caller());
@@ -391,7 +484,13 @@ impl<T: Scalar> Rw<T> {
         track_caller
     )]
     pub fn get_chunk<const N: usize>(&self, i: usize) -> [T; N] {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        if let Some(f) = chunk_fault::<T, N>(self.ptr, i, self.len) {
+            Tap::fault(&self.tap, f, core::panic::Location::caller());
+            return refused();
+        }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
             Tap::read::<T>(&self.tap, i + j, core::panic::Location::caller());
@@ -406,7 +505,13 @@ impl<T: Scalar> Rw<T> {
         track_caller
     )]
     pub fn set_chunk<const N: usize>(&self, i: usize, v: [T; N]) {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
         check_chunk::<T, N>(self.ptr, i, self.len);
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        if let Some(f) = chunk_fault::<T, N>(self.ptr, i, self.len) {
+            Tap::fault(&self.tap, f, core::panic::Location::caller());
+            return;
+        }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         for j in 0..N {
             Tap::write::<T>(&self.tap, i + j, core::panic::Location::caller());
@@ -417,7 +522,7 @@ impl<T: Scalar> Rw<T> {
 }
 
 impl<T: Scalar> Dst<T> {
-    /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
+    /// Writes element `i`; when `i >= len()` it traps on a GPU, and on the host writes nothing and reports the fault to the probe.
     #[inline(always)]
     #[cfg_attr(
         not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
@@ -425,7 +530,17 @@ impl<T: Scalar> Dst<T> {
     )]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {
-            out_of_bounds(i, self.len)
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            out_of_bounds(i, self.len);
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            {
+                let f = ViewFault::OutOfBounds {
+                    index: i,
+                    len: self.len,
+                };
+                Tap::fault(&self.tap, f, core::panic::Location::caller());
+                return;
+            }
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Tap::write::<T>(&self.tap, i, core::panic::Location::caller());
@@ -441,7 +556,7 @@ impl<T: Scalar> Dst<T> {
 }
 
 impl<T: Scalar> Rw<T> {
-    /// Element `i`; panics (traps on a GPU) when `i >= len()`.
+    /// Element `i`; when `i >= len()` it traps on a GPU, and on the host reads zero and reports the fault to the probe.
     #[inline(always)]
     #[cfg_attr(
         not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
@@ -449,14 +564,24 @@ impl<T: Scalar> Rw<T> {
     )]
     pub fn get(&self, i: usize) -> T {
         if i >= self.len {
-            out_of_bounds(i, self.len)
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            out_of_bounds(i, self.len);
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            {
+                let f = ViewFault::OutOfBounds {
+                    index: i,
+                    len: self.len,
+                };
+                Tap::fault(&self.tap, f, core::panic::Location::caller());
+                return refused();
+            }
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Tap::read::<T>(&self.tap, i, core::panic::Location::caller());
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) }
     }
-    /// Writes element `i`; panics (traps on a GPU) when `i >= len()`.
+    /// Writes element `i`; when `i >= len()` it traps on a GPU, and on the host writes nothing and reports the fault to the probe.
     #[inline(always)]
     #[cfg_attr(
         not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
@@ -464,7 +589,17 @@ impl<T: Scalar> Rw<T> {
     )]
     pub fn set(&self, i: usize, v: T) {
         if i >= self.len {
-            out_of_bounds(i, self.len)
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            out_of_bounds(i, self.len);
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            {
+                let f = ViewFault::OutOfBounds {
+                    index: i,
+                    len: self.len,
+                };
+                Tap::fault(&self.tap, f, core::panic::Location::caller());
+                return;
+            }
         }
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Tap::write::<T>(&self.tap, i, core::panic::Location::caller());

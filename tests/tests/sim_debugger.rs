@@ -307,6 +307,73 @@ fn reading_a_neighbours_shared_write_without_a_barrier_is_a_race() {
     assert!(matches!(device_error(r), DeviceError::Race { .. }));
 }
 
+/// Each wave's lane 0 publishes its wave's sum in shared memory and thread 0 adds the
+/// partials, after a barrier (correct) or without one (planted: it may read a slot before the
+/// slot's wave writes it, which the detector sees only if it records reads).
+struct WavePartials {
+    barrier: bool,
+}
+
+impl Body for WavePartials {
+    fn run<B: Block>(&self, b: &B, v: &Views) {
+        let (x, out): (Src<f32>, Dst<f32>) = (v.get(0), v.get(1));
+        let t = b.thread();
+        let s = b.wave_sum(x.get(t as usize));
+        let waves = b.size() / B::WAVE;
+        let partials: Rw<f32> = b.shared(0, waves as usize);
+        if t.is_multiple_of(B::WAVE) {
+            partials.set((t / B::WAVE) as usize, s);
+        }
+        if self.barrier {
+            b.barrier();
+        }
+        if t == 0 {
+            out.set(0, (0..waves).map(|w| partials.get(w as usize)).sum());
+        }
+    }
+}
+
+fn wave_partials(barrier: bool, x: &[f32]) -> Result<f32, PortError> {
+    let dev = sim(8);
+    let mut xt = Tensor::from_slice(&dev, &[x.len()], x)?;
+    let mut out = Tensor::zeros(&dev, DType::F32, &[1])?;
+    run_body(
+        &dev,
+        "wave_partials",
+        &WavePartials { barrier },
+        [1, 1, 1],
+        x.len() as u32,
+        64,
+        &mut [("x", &mut xt), ("out", &mut out)],
+    )?;
+    Ok(out.to_vec::<f32>()?[0])
+}
+
+#[test]
+fn reading_other_waves_partials_without_a_barrier_is_a_race_in_every_run() {
+    let seed = kiln_tests::seed("wave partials");
+    let mut rng = kiln::rng::Rng::new(seed);
+    for run in 0..20 {
+        // Small integers: the sum is exact in any order.
+        let x: Vec<f32> = (0..32)
+            .map(|_| (rng.next_u64() % 17) as f32 - 8.0)
+            .collect();
+        let want: f32 = x.iter().sum();
+        assert_eq!(
+            wave_partials(true, &x).unwrap(),
+            want,
+            "seed {seed} run {run}"
+        );
+        match device_error(wave_partials(false, &x).map(|_| ())) {
+            DeviceError::Race { detail, .. } => assert!(
+                detail.contains("shared memory byte") && detail.contains("since the last barrier"),
+                "seed {seed} run {run}: {detail}"
+            ),
+            e => panic!("seed {seed} run {run}: expected Race, got {e}"),
+        }
+    }
+}
+
 /// Reads one past the end of its input.
 struct PastTheEnd;
 
