@@ -22,14 +22,12 @@ pub enum Fill {
     },
     /// Exactly these values, in order (page tables, index lists, special values).
     Values(Vec<f64>),
-    /// `count` values of the float `dtype` drawn as `of` says, packed little-endian into the
-    /// buffer's u32 words (16-bit values two per word, the last word zero-padded): an input a
-    /// kernel reads in a dtype named by a param.
+    /// Values of the float `dtype` drawn as `of` says, packed little-endian into the buffer's
+    /// u32 words (16-bit values two per word): an input a kernel reads in a dtype named by a
+    /// param. Every word is filled; a half past the kernel's values is never read.
     Packed {
         /// The values' dtype.
         dtype: kiln_math::DType,
-        /// How many values.
-        count: usize,
         /// How they are drawn.
         of: Box<Fill>,
     },

@@ -116,21 +116,9 @@ pub fn base_seed() -> u64 {
 
 /// `n` values of `dtype` drawn as `fill` says, as little-endian bytes (zeros for outputs).
 pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
-    if let Fill::Packed {
-        dtype: packed,
-        count,
-        of,
-    } = fill
-    {
+    if let Fill::Packed { dtype: packed, of } = fill {
         assert_eq!(dtype, DType::U32, "a Fill::Packed buffer holds u32 words");
-        let mut bytes = draw(*packed, *count, of, rng);
-        assert_eq!(
-            bytes.len().div_ceil(4),
-            n,
-            "a Fill::Packed buffer must hold exactly its values' words"
-        );
-        bytes.resize(4 * n, 0);
-        return bytes;
+        return draw(*packed, n * 4 / packed.size(), of, rng);
     }
     if let Fill::Values(v) = fill {
         assert_eq!(

@@ -37,7 +37,8 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         kernel: KernelId::SsmUpdate,
         ptx_bytes: 4,
         scratch_bytes: 8,
-        reason: LIBM_FORCE_EVAL,
+        reason: "libm's log1pf (the softplus of dt) force_eval!: a volatile store and load of \
+                 one f32 on its tiny-argument branch only",
     },
     LocalMemory {
         kernel: KernelId::FusedXielu,

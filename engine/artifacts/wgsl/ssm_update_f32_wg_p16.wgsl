@@ -39,14 +39,9 @@ struct kiln_tuple_f32_f32 {
     f0: f32,
     f1: f32,
 }
-struct kiln_tuple_i32_f32 {
-    f0: i32,
-    f1: f32,
-}
-const K_BLOCK_ROWS: u32 = 16u;
+const K_BLOCK_ROWS: u32 = 32u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
-const K_LOG2_E: f32 = 1.442695e0f;
 const K_RUN: u32 = 4u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
@@ -240,66 +235,72 @@ fn k_packed_scale_6(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     }
     return ifv_2;
 }
-fn k_round_i32_7(v_p: f32) -> i32 {
-    let t_1: i32 = kiln_f32_to_i32(v_p);
-    let frac_2: f32 = (v_p - f32(t_1));
-    var ifv_3: i32;
-    if (frac_2 >= 5e-1f) {
-        ifv_3 = (t_1 + 1i);
+fn k_truncf_7(x_p: f32) -> f32 {
+    let bits_1: u32 = bitcast<u32>(x_p);
+    let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
+    if (e_2 >= 23i) {
+        return x_p;
+    }
+    if (e_2 < 0i) {
+        return bitcast<f32>((bits_1 & 2147483648u));
+    }
+    let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
+    return bitcast<f32>((bits_1 & ~(mask_3)));
+}
+fn k_floorf_8(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_7(x_p);
+    var ifv_2: f32;
+    if (t_1 > x_p) {
+        ifv_2 = (t_1 - 1e0f);
     } else {
-        var ifv_4: i32;
-        if (frac_2 <= -(5e-1f)) {
-            ifv_4 = (t_1 - 1i);
-        } else {
-            ifv_4 = t_1;
-        }
-        ifv_3 = ifv_4;
+        ifv_2 = t_1;
     }
-    return ifv_3;
+    return ifv_2;
 }
-fn k_reduce_ln2_8(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_7((x_p * K_LOG2_E));
-    let kf_2: f32 = f32(k_1);
-    return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
-}
-fn k_expm1_small_9(r_p: f32) -> f32 {
-    let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
-    let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
-    let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
-    let p_4: f32 = ((1e0f / 1.2e2f) + (r_p * p_3));
-    let p_5: f32 = ((1e0f / 2.4e1f) + (r_p * p_4));
-    let p_6: f32 = ((1e0f / 6e0f) + (r_p * p_5));
-    let p_7: f32 = (5e-1f + (r_p * p_6));
-    return (r_p + (r_p * ((r_p * p_7))));
-}
-fn k_pow2_10(k_p: i32) -> f32 {
-    return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
-}
-fn k_scale_11(v_p: f32, k_p: i32) -> f32 {
-    if (k_p > 127i) {
-        return ((v_p * k_pow2_10(127i)) * k_pow2_10((k_p - 127i)));
-    }
-    if (k_p < -(126i)) {
-        return ((v_p * k_pow2_10((k_p + 100i))) * k_pow2_10(-(100i)));
-    }
-    return (v_p * k_pow2_10(k_p));
-}
-fn k_expf_12(x_p: f32) -> f32 {
+fn k_exp2_poly_9(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
-    if (x_p > 8.872284e1f) {
-        return bitcast<f32>(0x7f800000u);
-    }
-    if (x_p < -(1.0397209e2f)) {
+    if (x_p < -(1.26e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_8(x_p);
-    let k_2: i32 = t_1.f0;
-    let r_3: f32 = t_1.f1;
-    return k_scale_11((1e0f + k_expm1_small_9(r_3)), k_2);
+    if (x_p >= 1.28e2f) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    let n_1: f32 = k_floorf_8((x_p + 5e-1f));
+    let f_2: f32 = (x_p - n_1);
+    var p_3: f32 = 1.5252734e-5f;
+    p_3 = ((p_3 * f_2) + 1.540353e-4f);
+    p_3 = ((p_3 * f_2) + 1.3333558e-3f);
+    p_3 = ((p_3 * f_2) + 9.618129e-3f);
+    p_3 = ((p_3 * f_2) + 5.550411e-2f);
+    p_3 = ((p_3 * f_2) + 2.402265e-1f);
+    p_3 = ((p_3 * f_2) + bitcast<f32>(0x3f317218u));
+    p_3 = ((p_3 * f_2) + 1e0f);
+    let top_4: bool = (n_1 > 1.27e2f);
+    var ifv_5: i32;
+    if top_4 {
+        ifv_5 = 127i;
+    } else {
+        ifv_5 = kiln_f32_to_i32(n_1);
+    }
+    let e_6: i32 = ifv_5;
+    let r_7: f32 = (p_3 * bitcast<f32>(((bitcast<u32>(((e_6 + 127i)))) << 23u)));
+    var ifv_8: f32;
+    if top_4 {
+        ifv_8 = (r_7 * 2e0f);
+    } else {
+        ifv_8 = r_7;
+    }
+    return ifv_8;
 }
-fn k_log_core_13(f_p: f32) -> f32 {
+fn k_exp2_approx_10(x_p: f32) -> f32 {
+    return k_exp2_poly_9(x_p);
+}
+fn k_exp_11(x_p: f32) -> f32 {
+    return k_exp2_approx_10((x_p * bitcast<f32>(0x3fb8aa3bu)));
+}
+fn k_log_core_12(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -309,7 +310,7 @@ fn k_log_core_13(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_14(x_p: f32) -> f32 {
+fn k_logf_13(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -337,9 +338,9 @@ fn k_logf_14(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_13(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_12(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log1pf_15(x_p: f32) -> f32 {
+fn k_log1pf_14(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -356,9 +357,9 @@ fn k_log1pf_15(x_p: f32) -> f32 {
     if (u_1 == bitcast<f32>(0x7f800000u)) {
         return u_1;
     }
-    return (k_logf_14(u_1) + (((x_p - ((u_1 - 1e0f)))) / u_1));
+    return (k_logf_13(u_1) + (((x_p - ((u_1 - 1e0f)))) / u_1));
 }
-fn k_softplus_16(z_p: f32) -> f32 {
+fn k_softplus_15(z_p: f32) -> f32 {
     var ifv_1: kiln_tuple_f32_f32;
     if (z_p > 0e0f) {
         ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
@@ -368,9 +369,9 @@ fn k_softplus_16(z_p: f32) -> f32 {
     let t_2: kiln_tuple_f32_f32 = ifv_1;
     let pos_3: f32 = t_2.f0;
     let neg_abs_4: f32 = t_2.f1;
-    return (pos_3 + k_log1pf_15(k_expf_12(neg_abs_4)));
+    return (pos_3 + k_log1pf_14(k_exp_11(neg_abs_4)));
 }
-fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b1(words_v, e_p));
     }
@@ -383,16 +384,16 @@ fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     }
     return ifv_2;
 }
-fn k_widen_18(self_v: f32) -> f32 {
+fn k_widen_17(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_lane_19() -> u32 {
+fn k_lane_18() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_20() -> u32 {
+fn k_wave_id_19() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_state_run_21(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+fn k_state_run_20(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
     var _access_m: array<u32, 2> = _access_p;
     if (2u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -405,7 +406,7 @@ fn k_state_run_21(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> ar
     }
     return s_1;
 }
-fn k_packed_run_22(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+fn k_packed_run_21(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     if (code_p == K_SCALE_F32) {
         var ifv_2: array<u32, 4>;
@@ -441,7 +442,7 @@ fn k_packed_run_22(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> a
     }
     return v_1;
 }
-fn k_packed_run_23(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+fn k_packed_run_22(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     if (code_p == K_SCALE_F32) {
         var ifv_2: array<u32, 4>;
@@ -477,10 +478,10 @@ fn k_packed_run_23(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> a
     }
     return v_1;
 }
-fn k_mul_add_24(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_23(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_update_run_25(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_24(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 2> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
@@ -489,8 +490,8 @@ fn k_update_run_25(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
     var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_24(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_24(new_2[j_3], cv_m[j_3], acc_1);
+        new_2[j_3] = k_mul_add_23(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_23(new_2[j_3], cv_m[j_3], acc_1);
         j_3 = (j_3 + 1u);
     }
     if (2u == 2u) {
@@ -504,7 +505,7 @@ fn k_update_run_25(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_1;
 }
-fn k_wave_sum_26(v_p: f32) -> f32 {
+fn k_wave_sum_25(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -513,23 +514,23 @@ fn k_wave_sum_26(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_from_f32_27(v_p: f32) -> f32 {
+fn k_from_f32_26(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_waves_28() -> u32 {
+fn k_waves_27() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_28(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 2> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_19();
+    let lane_2: u32 = k_lane_18();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
     let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
     let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_20());
+    var r_9: u32 = (2u * k_wave_id_19());
     while (r_9 < here_8) {
         let second_10: bool = ((r_9 + 1u) < here_8);
         let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
@@ -540,8 +541,8 @@ fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: ve
             ifv_12 = row0_11;
         }
         let row1_13: u32 = ifv_12;
-        let t_14: f32 = k_widen_18(kiln_get_b0(x_v, row0_11));
-        let t_15: f32 = k_widen_18(kiln_get_b0(x_v, row1_13));
+        let t_14: f32 = k_widen_17(kiln_get_b0(x_v, row0_11));
+        let t_15: f32 = k_widen_17(kiln_get_b0(x_v, row1_13));
         let x0_16: f32 = t_14;
         let x1_17: f32 = t_15;
         let t_18: f32 = (x0_16 * head_p.step);
@@ -559,28 +560,28 @@ fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: ve
             let t_29: u32 = ((row1_13 * ds_1) + col_27);
             let at0_30: u32 = t_28;
             let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_21(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_21(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_22(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_23(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_25(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            var old0_32: array<f32, 4> = k_state_run_20(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_20(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_21(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_22(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_24(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
             if second_10 {
-                acc1_25 = k_update_run_25(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+                acc1_25 = k_update_run_24(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
             }
             u_26 = (u_26 + wave_3);
         }
-        let total0_36: f32 = k_wave_sum_26(acc0_24);
-        let total1_37: f32 = k_wave_sum_26(acc1_25);
+        let total0_36: f32 = k_wave_sum_25(acc0_24);
+        let total1_37: f32 = k_wave_sum_25(acc1_25);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_24(x0_16, head_p.skip, total0_36)));
+            kiln_set_b8(out_v, row0_11, k_from_f32_26(k_mul_add_23(x0_16, head_p.skip, total0_36)));
             if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_24(x1_17, head_p.skip, total1_37)));
+                kiln_set_b8(out_v, row1_13, k_from_f32_26(k_mul_add_23(x1_17, head_p.skip, total1_37)));
             }
         }
-        r_9 = (r_9 + (2u * k_waves_28()));
+        r_9 = (r_9 + (2u * k_waves_27()));
     }
 }
-fn k_state_run_30(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+fn k_state_run_29(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
     var _access_m: array<u32, 1> = _access_p;
     if (1u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -593,7 +594,7 @@ fn k_state_run_30(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> ar
     }
     return s_1;
 }
-fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_30(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 1> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
@@ -602,8 +603,8 @@ fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_24(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_24(new_2[j_3], cv_m[j_3], acc_1);
+        new_2[j_3] = k_mul_add_23(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_23(new_2[j_3], cv_m[j_3], acc_1);
         j_3 = (j_3 + 1u);
     }
     if (1u == 2u) {
@@ -617,17 +618,17 @@ fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_1;
 }
-fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_31(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 1> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_19();
+    let lane_2: u32 = k_lane_18();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
     let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
     let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_20());
+    var r_9: u32 = (2u * k_wave_id_19());
     while (r_9 < here_8) {
         let second_10: bool = ((r_9 + 1u) < here_8);
         let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
@@ -638,8 +639,8 @@ fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: ve
             ifv_12 = row0_11;
         }
         let row1_13: u32 = ifv_12;
-        let t_14: f32 = k_widen_18(kiln_get_b0(x_v, row0_11));
-        let t_15: f32 = k_widen_18(kiln_get_b0(x_v, row1_13));
+        let t_14: f32 = k_widen_17(kiln_get_b0(x_v, row0_11));
+        let t_15: f32 = k_widen_17(kiln_get_b0(x_v, row1_13));
         let x0_16: f32 = t_14;
         let x1_17: f32 = t_15;
         let t_18: f32 = (x0_16 * head_p.step);
@@ -657,28 +658,28 @@ fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: ve
             let t_29: u32 = ((row1_13 * ds_1) + col_27);
             let at0_30: u32 = t_28;
             let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_30(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_30(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_22(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_23(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_31(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            var old0_32: array<f32, 4> = k_state_run_29(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_29(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_21(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_22(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_30(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
             if second_10 {
-                acc1_25 = k_update_run_31(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+                acc1_25 = k_update_run_30(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
             }
             u_26 = (u_26 + wave_3);
         }
-        let total0_36: f32 = k_wave_sum_26(acc0_24);
-        let total1_37: f32 = k_wave_sum_26(acc1_25);
+        let total0_36: f32 = k_wave_sum_25(acc0_24);
+        let total1_37: f32 = k_wave_sum_25(acc1_25);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_24(x0_16, head_p.skip, total0_36)));
+            kiln_set_b8(out_v, row0_11, k_from_f32_26(k_mul_add_23(x0_16, head_p.skip, total0_36)));
             if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_24(x1_17, head_p.skip, total1_37)));
+                kiln_set_b8(out_v, row1_13, k_from_f32_26(k_mul_add_23(x1_17, head_p.skip, total1_37)));
             }
         }
-        r_9 = (r_9 + (2u * k_waves_28()));
+        r_9 = (r_9 + (2u * k_waves_27()));
     }
 }
-fn k_ssm_update_33(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_ssm_update_32(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -687,12 +688,12 @@ fn k_ssm_update_33(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let h_6: u32 = t_4;
     let group_7: u32 = (h_6 / ((heads_2 / kiln_meta[0u])));
     let raw_8: f32 = (k_packed_scale_5(dt_v, kiln_meta[6u], n_1) + k_packed_scale_6(dt_bias_v, kiln_meta[7u], h_6));
-    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_16(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_expf_12((-(k_expf_12(k_packed_scale_17(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_18(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
+    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_15(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
+    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_exp_11((-(k_exp_11(k_packed_scale_16(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_17(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
     if (false && false) {
-        k_rows_29(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_28(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     } else {
-        k_rows_32(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_31(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     }
 }
 
@@ -704,5 +705,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_ssm_update_33(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_32(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

@@ -19,11 +19,13 @@ use super::affine_codes::packed_scale;
 use super::qlinear::{scale_words, SCALE_BF16, SCALE_F16, SCALE_F32};
 use crate::kernel::shape;
 use crate::{
-    mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src, F16,
+    exp2_approx, mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
+    Src, F16,
 };
 
-/// Rows `(n, d)` one block owns: its waves take them two at a time.
-pub const BLOCK_ROWS: u32 = 16;
+/// Rows `(n, d)` one block owns: its waves take them two at a time (two pairs per wave of a
+/// 32-wide GPU, over which the head's prologue is shared).
+pub const BLOCK_ROWS: u32 = 32;
 
 /// Threads per block: eight waves of a 32-wide GPU; narrower or wider waves split it otherwise.
 pub const BLOCK_THREADS: u32 = 256;
@@ -177,11 +179,19 @@ impl KernelDef for SsmUpdate {
     }
 }
 
+/// `e^x` through the GPUs' `2^x` instruction (a few ulp, plus the rounding of `x·log2 e`): the
+/// head's values are computed by every thread of its block, and libm's `expf` made that
+/// prologue most of the update's instructions.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    exp2_approx(x * core::f32::consts::LOG2_E)
+}
+
 /// `softplus(z) = log(1 + e^z)`, written so neither branch overflows: `max(z, 0) + log1p(e^−|z|)`.
 #[inline(always)]
 pub fn softplus(z: f32) -> f32 {
     let (pos, neg_abs) = if z > 0.0 { (z, -z) } else { (0.0, z) };
-    pos + libm::log1pf(libm::expf(neg_abs))
+    pos + libm::log1pf(exp(neg_abs))
 }
 
 /// The run of [`RUN`] values from value `e` (a multiple of `RUN`) of words of dtype `code`: four
@@ -310,7 +320,7 @@ pub fn ssm_update<T: Element, B: Block>(
     let head = Head {
         first_row: n * p.head_dim as usize,
         step,
-        decay: libm::expf(-libm::expf(packed_scale(a_log, p.a_log_dtype, h)) * step),
+        decay: exp(-exp(packed_scale(a_log, p.a_log_dtype, h)) * step),
         skip: d.get(h).widen(),
         bc_row: (batch * p.groups as usize + group) * p.state_dim as usize,
     };

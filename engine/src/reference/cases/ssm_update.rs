@@ -50,7 +50,6 @@ fn packed(dtype: DType, count: usize, of: Fill) -> (Vec<usize>, Fill) {
         vec![scale_words(scale_code(dtype), count)],
         Fill::Packed {
             dtype,
-            count,
             of: Box::new(of),
         },
     )
