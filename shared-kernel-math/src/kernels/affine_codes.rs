@@ -2,8 +2,14 @@
 //! weights rather than stream whole units as `qlinear` does: a code of an LSB-first bit stream
 //! at any width, and a value of the packed scale and bias words (which `qlinear` reads too).
 
-use super::qlinear::{SCALE_F16, SCALE_F32};
 use crate::{Bf16, Element, Src, F16};
+
+/// Dtype code of packed f32 values (qlinear's `scale_dtype`, ssm_update's input dtypes).
+pub const SCALE_F32: u32 = 0;
+/// Dtype code of packed 16-bit IEEE values.
+pub const SCALE_F16: u32 = 1;
+/// Dtype code of packed bfloat16 values.
+pub const SCALE_BF16: u32 = 2;
 
 /// Code `index` of the LSB-first bit stream of `bits`-bit codes (1..=8) that starts at word
 /// `first` of `words`: element `j` at bits `j·bits ..`, a code that crosses a word boundary

@@ -52,12 +52,8 @@ pub const LAUNCH_BOUND: crate::LaunchBound = crate::LaunchBound {
     min_blocks: 4,
 };
 
-/// `scale_dtype` codes.
-pub const SCALE_F32: u32 = 0;
-/// 16-bit IEEE scales and biases.
-pub const SCALE_F16: u32 = 1;
-/// bfloat16 scales and biases.
-pub const SCALE_BF16: u32 = 2;
+/// `scale_dtype` codes (defined with the packed-value decoding they name).
+pub use super::affine_codes::{SCALE_BF16, SCALE_F16, SCALE_F32};
 
 /// `act`: SwiGLU over interleaved gate and up rows.
 pub const ACT_SILU_MUL: u32 = 1;

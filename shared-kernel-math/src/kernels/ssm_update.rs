@@ -15,8 +15,8 @@
 //! time; the lanes stride over a row's state in runs of [`RUN`] columns (16 bytes of f32 state),
 //! so a wave streams its rows in whole contiguous lines, and fold their `Σ_s` with `wave_sum`.
 
-use super::affine_codes::packed_scale;
-use super::qlinear::{scale_words, SCALE_BF16, SCALE_F16, SCALE_F32};
+use super::affine_codes::{packed_scale, SCALE_BF16, SCALE_F16, SCALE_F32};
+use super::qlinear::scale_words;
 use crate::kernel::shape;
 use crate::{
     exp2_approx, mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
