@@ -137,3 +137,11 @@ pub struct Case {
     /// lane) would take minutes on: its kernel's small cases cover every wave and block there.
     pub on_sim: bool,
 }
+
+impl Case {
+    /// Whether the case runs on a device of `backend`: every case but the model-sized ones on
+    /// the sim (see [`Case::on_sim`]).
+    pub fn runs_on(&self, backend: Backend) -> bool {
+        self.on_sim || backend != Backend::Sim
+    }
+}

@@ -539,7 +539,7 @@ pub fn run_matrix_with(
                     }
                 }
                 for (c, case) in cases(k, dt).iter().enumerate() {
-                    if !case.on_sim && dev.backend() == crate::Backend::Sim {
+                    if !case.runs_on(dev.backend()) {
                         continue;
                     }
                     for run_on in case_devices(dev, k, case, plan, c + d + w) {

@@ -191,10 +191,9 @@ fn every_kernel_on_random_valid_and_invalid_inputs_is_refused_or_right() {
         i += 1;
         let dt = pick(&mut rng, k.dtypes());
         // Model-sized cases stay off the sim here as in the parity matrix.
-        let on_sim = dev.backend() == kiln::Backend::Sim;
         let all: Vec<_> = cases(k, dt)
             .into_iter()
-            .filter(|c| c.on_sim || !on_sim)
+            .filter(|c| c.runs_on(dev.backend()))
             .collect();
         let (case, what) = mutate(&pick(&mut rng, &all), &mut rng);
         let case_seed = rng.next_u64();

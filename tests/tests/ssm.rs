@@ -139,18 +139,14 @@ fn expected(i: &Inputs, limits: TimeStepLimits) -> (Vec<f32>, Vec<f32>) {
     (out, state_out)
 }
 
-/// `max|got − want| / rms(want)`, failing on a poisoned or non-finite element.
+/// Spec §0.2's `nmax` (the parity harness's), failing on a poisoned or non-finite element.
 fn nmax(got: &[f32], want: &[f32]) -> f64 {
     assert!(
         got.iter().all(|v| v.is_finite() && *v != POISON),
         "an element unwritten or non-finite"
     );
-    let rms = (want.iter().map(|&w| (w as f64).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
-    got.iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w as f64).abs())
-        .fold(0.0, f64::max)
-        / rms
+    let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    kiln::parity::normalized_deviation(&wide(got), &wide(want)).1
 }
 
 #[test]
