@@ -1,5 +1,6 @@
 //! f32 operations GPUs do in one instruction, for kernels whose tolerance allows it: `2^x`
-//! accurate to a few ulp (no f64 inside) and the fused multiply-add.
+//! accurate to a few ulp (no f64 inside) and the fused multiply-add; and `ln(1 + x)` on `[0, 1]`
+//! as a short polynomial in those fused multiply-adds.
 //!
 //! GPUs use their instructions (`ex2.approx`/`fma.rn` on nvptx, `v_exp_f32`/`v_fma_f32` on
 //! amdgpu; the exp2 instructions are within 2 ulp); every other target (the host backends and
@@ -63,9 +64,46 @@ pub fn exp2_poly(x: f32) -> f32 {
     }
 }
 
+/// `ln(1 + x)` for `x` in `[0, 1]` (softplus's `log1p(e^−|z|)`), within 2 ulp relative: `x·q(x)`
+/// with `q` the degree-9 Chebyshev interpolant of `ln(1 + x)/x`, by Horner's rule in fused
+/// multiply-adds. No division and no branch, unlike libm's `log1pf` (two IEEE divisions): a
+/// kernel's per-block prologue stays a short dependency chain.
+#[inline(always)]
+pub fn ln_1p_unit(x: f32) -> f32 {
+    let mut q = -0.003_176_057;
+    q = mul_add(q, x, 0.019_542_526);
+    q = mul_add(q, x, -0.056_373_61);
+    q = mul_add(q, x, 0.105_436_236);
+    q = mul_add(q, x, -0.152_696_67);
+    q = mul_add(q, x, 0.196_632_74);
+    q = mul_add(q, x, -0.249_516_16);
+    q = mul_add(q, x, 0.333_297_1);
+    q = mul_add(q, x, -0.499_998_93);
+    q = mul_add(q, x, 1.0);
+    x * q
+}
+
 #[cfg(test)]
 mod tests {
-    use super::exp2_poly;
+    use super::{exp2_poly, ln_1p_unit};
+
+    /// Relative error against f64 over the whole domain, from the subnormals up.
+    #[test]
+    fn ln_1p_unit_is_within_two_ulp() {
+        let mut worst = 0.0f64;
+        let mut x = 1e-30f32;
+        while x <= 1.0 {
+            let want = (x as f64).ln_1p();
+            let rel = ((ln_1p_unit(x) as f64 - want) / want).abs();
+            worst = worst.max(rel);
+            x = if x < 1e-3 { x * 1.01 } else { x + 1.7e-5 };
+        }
+        assert!(
+            worst < 2.0 * f32::EPSILON as f64,
+            "worst relative error {worst:e}"
+        );
+        assert_eq!(ln_1p_unit(0.0), 0.0);
+    }
 
     /// Relative error against f64 over the softmax range and the ends of the domain.
     #[test]

@@ -34,13 +34,6 @@ const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
-        kernel: KernelId::SsmUpdate,
-        ptx_bytes: 4,
-        scratch_bytes: 8,
-        reason: "libm's log1pf (the softplus of dt) force_eval!: a volatile store and load of \
-                 one f32 on its tiny-argument branch only",
-    },
-    LocalMemory {
         kernel: KernelId::FusedXielu,
         ptx_bytes: 8,
         scratch_bytes: 8,
@@ -48,6 +41,18 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     },
     LocalMemory {
         kernel: KernelId::FusedSiluMul,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::CausalConv1dUpdate,
+        ptx_bytes: 8,
+        scratch_bytes: 12,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::GatedRmsNorm,
         ptx_bytes: 4,
         scratch_bytes: 8,
         reason: LIBM_FORCE_EVAL,

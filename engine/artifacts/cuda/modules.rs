@@ -45,4 +45,8 @@
     PtxModule { kernel: "embedding_affine", target: "sm_90", text: concat!(include_str!("sm_90/embedding_affine.ptx"), "\0") },
     PtxModule { kernel: "ssm_update", target: "sm_80", text: concat!(include_str!("sm_80/ssm_update.ptx"), "\0") },
     PtxModule { kernel: "ssm_update", target: "sm_90", text: concat!(include_str!("sm_90/ssm_update.ptx"), "\0") },
+    PtxModule { kernel: "causal_conv1d_update", target: "sm_80", text: concat!(include_str!("sm_80/causal_conv1d_update.ptx"), "\0") },
+    PtxModule { kernel: "causal_conv1d_update", target: "sm_90", text: concat!(include_str!("sm_90/causal_conv1d_update.ptx"), "\0") },
+    PtxModule { kernel: "gated_rms_norm", target: "sm_80", text: concat!(include_str!("sm_80/gated_rms_norm.ptx"), "\0") },
+    PtxModule { kernel: "gated_rms_norm", target: "sm_90", text: concat!(include_str!("sm_90/gated_rms_norm.ptx"), "\0") },
 ]

@@ -45,4 +45,8 @@
     CodeObject { kernel: "embedding_affine", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/embedding_affine.hsaco")).0 },
     CodeObject { kernel: "ssm_update", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/ssm_update.hsaco")).0 },
     CodeObject { kernel: "ssm_update", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/ssm_update.hsaco")).0 },
+    CodeObject { kernel: "causal_conv1d_update", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/causal_conv1d_update.hsaco")).0 },
+    CodeObject { kernel: "causal_conv1d_update", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/causal_conv1d_update.hsaco")).0 },
+    CodeObject { kernel: "gated_rms_norm", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/gated_rms_norm.hsaco")).0 },
+    CodeObject { kernel: "gated_rms_norm", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/gated_rms_norm.hsaco")).0 },
 ]

@@ -454,14 +454,16 @@ fn k_expf_25(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_24((1e0f + k_expm1_small_22(r_3)), k_2);
 }
-fn k_silu_mul_element_26(gate_p: u32, up_p: u32) -> u32 {
-    let g_1: f32 = k_to_f32_6(gate_p);
-    return k_from_f32_19(((g_1 / ((1e0f + k_expf_25(-(g_1))))) * k_to_f32_6(up_p)));
+fn k_silu_26(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_25(-(g_p)))));
 }
-fn k_waves_27() -> u32 {
+fn k_silu_mul_element_27(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_19((k_silu_26(k_to_f32_6(gate_p)) * k_to_f32_6(up_p)));
+}
+fn k_waves_28() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 1>) {
+fn k_row_groups_29(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 1>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<f32, 1> = zero_p;
     let k_1: u32 = kiln_meta[1u];
@@ -557,7 +559,7 @@ fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
                     let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
                 } else {
                     kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
@@ -567,10 +569,10 @@ fn k_row_groups_28(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
             }
             base_43 = (base_43 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_27());
+        pair_13 = (pair_13 + k_waves_28());
     }
 }
-fn k_span_29(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
+fn k_span_30(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 2> = acc0_p;
@@ -621,22 +623,22 @@ fn k_span_29(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     }
     return kiln_tuple_a2f32_a2f32(acc0_11, acc1_12);
 }
-fn k_unit_30(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
+fn k_unit_31(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 2> = acc0_p;
     var acc1_m: array<f32, 2> = acc1_p;
     var acc0_1: array<f32, 2> = acc0_m;
     var acc1_2: array<f32, 2> = acc1_m;
-    let da_3: kiln_tuple_a2f32_a2f32 = k_span_29(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_3: kiln_tuple_a2f32_a2f32 = k_span_30(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_3.f0;
     acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a2f32_a2f32 = k_span_29(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_4: kiln_tuple_a2f32_a2f32 = k_span_30(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_4.f0;
     acc1_2 = da_4.f1;
     return kiln_tuple_a2f32_a2f32(acc0_1, acc1_2);
 }
-fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 2>) {
+fn k_row_groups_32(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 2>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<f32, 2> = zero_p;
     let k_1: u32 = kiln_meta[1u];
@@ -687,7 +689,7 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 }
                 let u_31: u32 = u_19;
                 let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 5u)), ((n1_16 * words_per_row_9) + (u_31 * 5u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a2f32_a2f32 = k_unit_30(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                let da_33: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_33.f0;
                 acc1_18 = da_33.f1;
                 w0_20 = n0w_26;
@@ -701,7 +703,7 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let a_36: S_At = cl_35;
                 var w0_37: array<u32, 5> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
                 var w1_38: array<u32, 5> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a2f32_a2f32 = k_unit_30(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                let da_39: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_39.f0;
                 acc1_18 = da_39.f1;
                 u_19 = (u_19 + wave_7);
@@ -732,7 +734,7 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
                     let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
                 } else {
                     kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
@@ -742,10 +744,10 @@ fn k_row_groups_31(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
             }
             base_43 = (base_43 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_27());
+        pair_13 = (pair_13 + k_waves_28());
     }
 }
-fn k_span_32(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
+fn k_span_33(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 4> = acc0_p;
@@ -796,22 +798,22 @@ fn k_span_32(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     }
     return kiln_tuple_a4f32_a4f32(acc0_11, acc1_12);
 }
-fn k_unit_33(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
+fn k_unit_34(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 4> = acc0_p;
     var acc1_m: array<f32, 4> = acc1_p;
     var acc0_1: array<f32, 4> = acc0_m;
     var acc1_2: array<f32, 4> = acc1_m;
-    let da_3: kiln_tuple_a4f32_a4f32 = k_span_32(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_3: kiln_tuple_a4f32_a4f32 = k_span_33(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_3.f0;
     acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a4f32_a4f32 = k_span_32(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_4: kiln_tuple_a4f32_a4f32 = k_span_33(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_4.f0;
     acc1_2 = da_4.f1;
     return kiln_tuple_a4f32_a4f32(acc0_1, acc1_2);
 }
-fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 4>) {
+fn k_row_groups_35(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 4>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<f32, 4> = zero_p;
     let k_1: u32 = kiln_meta[1u];
@@ -862,7 +864,7 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 }
                 let u_31: u32 = u_19;
                 let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 5u)), ((n1_16 * words_per_row_9) + (u_31 * 5u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a4f32_a4f32 = k_unit_33(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                let da_33: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_33.f0;
                 acc1_18 = da_33.f1;
                 w0_20 = n0w_26;
@@ -876,7 +878,7 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let a_36: S_At = cl_35;
                 var w0_37: array<u32, 5> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
                 var w1_38: array<u32, 5> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a4f32_a4f32 = k_unit_33(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                let da_39: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_39.f0;
                 acc1_18 = da_39.f1;
                 u_19 = (u_19 + wave_7);
@@ -907,7 +909,7 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
                     let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
                 } else {
                     kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
@@ -917,10 +919,10 @@ fn k_row_groups_34(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
             }
             base_43 = (base_43 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_27());
+        pair_13 = (pair_13 + k_waves_28());
     }
 }
-fn k_span_35(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
+fn k_span_36(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 8> = acc0_p;
@@ -971,22 +973,22 @@ fn k_span_35(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_A
     }
     return kiln_tuple_a8f32_a8f32(acc0_11, acc1_12);
 }
-fn k_unit_36(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
+fn k_unit_37(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 5>, w1_p: array<u32, 5>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
     var w0_m: array<u32, 5> = w0_p;
     var w1_m: array<u32, 5> = w1_p;
     var acc0_m: array<f32, 8> = acc0_p;
     var acc1_m: array<f32, 8> = acc1_p;
     var acc0_1: array<f32, 8> = acc0_m;
     var acc1_2: array<f32, 8> = acc1_m;
-    let da_3: kiln_tuple_a8f32_a8f32 = k_span_35(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_3: kiln_tuple_a8f32_a8f32 = k_span_36(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_3.f0;
     acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a8f32_a8f32 = k_span_35(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
+    let da_4: kiln_tuple_a8f32_a8f32 = k_span_36(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
     acc0_1 = da_4.f0;
     acc1_2 = da_4.f1;
     return kiln_tuple_a8f32_a8f32(acc0_1, acc1_2);
 }
-fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 8>) {
+fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<f32, 8>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<f32, 8> = zero_p;
     let k_1: u32 = kiln_meta[1u];
@@ -1037,7 +1039,7 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 }
                 let u_31: u32 = u_19;
                 let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 5u)), ((n1_16 * words_per_row_9) + (u_31 * 5u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a8f32_a8f32 = k_unit_36(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
+                let da_33: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_33.f0;
                 acc1_18 = da_33.f1;
                 w0_20 = n0w_26;
@@ -1051,7 +1053,7 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let a_36: S_At = cl_35;
                 var w0_37: array<u32, 5> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
                 var w1_38: array<u32, 5> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a8f32_a8f32 = k_unit_36(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
+                let da_39: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
                 acc0_17 = da_39.f0;
                 acc1_18 = da_39.f1;
                 u_19 = (u_19 + wave_7);
@@ -1082,7 +1084,7 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                 let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
                 if (kiln_meta[6u] == K_ACT_SILU_MUL) {
                     let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_26(y0_48, y1_49));
+                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
                 } else {
                     kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
                     if ((n0_14 + 1u) < n_out_2) {
@@ -1092,27 +1094,27 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
             }
             base_43 = (base_43 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_27());
+        pair_13 = (pair_13 + k_waves_28());
     }
 }
-fn k_qlinear_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>) {
+fn k_qlinear_39(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>) {
     var bits_m: array<u32, 5> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_28(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 1>(0e0f));
+        k_row_groups_29(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 1>(0e0f));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_31(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 2>(0e0f, 0e0f));
+            k_row_groups_32(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 2>(0e0f, 0e0f));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_34(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_35(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
             } else {
-                k_row_groups_37(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
             }
         }
     }
 }
-fn k_qlinear_5bit_39(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 5>(0u, 0u, 0u, 0u, 0u));
+fn k_qlinear_5bit_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_39(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 5>(0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1123,5 +1125,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_qlinear_5bit_39(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_5bit_40(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -40,8 +40,6 @@ struct kiln_tuple_f32_f32 {
     f1: f32,
 }
 const K_BLOCK_ROWS: u32 = 32u;
-const K_LN2_HI: f32 = 6.9314575e-1f;
-const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_RUN: u32 = 4u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
@@ -305,66 +303,23 @@ fn k_exp2_approx_10(x_p: f32) -> f32 {
 fn k_exp_11(x_p: f32) -> f32 {
     return k_exp2_approx_10((x_p * bitcast<f32>(0x3fb8aa3bu)));
 }
-fn k_log_core_12(f_p: f32) -> f32 {
-    let s_1: f32 = (f_p / ((2e0f + f_p)));
-    let z_2: f32 = (s_1 * s_1);
-    let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
-    let r_4: f32 = ((2e0f / 7e0f) + (z_2 * r_3));
-    let r_5: f32 = ((2e0f / 5e0f) + (z_2 * r_4));
-    let r_6: f32 = (z_2 * (((2e0f / 3e0f) + (z_2 * r_5))));
-    let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
-    return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
+fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
 }
-fn k_logf_13(x_p: f32) -> f32 {
-    let bits_1: u32 = bitcast<u32>(x_p);
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    if (((bits_1 & 2147483647u)) == 0u) {
-        return bitcast<f32>(0xff800000u);
-    }
-    if (bits_1 >= 2147483648u) {
-        return bitcast<f32>(0x7fc00000u);
-    }
-    if (bits_1 == 2139095040u) {
-        return x_p;
-    }
-    var b_2: u32 = bits_1;
-    var e_3: i32 = 0i;
-    if (b_2 < 8388608u) {
-        b_2 = bitcast<u32>(((x_p * 3.3554432e7f)));
-        e_3 = -(25i);
-    }
-    e_3 = (e_3 + ((bitcast<i32>(((b_2 >> 23u)))) - 127i));
-    var m_4: f32 = bitcast<f32>((((b_2 & 8388607u)) | 1065353216u));
-    if (m_4 > 1.4142135e0f) {
-        m_4 = (m_4 * 5e-1f);
-        e_3 = (e_3 + 1i);
-    }
-    let f_5: f32 = (m_4 - 1e0f);
-    let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_12(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+fn k_ln_1p_unit_13(x_p: f32) -> f32 {
+    var q_1: f32 = -(3.176057e-3f);
+    q_1 = k_mul_add_12(q_1, x_p, 1.9542526e-2f);
+    q_1 = k_mul_add_12(q_1, x_p, -(5.637361e-2f));
+    q_1 = k_mul_add_12(q_1, x_p, 1.05436236e-1f);
+    q_1 = k_mul_add_12(q_1, x_p, -(1.5269667e-1f));
+    q_1 = k_mul_add_12(q_1, x_p, 1.9663274e-1f);
+    q_1 = k_mul_add_12(q_1, x_p, -(2.4951616e-1f));
+    q_1 = k_mul_add_12(q_1, x_p, 3.332971e-1f);
+    q_1 = k_mul_add_12(q_1, x_p, -(4.9999893e-1f));
+    q_1 = k_mul_add_12(q_1, x_p, 1e0f);
+    return (x_p * q_1);
 }
-fn k_log1pf_14(x_p: f32) -> f32 {
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    if (x_p < -(1e0f)) {
-        return bitcast<f32>(0x7fc00000u);
-    }
-    if (x_p == -(1e0f)) {
-        return bitcast<f32>(0xff800000u);
-    }
-    if (bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu) < 2.4414063e-4f) {
-        return (x_p - ((5e-1f * x_p) * x_p));
-    }
-    let u_1: f32 = (1e0f + x_p);
-    if (u_1 == bitcast<f32>(0x7f800000u)) {
-        return u_1;
-    }
-    return (k_logf_13(u_1) + (((x_p - ((u_1 - 1e0f)))) / u_1));
-}
-fn k_softplus_15(z_p: f32) -> f32 {
+fn k_softplus_14(z_p: f32) -> f32 {
     var ifv_1: kiln_tuple_f32_f32;
     if (z_p > 0e0f) {
         ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
@@ -374,9 +329,9 @@ fn k_softplus_15(z_p: f32) -> f32 {
     let t_2: kiln_tuple_f32_f32 = ifv_1;
     let pos_3: f32 = t_2.f0;
     let neg_abs_4: f32 = t_2.f1;
-    return (pos_3 + k_log1pf_14(k_exp_11(neg_abs_4)));
+    return (pos_3 + k_ln_1p_unit_13(k_exp_11(neg_abs_4)));
 }
-fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b1(words_v, e_p));
     }
@@ -389,13 +344,13 @@ fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     }
     return ifv_2;
 }
-fn k_lane_17() -> u32 {
+fn k_lane_16() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_18() -> u32 {
+fn k_wave_id_17() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_state_run_19(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+fn k_state_run_18(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
     var _access_m: array<u32, 2> = _access_p;
     if (2u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -408,82 +363,85 @@ fn k_state_run_19(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> ar
     }
     return s_1;
 }
+fn k_packed_run_19(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    if (code_p == K_SCALE_F32) {
+        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
+        if wide_p {
+            w_2 = kiln_getchunk4_b2(words_v, e_p);
+        } else {
+            var j_3: u32 = 0u;
+            while (j_3 < K_RUN) {
+                w_2[j_3] = kiln_get_b2(words_v, (e_p + j_3));
+                j_3 = (j_3 + 1u);
+            }
+        }
+        var j_4: u32 = 0u;
+        while (j_4 < K_RUN) {
+            v_1[j_4] = bitcast<f32>(w_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    } else {
+        let f16_5: bool = (code_p == K_SCALE_F16);
+        var k_6: u32 = 0u;
+        while (k_6 < (K_RUN / 2u)) {
+            let word_7: u32 = kiln_get_b2(words_v, ((e_p / 2u) + k_6));
+            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
+            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
+            let lo_10: u32 = t_8;
+            let hi_11: u32 = t_9;
+            if f16_5 {
+                v_1[(2u * k_6)] = k_widen_2(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_2(hi_11);
+            } else {
+                v_1[(2u * k_6)] = k_widen_4(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_4(hi_11);
+            }
+            k_6 = (k_6 + 1u);
+        }
+    }
+    return v_1;
+}
 fn k_packed_run_20(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     if (code_p == K_SCALE_F32) {
-        var ifv_2: array<u32, 4>;
+        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
         if wide_p {
-            ifv_2 = kiln_getchunk4_b2(words_v, e_p);
+            w_2 = kiln_getchunk4_b3(words_v, e_p);
         } else {
-            ifv_2 = array<u32, 4>(kiln_get_b2(words_v, e_p), kiln_get_b2(words_v, (e_p + 1u)), kiln_get_b2(words_v, (e_p + 2u)), kiln_get_b2(words_v, (e_p + 3u)));
+            var j_3: u32 = 0u;
+            while (j_3 < K_RUN) {
+                w_2[j_3] = kiln_get_b3(words_v, (e_p + j_3));
+                j_3 = (j_3 + 1u);
+            }
         }
-        var w_3: array<u32, 4> = ifv_2;
         var j_4: u32 = 0u;
         while (j_4 < K_RUN) {
-            v_1[j_4] = bitcast<f32>(w_3[j_4]);
+            v_1[j_4] = bitcast<f32>(w_2[j_4]);
             j_4 = (j_4 + 1u);
         }
     } else {
-        let t_5: u32 = kiln_get_b2(words_v, (e_p / 2u));
-        let t_6: u32 = kiln_get_b2(words_v, ((e_p / 2u) + 1u));
-        let lo_7: u32 = t_5;
-        let hi_8: u32 = t_6;
-        var halves_9: array<u32, 4> = array<u32, 4>((lo_7 & 65535u), (lo_7 >> 16u), (hi_8 & 65535u), (hi_8 >> 16u));
-        let f16_10: bool = (code_p == K_SCALE_F16);
-        var j_11: u32 = 0u;
-        while (j_11 < K_RUN) {
-            var ifv_12: f32;
-            if f16_10 {
-                ifv_12 = k_widen_2((halves_9[j_11] & 0xffffu));
+        let f16_5: bool = (code_p == K_SCALE_F16);
+        var k_6: u32 = 0u;
+        while (k_6 < (K_RUN / 2u)) {
+            let word_7: u32 = kiln_get_b3(words_v, ((e_p / 2u) + k_6));
+            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
+            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
+            let lo_10: u32 = t_8;
+            let hi_11: u32 = t_9;
+            if f16_5 {
+                v_1[(2u * k_6)] = k_widen_2(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_2(hi_11);
             } else {
-                ifv_12 = k_widen_4((halves_9[j_11] & 0xffffu));
+                v_1[(2u * k_6)] = k_widen_4(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_4(hi_11);
             }
-            v_1[j_11] = ifv_12;
-            j_11 = (j_11 + 1u);
+            k_6 = (k_6 + 1u);
         }
     }
     return v_1;
 }
-fn k_packed_run_21(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
-    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    if (code_p == K_SCALE_F32) {
-        var ifv_2: array<u32, 4>;
-        if wide_p {
-            ifv_2 = kiln_getchunk4_b3(words_v, e_p);
-        } else {
-            ifv_2 = array<u32, 4>(kiln_get_b3(words_v, e_p), kiln_get_b3(words_v, (e_p + 1u)), kiln_get_b3(words_v, (e_p + 2u)), kiln_get_b3(words_v, (e_p + 3u)));
-        }
-        var w_3: array<u32, 4> = ifv_2;
-        var j_4: u32 = 0u;
-        while (j_4 < K_RUN) {
-            v_1[j_4] = bitcast<f32>(w_3[j_4]);
-            j_4 = (j_4 + 1u);
-        }
-    } else {
-        let t_5: u32 = kiln_get_b3(words_v, (e_p / 2u));
-        let t_6: u32 = kiln_get_b3(words_v, ((e_p / 2u) + 1u));
-        let lo_7: u32 = t_5;
-        let hi_8: u32 = t_6;
-        var halves_9: array<u32, 4> = array<u32, 4>((lo_7 & 65535u), (lo_7 >> 16u), (hi_8 & 65535u), (hi_8 >> 16u));
-        let f16_10: bool = (code_p == K_SCALE_F16);
-        var j_11: u32 = 0u;
-        while (j_11 < K_RUN) {
-            var ifv_12: f32;
-            if f16_10 {
-                ifv_12 = k_widen_2((halves_9[j_11] & 0xffffu));
-            } else {
-                ifv_12 = k_widen_4((halves_9[j_11] & 0xffffu));
-            }
-            v_1[j_11] = ifv_12;
-            j_11 = (j_11 + 1u);
-        }
-    }
-    return v_1;
-}
-fn k_mul_add_22(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_update_run_23(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_21(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 2> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
@@ -492,8 +450,8 @@ fn k_update_run_23(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
     var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_22(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_22(new_2[j_3], cv_m[j_3], acc_1);
+        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
         j_3 = (j_3 + 1u);
     }
     if (2u == 2u) {
@@ -507,7 +465,7 @@ fn k_update_run_23(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_1;
 }
-fn k_wave_sum_24(v_p: f32) -> f32 {
+fn k_wave_sum_22(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -516,7 +474,7 @@ fn k_wave_sum_24(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_f32_to_f16_bits_soft_25(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_23(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -556,26 +514,26 @@ fn k_f32_to_f16_bits_soft_25(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_26(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_25(v_p);
+fn k_f32_to_f16_bits_24(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_23(v_p);
 }
-fn k_from_f32_27(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_26(v_p);
+fn k_from_f32_25(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_24(v_p);
 }
-fn k_waves_28() -> u32 {
+fn k_waves_26() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_27(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 2> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_17();
+    let lane_2: u32 = k_lane_16();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
     let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
     let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_18());
+    var r_9: u32 = (2u * k_wave_id_17());
     while (r_9 < here_8) {
         let second_10: bool = ((r_9 + 1u) < here_8);
         let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
@@ -605,28 +563,28 @@ fn k_rows_29(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: ve
             let t_29: u32 = ((row1_13 * ds_1) + col_27);
             let at0_30: u32 = t_28;
             let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_19(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_19(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_20(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_21(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_23(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            var old0_32: array<f32, 4> = k_state_run_18(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_18(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_21(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
             if second_10 {
-                acc1_25 = k_update_run_23(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+                acc1_25 = k_update_run_21(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
             }
             u_26 = (u_26 + wave_3);
         }
-        let total0_36: f32 = k_wave_sum_24(acc0_24);
-        let total1_37: f32 = k_wave_sum_24(acc1_25);
+        let total0_36: f32 = k_wave_sum_22(acc0_24);
+        let total1_37: f32 = k_wave_sum_22(acc1_25);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_22(x0_16, head_p.skip, total0_36)));
+            kiln_set_b8(out_v, row0_11, k_from_f32_25(k_mul_add_12(x0_16, head_p.skip, total0_36)));
             if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_22(x1_17, head_p.skip, total1_37)));
+                kiln_set_b8(out_v, row1_13, k_from_f32_25(k_mul_add_12(x1_17, head_p.skip, total1_37)));
             }
         }
-        r_9 = (r_9 + (2u * k_waves_28()));
+        r_9 = (r_9 + (2u * k_waves_26()));
     }
 }
-fn k_state_run_30(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+fn k_state_run_28(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
     var _access_m: array<u32, 1> = _access_p;
     if (1u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -639,7 +597,7 @@ fn k_state_run_30(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> ar
     }
     return s_1;
 }
-fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_29(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 1> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
@@ -648,8 +606,8 @@ fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_22(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_22(new_2[j_3], cv_m[j_3], acc_1);
+        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
         j_3 = (j_3 + 1u);
     }
     if (1u == 2u) {
@@ -663,17 +621,17 @@ fn k_update_run_31(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_1;
 }
-fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_30(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 1> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_17();
+    let lane_2: u32 = k_lane_16();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
     let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
     let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_18());
+    var r_9: u32 = (2u * k_wave_id_17());
     while (r_9 < here_8) {
         let second_10: bool = ((r_9 + 1u) < here_8);
         let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
@@ -703,28 +661,28 @@ fn k_rows_32(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: ve
             let t_29: u32 = ((row1_13 * ds_1) + col_27);
             let at0_30: u32 = t_28;
             let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_30(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_30(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_20(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_21(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_31(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
+            var old0_32: array<f32, 4> = k_state_run_28(state_in_v, at0_30, access_m);
+            var old1_33: array<f32, 4> = k_state_run_28(state_in_v, at1_31, access_m);
+            var bv_34: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
+            var cv_35: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
+            acc0_24 = k_update_run_29(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
             if second_10 {
-                acc1_25 = k_update_run_31(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
+                acc1_25 = k_update_run_29(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
             }
             u_26 = (u_26 + wave_3);
         }
-        let total0_36: f32 = k_wave_sum_24(acc0_24);
-        let total1_37: f32 = k_wave_sum_24(acc1_25);
+        let total0_36: f32 = k_wave_sum_22(acc0_24);
+        let total1_37: f32 = k_wave_sum_22(acc1_25);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_27(k_mul_add_22(x0_16, head_p.skip, total0_36)));
+            kiln_set_b8(out_v, row0_11, k_from_f32_25(k_mul_add_12(x0_16, head_p.skip, total0_36)));
             if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_27(k_mul_add_22(x1_17, head_p.skip, total1_37)));
+                kiln_set_b8(out_v, row1_13, k_from_f32_25(k_mul_add_12(x1_17, head_p.skip, total1_37)));
             }
         }
-        r_9 = (r_9 + (2u * k_waves_28()));
+        r_9 = (r_9 + (2u * k_waves_26()));
     }
 }
-fn k_ssm_update_33(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_ssm_update_31(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -733,12 +691,12 @@ fn k_ssm_update_33(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let h_6: u32 = t_4;
     let group_7: u32 = (h_6 / ((heads_2 / kiln_meta[0u])));
     let raw_8: f32 = (k_packed_scale_5(dt_v, kiln_meta[6u], n_1) + k_packed_scale_6(dt_bias_v, kiln_meta[7u], h_6));
-    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_15(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_exp_11((-(k_exp_11(k_packed_scale_16(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_2(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
+    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_14(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
+    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_exp_11((-(k_exp_11(k_packed_scale_15(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_2(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
     if (false && false) {
-        k_rows_29(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_27(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     } else {
-        k_rows_32(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_30(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     }
 }
 
@@ -750,5 +708,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_ssm_update_33(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_31(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

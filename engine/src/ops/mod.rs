@@ -8,7 +8,7 @@ mod qlinear;
 mod ssm;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
-pub use ssm::{ssm_update, TimeStepLimits};
+pub use ssm::{causal_conv1d_update, gated_rms_norm, ssm_update, TimeStepLimits};
 
 use crate::launch::Ran;
 use crate::{Device, PortError, Tensor};
@@ -66,6 +66,7 @@ pub fn fused_add_rms_norm_gemma(
 /// `(softplus(alpha_p_raw), beta + softplus(alpha_n_raw))`, in f32 with the stable softplus
 /// `max(z, 0) + log1p(exp(-|z|))`.
 pub fn xielu_alphas(alpha_p_raw: f32, alpha_n_raw: f32, beta: f32) -> (f32, f32) {
+    // libm's expf, not ssm_update's in-kernel 2^x form: run once per checkpoint, exact is free.
     let softplus = |z: f32| z.max(0.0) + libm::log1pf(libm::expf(-z.abs()));
     (softplus(alpha_p_raw), beta + softplus(alpha_n_raw))
 }

@@ -1,8 +1,11 @@
-//! The state-space ops over typed tensors: each input keeps the dtype it is stored in, and the
-//! op names that dtype to the kernel, which reads the tensor's bytes as packed words.
+//! The state-space ops over typed tensors: the Mamba2 mixer's conv step, state update and gated
+//! norm. The state update's inputs keep the dtypes they are stored in, and the op names each
+//! dtype to the kernel, which reads the tensor's bytes as packed words.
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
+use kiln_math::kernels::causal_conv1d_update::ConvUpdateParams;
+use kiln_math::kernels::gated_rms_norm::GatedRmsNormParams;
 use kiln_math::kernels::qlinear::scale_code;
 use kiln_math::kernels::ssm_update::SsmUpdateParams;
 use kiln_math::{DType, KernelId, Params};
@@ -110,4 +113,66 @@ pub fn ssm_update(
         Arg::Out(state_out),
     ];
     launch(dev, kernel, p.words(), &mut args, Mode::Auto)
+}
+
+/// Mamba's single-token conv step, out of place: `out[b, c] = silu(bias[c] + Σ_j weight[c, j] ·
+/// u[j])` over the window `u = concat(state_in[b, :, c], x[b, c])` (f32 accumulation, one
+/// rounding), and `state_out` = the window's last `k − 1` inputs.
+///
+/// Shapes, all one dtype (f32, f16 or bf16): `x [B, C]` (or `[B, 1, C]`), `weight [C, k]` (or
+/// MLX's `[C, k, 1]`) with `k` 2 to 4, `bias [C]`, `state_in [B, k − 1, C]` (channels last, the
+/// oldest input first), `out` the shape of `x`, `state_out` that of `state_in` (not overlapping
+/// it).
+pub fn causal_conv1d_update(
+    dev: &Device,
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    state_in: &Tensor,
+    out: &mut Tensor,
+    state_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = ConvUpdateParams {
+        has_bias: bias.is_some() as u32,
+        silu: 1,
+        ..Default::default()
+    };
+    // Without a bias any buffer of one element or more stands in, unread: x is one.
+    super::kernel::causal_conv1d_update(
+        dev,
+        &p,
+        x,
+        weight,
+        bias.unwrap_or(x),
+        state_in,
+        out,
+        state_out,
+    )
+}
+
+/// Mamba2's gated RMSNorm (MambaRMSNormGated, gate before the norm):
+/// `out = weight · h / sqrt(mean_group(h²) + eps)` with `h = y · silu(gate)` (or `h = y` without
+/// a gate), over `groups` contiguous groups of each row, in f32 and rounded once.
+///
+/// Shapes, all one dtype (f32, f16 or bf16): `y [.., I]` with `I % groups == 0`, `gate` the
+/// shape of `y`, `weight [I]`, `out` the shape of `y`.
+pub fn gated_rms_norm(
+    dev: &Device,
+    y: &Tensor,
+    gate: Option<&Tensor>,
+    weight: &Tensor,
+    groups: usize,
+    eps: f32,
+    out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let kernel = KernelId::GatedRmsNorm;
+    let p = GatedRmsNormParams {
+        groups: u32::try_from(groups)
+            .map_err(|_| PortError::invalid(kernel, format!("{groups} groups")))?,
+        eps,
+        has_gate: gate.is_some() as u32,
+        ..Default::default()
+    };
+    // Without a gate y stands in, unread.
+    super::kernel::gated_rms_norm(dev, &p, y, gate.unwrap_or(y), weight, out)
 }

@@ -165,7 +165,7 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
 
 /// Kahan summation step: `(sum + v, the rounding error carried to the next step)`.
 #[inline(always)]
-fn compensated_add(sum: f32, carry: f32, v: f32) -> (f32, f32) {
+pub fn compensated_add(sum: f32, carry: f32, v: f32) -> (f32, f32) {
     let y = v - carry;
     let t = sum + y;
     (t, (t - sum) - y)

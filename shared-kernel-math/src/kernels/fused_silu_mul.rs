@@ -56,12 +56,17 @@ impl KernelDef for FusedSiluMul {
     }
 }
 
-/// One element: `silu(g) · u` in f32, rounded once. `e^−g` overflows to +∞ for very negative
-/// `g`, which gives `g / ∞ = −0`, the limit.
+/// `silu(g) = g / (1 + e^−g)` in f32. `e^−g` overflows to +∞ for very negative `g`, which gives
+/// `g / ∞ = −0`, the limit.
+#[inline(always)]
+pub fn silu(g: f32) -> f32 {
+    g / (1.0 + libm::expf(-g))
+}
+
+/// One element: `silu(g) · u` in f32, rounded once.
 #[inline(always)]
 pub fn silu_mul_element<T: Element>(gate: T, up: T) -> T {
-    let g = gate.to_f32();
-    T::from_f32(g / (1.0 + libm::expf(-g)) * up.to_f32())
+    T::from_f32(silu(gate.to_f32()) * up.to_f32())
 }
 
 /// The body: block `k` handles the tile `[k·TILE, (k+1)·TILE)`; thread `t` takes chunks

@@ -89,6 +89,13 @@ macro_rules! for_each_kernel {
                 (x: Src<T>, a_log: Src<u32>, b_in: Src<u32>, c_in: Src<u32>, d: Src<T>,
                  dt: Src<u32>, dt_bias: Src<u32>, state_in: Src<f32>, out: Dst<T>,
                  state_out: Dst<f32>);
+            // Mamba's depthwise conv over (conv state, token) + bias + SiLU, and the new state.
+            causal_conv1d_update: CausalConv1dUpdate [f32, f16, bf16]
+                (x: Src<T>, weight: Src<T>, bias: Src<T>, state_in: Src<T>, out: Dst<T>,
+                 state_out: Dst<T>);
+            // Mamba2's gated, grouped RMSNorm: weight · rmsnorm_group(y · silu(gate)).
+            gated_rms_norm: GatedRmsNorm [f32, f16, bf16]
+                (y: Src<T>, gate: Src<T>, weight: Src<T>, out: Dst<T>);
         }
     };
 }

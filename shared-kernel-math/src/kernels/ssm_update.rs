@@ -19,7 +19,7 @@ use super::affine_codes::{packed_scale, SCALE_BF16, SCALE_F16, SCALE_F32};
 use super::qlinear::scale_words;
 use crate::kernel::shape;
 use crate::{
-    exp2_approx, mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
+    exp2_approx, ln_1p_unit, mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
     Src, F16,
 };
 
@@ -191,37 +191,45 @@ fn exp(x: f32) -> f32 {
 #[inline(always)]
 pub fn softplus(z: f32) -> f32 {
     let (pos, neg_abs) = if z > 0.0 { (z, -z) } else { (0.0, z) };
-    pos + libm::log1pf(exp(neg_abs))
+    pos + ln_1p_unit(exp(neg_abs))
 }
 
-/// The run of [`RUN`] values from value `e` (a multiple of `RUN`) of words of dtype `code`: four
-/// words of f32, or two of 16-bit halves (lower first), widened with one dtype test per run.
+/// The run of [`RUN`] values from value `e` (a multiple of `RUN`, which is even) of words of
+/// dtype `code`: `RUN` words of f32, or `RUN / 2` of 16-bit halves (lower first), widened with
+/// one dtype test per run.
 #[inline(always)]
 fn packed_run(words: Src<u32>, code: u32, e: usize, wide: bool) -> [f32; RUN] {
     let mut v = [0.0f32; RUN];
     if code == SCALE_F32 {
-        let w = if wide {
-            words.get_chunk::<RUN>(e)
+        let mut w = [0u32; RUN];
+        if wide {
+            w = words.get_chunk::<RUN>(e);
         } else {
-            [words.get(e), words.get(e + 1), words.get(e + 2), words.get(e + 3)]
-        };
+            let mut j = 0;
+            while j < RUN {
+                w[j] = words.get(e + j);
+                j += 1;
+            }
+        }
         let mut j = 0;
         while j < RUN {
             v[j] = f32::from_bits(w[j]);
             j += 1;
         }
     } else {
-        let (lo, hi) = (words.get(e / 2), words.get(e / 2 + 1));
-        let halves = [lo & 0xffff, lo >> 16, hi & 0xffff, hi >> 16];
         let f16 = code == SCALE_F16;
-        let mut j = 0;
-        while j < RUN {
-            v[j] = if f16 {
-                F16(halves[j] as u16).widen()
+        let mut k = 0;
+        while k < RUN / 2 {
+            let word = words.get(e / 2 + k);
+            let (lo, hi) = ((word & 0xffff) as u16, (word >> 16) as u16);
+            if f16 {
+                v[2 * k] = F16(lo).widen();
+                v[2 * k + 1] = F16(hi).widen();
             } else {
-                Bf16(halves[j] as u16).widen()
-            };
-            j += 1;
+                v[2 * k] = Bf16(lo).widen();
+                v[2 * k + 1] = Bf16(hi).widen();
+            }
+            k += 1;
         }
     }
     v

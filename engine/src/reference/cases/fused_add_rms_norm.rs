@@ -4,7 +4,7 @@ use crate::case::{Case, Check, Fill};
 use kiln_math::DType;
 
 /// Spec §3 / §15 bounds on `out`.
-fn tolerance(dtype: DType) -> Check {
+pub fn tolerance(dtype: DType) -> Check {
     match dtype {
         DType::F32 => Check::Tolerance {
             nrms: 1e-6,
