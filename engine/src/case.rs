@@ -31,6 +31,9 @@ pub enum Fill {
         /// How they are drawn.
         of: Box<Fill>,
     },
+    /// Ternary weights packed as bitlinear reads them (spec §2): every 2-bit code of the
+    /// buffer's u32 words drawn uniformly from 0, 1 and 2 (weights −1, 0 and +1), 16 per word.
+    Ternary,
     /// Write-only output: poisoned, not filled.
     Output,
 }

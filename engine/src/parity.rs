@@ -120,6 +120,12 @@ pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
         assert_eq!(dtype, DType::U32, "a Fill::Packed buffer holds u32 words");
         return draw(*packed, n * 4 / packed.size(), of, rng);
     }
+    if let Fill::Ternary = fill {
+        assert_eq!(dtype, DType::U32, "a Fill::Ternary buffer holds u32 words");
+        let code = |rng: &mut Rng| ((3.0 * rng.uniform()) as u32).min(2);
+        let word = |rng: &mut Rng| (0..16).fold(0u32, |w, j| w | (code(rng) << (2 * j)));
+        return (0..n).flat_map(|_| word(rng).to_le_bytes()).collect();
+    }
     if let Fill::Values(v) = fill {
         assert_eq!(
             v.len(),
@@ -131,7 +137,7 @@ pub fn draw(dtype: DType, n: usize, fill: &Fill, rng: &mut Rng) -> Vec<u8> {
         Fill::Normal { mean, std } => mean + std * rng.normal(),
         Fill::Uniform { lo, hi } => lo + (hi - lo) * rng.uniform(),
         Fill::Values(ref v) => v[i],
-        Fill::Output | Fill::Packed { .. } => 0.0,
+        Fill::Output | Fill::Packed { .. } | Fill::Ternary => 0.0,
     };
     let mut out = Vec::with_capacity(n * dtype.size());
     for i in 0..n {

@@ -123,6 +123,16 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         scratch_bytes: 1500,
         reason: QLINEAR_SPILLS,
     },
+    LocalMemory {
+        kernel: KernelId::BitLinear,
+        ptx_bytes: 0,
+        scratch_bytes: 356,
+        reason: "Code objects only (gfx942, and gfx1151's bf16 entry): VGPR spills of the 8-row \
+                 instance (32 accumulators, a half-unit's 32 decoded weights and the rows' \
+                 chunks of x) under the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of the \
+                 default 1024-thread launch bound; to be removed with a launch-bound primitive \
+                 (issue 15), as for qlinear",
+    },
 ];
 
 /// The declared local memory of `kernel`, if it has any.

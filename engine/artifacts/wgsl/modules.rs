@@ -169,4 +169,12 @@
     WgslModule { kernel: "gated_rms_norm", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "gated_rms_norm_f16_wg_p16.wgsl", source: include_str!("gated_rms_norm_f16_wg_p16.wgsl") },
     WgslModule { kernel: "gated_rms_norm", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: false, uses_f16: false, file: "gated_rms_norm_bf16_sg_p16.wgsl", source: include_str!("gated_rms_norm_bf16_sg_p16.wgsl") },
     WgslModule { kernel: "gated_rms_norm", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: false, uses_f16: false, file: "gated_rms_norm_bf16_wg_p16.wgsl", source: include_str!("gated_rms_norm_bf16_wg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f32", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_f32_sg_p16.wgsl", source: include_str!("bitlinear_f32_sg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f32", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_f32_wg_p16.wgsl", source: include_str!("bitlinear_f32_wg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f16", subgroups: true, f16_storage: true, uses_shared: true, uses_f16: true, file: "bitlinear_f16_sg_h16.wgsl", source: include_str!("bitlinear_f16_sg_h16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f16", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_f16_sg_p16.wgsl", source: include_str!("bitlinear_f16_sg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f16", subgroups: false, f16_storage: true, uses_shared: true, uses_f16: true, file: "bitlinear_f16_wg_h16.wgsl", source: include_str!("bitlinear_f16_wg_h16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_f16_wg_p16.wgsl", source: include_str!("bitlinear_f16_wg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_bf16_sg_p16.wgsl", source: include_str!("bitlinear_bf16_sg_p16.wgsl") },
+    WgslModule { kernel: "bitlinear", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_bf16_wg_p16.wgsl", source: include_str!("bitlinear_bf16_wg_p16.wgsl") },
 ]

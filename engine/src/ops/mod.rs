@@ -2,10 +2,12 @@
 //! inputs before any launch, takes the fallback when the device has no port, and says which
 //! path ran.
 
+mod bitlinear;
 mod embedding;
 pub mod kernel;
 mod qlinear;
 mod ssm;
+pub use bitlinear::bitlinear;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 pub use ssm::{causal_conv1d_update, gated_rms_norm, ssm_update, TimeStepLimits};

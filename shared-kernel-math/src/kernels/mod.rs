@@ -96,6 +96,10 @@ macro_rules! for_each_kernel {
             // Mamba2's gated, grouped RMSNorm: weight · rmsnorm_group(y · silu(gate)).
             gated_rms_norm: GatedRmsNorm [f32, f16, bf16]
                 (y: Src<T>, gate: Src<T>, weight: Src<T>, out: Dst<T>);
+            // BitNet b1.58's ternary GEMV/GEMM (spec §2): the packed 2-bit codes read as u32
+            // words, the scale one element of T on the device.
+            bitlinear: BitLinear [f32, f16, bf16]
+                (x: Src<T>, packed_weights: Src<u32>, weight_scale: Src<T>, y: Dst<T>);
         }
     };
 }

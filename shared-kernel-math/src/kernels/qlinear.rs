@@ -401,7 +401,7 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
 }
 
 /// Elements of `x` per load: 16 bytes of a 16-bit `T` (two 16-byte accesses for f32).
-const X_CHUNK: usize = 8;
+pub const X_CHUNK: usize = 8;
 
 /// `bias[n]` widened, or 0 without a bias.
 #[inline(always)]
@@ -523,7 +523,7 @@ fn span<T: Element, const BITS: usize, const M: usize>(
 
 /// `X_CHUNK` elements of `x` from `at`: one chunk load when `wide`.
 #[inline(always)]
-fn x_chunk<T: Element>(x: Src<T>, at: usize, wide: bool) -> [T; X_CHUNK] {
+pub fn x_chunk<T: Element>(x: Src<T>, at: usize, wide: bool) -> [T; X_CHUNK] {
     if wide {
         x.get_chunk::<X_CHUNK>(at)
     } else {
