@@ -142,18 +142,15 @@ fn run(dev: &Device, dtype: DType, l: &Layer, invert: bool) -> Vec<f32> {
     outs.swap_remove(0)
 }
 
-/// `max|got − want| / rms(want)`, failing on an element left poisoned or non-finite.
+/// `max|got − want| / rms(want)` (the harness's nmax), failing on an element left poisoned or
+/// non-finite.
 fn nmax(got: &[f32], want: &[f64]) -> f64 {
     assert!(
         got.iter().all(|v| v.is_finite() && *v != POISON),
         "an element unwritten or non-finite"
     );
-    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64).sqrt();
-    got.iter()
-        .zip(want)
-        .map(|(&g, w)| (g as f64 - w).abs())
-        .fold(0.0, f64::max)
-        / rms.max(1e-20)
+    let got: Vec<f64> = got.iter().map(|&g| g as f64).collect();
+    kiln::parity::normalized_deviation(&got, want).1
 }
 
 #[test]
