@@ -10,7 +10,9 @@ mod ssm;
 pub use bitlinear::bitlinear;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
-pub use ssm::{causal_conv1d_update, gated_rms_norm, ssm_update, TimeStepLimits};
+pub use ssm::{
+    causal_conv1d_update, gated_rms_norm, mamba1_selective_scan, ssm_update, TimeStepLimits,
+};
 
 use crate::launch::Ran;
 use crate::{Device, PortError, Tensor};

@@ -1,11 +1,12 @@
 //! The state-space ops over typed tensors: the Mamba2 mixer's conv step, state update and gated
-//! norm. The state update's inputs keep the dtypes they are stored in, and the op names each
+//! norm, and Mamba1's selective scan. The state update's inputs keep the dtypes they are stored in, and the op names each
 //! dtype to the kernel, which reads the tensor's bytes as packed words.
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::causal_conv1d_update::ConvUpdateParams;
 use kiln_math::kernels::gated_rms_norm::GatedRmsNormParams;
+use kiln_math::kernels::mamba1_selective_scan::Mamba1ScanParams;
 use kiln_math::kernels::qlinear::scale_code;
 use kiln_math::kernels::ssm_update::SsmUpdateParams;
 use kiln_math::{DType, KernelId, Params};
@@ -175,4 +176,46 @@ pub fn gated_rms_norm(
     };
     // Without a gate y stands in, unread.
     super::kernel::gated_rms_norm(dev, &p, y, gate.unwrap_or(y), weight, out)
+}
+
+/// Mamba1's selective scan over whole sequences (spec §12), float state: per batch row and
+/// channel `d`, `s[n] = exp(dt_t·a[d, n])·s[n] + dt_t·x_t·b_t[n]` and
+/// `y_t = Σ_n s[n]·c_t[n] + d[d]·x_t` for `t = 0..L`, the state and the arithmetic in f32 across
+/// the sequence, `y` rounded to `T` once per element; no z-gate (multiply by `silu(z)` after).
+///
+/// Shapes: `x`, `dt` (already softplus'd) and `y` `[Bt, L, Dm]`, `b` and `c` `[Bt, L, N]` with
+/// `1 ≤ N ≤ 32`, `d [Dm]`, all in the activation dtype `T` (f32, f16 or bf16); `a [Dm, N]`
+/// (already `−exp(A_log)`) and the states `[Bt, Dm, N]` in f32. `state_in` `None` starts every
+/// row from zeros (a fresh sequence); `state_out` must not overlap `state_in`.
+#[allow(clippy::too_many_arguments)]
+pub fn mamba1_selective_scan(
+    dev: &Device,
+    x: &Tensor,
+    dt: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    a: &Tensor,
+    d: &Tensor,
+    state_in: Option<&Tensor>,
+    y: &mut Tensor,
+    state_out: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let p = Mamba1ScanParams {
+        fresh: state_in.is_none() as u32,
+        ..Default::default()
+    };
+    // A fresh scan reads no state: `a` (f32, never empty) stands in, unread.
+    super::kernel::mamba1_selective_scan(
+        dev,
+        &p,
+        x,
+        dt,
+        b,
+        c,
+        a,
+        d,
+        state_in.unwrap_or(a),
+        y,
+        state_out,
+    )
 }

@@ -100,6 +100,11 @@ macro_rules! for_each_kernel {
             // words, the scale one element of T on the device.
             bitlinear: BitLinear [f32, f16, bf16]
                 (x: Src<T>, packed_weights: Src<u32>, weight_scale: Src<T>, y: Dst<T>);
+            // Mamba1's selective scan over a sequence (spec §12), float state: A and the state
+            // f32, the rest in T.
+            mamba1_selective_scan: Mamba1SelectiveScan [f32, f16, bf16]
+                (x: Src<T>, dt: Src<T>, b_in: Src<T>, c_in: Src<T>, a: Src<f32>, d: Src<T>,
+                 state_in: Src<f32>, y: Dst<T>, state_out: Dst<f32>);
         }
     };
 }
