@@ -26,7 +26,14 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-const K_BLOCK_CHANNELS: u32 = 64u;
+struct S_Lanes {
+    group: u32,
+    lane: u32,
+    row: u32,
+    channel: u32,
+    owns: bool,
+}
+const K_BLOCK_CHANNELS: u32 = 16u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -66,6 +73,16 @@ fn kiln_f32_to_i32(x: f32) -> i32 {
     if x >= 2147483648.0f { return 2147483647i; }
     if x < -2147483648.0f { return i32(-2147483647 - 1); }
     return i32(x);
+}
+
+// Without subgroups a wave is emulated in workgroup memory: every thread publishes its value
+// and reads its partner's. Callers are in block-uniform control flow (the Block rules).
+var<workgroup> kiln_xchg: array<u32, 1024>;
+fn kiln_shuffle_xor(v: u32, mask: u32) -> u32 {
+    workgroupBarrier();
+    kiln_xchg[kiln_thread] = v;
+    workgroupBarrier();
+    return kiln_xchg[kiln_thread ^ mask];
 }
 fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(0u, i); return kiln_zero_u32(); }
@@ -111,13 +128,20 @@ fn kiln_set_b8(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y { kiln_fault_at(8u, i); return; }
     kiln_buf8[v.x + i] = x;
 }
-fn k_to_f32_1(self_v: u32) -> f32 {
+fn k_padded_width_1(n_p: u32) -> u32 {
+    var w_1: u32 = 1u;
+    while (w_1 < n_p) {
+        w_1 = (w_1 * 2u);
+    }
+    return w_1;
+}
+fn k_to_f32_2(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_2(self_v: u32) -> f32 {
-    return k_to_f32_1(self_v);
+fn k_widen_3(self_v: u32) -> f32 {
+    return k_to_f32_2(self_v);
 }
-fn k_truncf_3(x_p: f32) -> f32 {
+fn k_truncf_4(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -129,8 +153,8 @@ fn k_truncf_3(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_4(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_3(x_p);
+fn k_floorf_5(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_4(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -139,7 +163,7 @@ fn k_floorf_4(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_5(x_p: f32) -> f32 {
+fn k_exp2_poly_6(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -149,7 +173,7 @@ fn k_exp2_poly_5(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_4((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_5((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -176,13 +200,22 @@ fn k_exp2_poly_5(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_6(x_p: f32) -> f32 {
-    return k_exp2_poly_5(x_p);
+fn k_exp2_approx_7(x_p: f32) -> f32 {
+    return k_exp2_poly_6(x_p);
 }
-fn k_mul_add_7(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_8(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_f32_to_bf16_bits_8(v_p: f32) -> u32 {
+fn k_group_sum_9(v_p: f32, group_p: u32) -> f32 {
+    var v_1: f32 = v_p;
+    var m_2: u32 = (group_p / 2u);
+    while (m_2 > 0u) {
+        v_1 = (v_1 + bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_1), m_2)));
+        m_2 = (m_2 / 2u);
+    }
+    return v_1;
+}
+fn k_f32_to_bf16_bits_10(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -198,204 +231,499 @@ fn k_f32_to_bf16_bits_8(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_9(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_8(v_p);
+fn k_from_f32_11(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_10(v_p);
 }
-fn k_scan_channel_10(_width_p: array<u32, 8>, row_p: u32, ch_p: u32, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var _width_m: array<u32, 8> = _width_p;
+fn k_scan_12(_columns_p: array<u32, 1>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 1> = _columns_p;
     let t_1: u32 = kiln_meta[2u];
     let t_2: u32 = kiln_meta[3u];
     let t_3: u32 = kiln_meta[4u];
     let len_4: u32 = t_1;
     let dm_5: u32 = t_2;
     let n_6: u32 = t_3;
-    let state_at_7: u32 = ((((row_p * dm_5) + ch_p)) * n_6);
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
+    var s_8: array<f32, 1> = array<f32, 1>(0e0f);
+    var a2_9: array<f32, 1> = array<f32, 1>(0e0f);
+    var i_10: u32 = 0u;
+    while (i_10 < 1u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
+            if (kiln_meta[0u] == 0u) {
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
+            }
+        }
+        i_10 = (i_10 + 1u);
+    }
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 1u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
+            }
+            i_20 = (i_20 + 1u);
+        }
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
+    }
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 1u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
+        }
+    }
+}
+fn k_groups_13(columns_p: array<u32, 1>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 1> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
+    let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_12(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
+    }
+}
+fn k_scan_14(_columns_p: array<u32, 2>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 2> = _columns_p;
+    let t_1: u32 = kiln_meta[2u];
+    let t_2: u32 = kiln_meta[3u];
+    let t_3: u32 = kiln_meta[4u];
+    let len_4: u32 = t_1;
+    let dm_5: u32 = t_2;
+    let n_6: u32 = t_3;
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
+    var s_8: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+    var a2_9: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+    var i_10: u32 = 0u;
+    while (i_10 < 2u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
+            if (kiln_meta[0u] == 0u) {
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
+            }
+        }
+        i_10 = (i_10 + 1u);
+    }
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 2u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
+            }
+            i_20 = (i_20 + 1u);
+        }
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
+    }
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 2u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
+        }
+    }
+}
+fn k_groups_15(columns_p: array<u32, 2>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 2> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
+    let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_14(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
+    }
+}
+fn k_scan_16(_columns_p: array<u32, 4>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 4> = _columns_p;
+    let t_1: u32 = kiln_meta[2u];
+    let t_2: u32 = kiln_meta[3u];
+    let t_3: u32 = kiln_meta[4u];
+    let len_4: u32 = t_1;
+    let dm_5: u32 = t_2;
+    let n_6: u32 = t_3;
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
+    var s_8: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var a2_9: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var i_10: u32 = 0u;
+    while (i_10 < 4u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
+            if (kiln_meta[0u] == 0u) {
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
+            }
+        }
+        i_10 = (i_10 + 1u);
+    }
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 4u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
+            }
+            i_20 = (i_20 + 1u);
+        }
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
+    }
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 4u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
+        }
+    }
+}
+fn k_groups_17(columns_p: array<u32, 4>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 4> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
+    let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_16(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
+    }
+}
+fn k_scan_18(_columns_p: array<u32, 8>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 8> = _columns_p;
+    let t_1: u32 = kiln_meta[2u];
+    let t_2: u32 = kiln_meta[3u];
+    let t_3: u32 = kiln_meta[4u];
+    let len_4: u32 = t_1;
+    let dm_5: u32 = t_2;
+    let n_6: u32 = t_3;
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
     var s_8: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     var a2_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var j_10: u32 = 0u;
-    while (j_10 < 8u) {
-        if (j_10 < n_6) {
-            a2_9[j_10] = (kiln_get_b4(a_v, ((ch_p * n_6) + j_10)) * bitcast<f32>(0x3fb8aa3bu));
+    var i_10: u32 = 0u;
+    while (i_10 < 8u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
             if (kiln_meta[0u] == 0u) {
-                s_8[j_10] = kiln_get_b6(state_in_v, (state_at_7 + j_10));
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
             }
         }
-        j_10 = (j_10 + 1u);
+        i_10 = (i_10 + 1u);
     }
-    let skip_11: f32 = k_widen_2(kiln_get_b5(d_v, ch_p));
-    var t_12: u32 = 0u;
-    while (t_12 < len_4) {
-        let at_13: u32 = (((((row_p * len_4) + t_12)) * dm_5) + ch_p);
-        let bc_14: u32 = ((((row_p * len_4) + t_12)) * n_6);
-        let xt_15: f32 = k_widen_2(kiln_get_b0(x_v, at_13));
-        let step_16: f32 = k_widen_2(kiln_get_b1(dt_v, at_13));
-        let input_17: f32 = (step_16 * xt_15);
-        var acc_18: f32 = 0e0f;
-        var j_19: u32 = 0u;
-        while (j_19 < 8u) {
-            if (j_19 < n_6) {
-                let decay_20: f32 = k_exp2_approx_6((step_16 * a2_9[j_19]));
-                s_8[j_19] = k_mul_add_7(decay_20, s_8[j_19], (input_17 * k_widen_2(kiln_get_b2(b_in_v, (bc_14 + j_19)))));
-                acc_18 = k_mul_add_7(s_8[j_19], k_widen_2(kiln_get_b3(c_in_v, (bc_14 + j_19))), acc_18);
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 8u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
             }
-            j_19 = (j_19 + 1u);
+            i_20 = (i_20 + 1u);
         }
-        kiln_set_b7(y_v, at_13, k_from_f32_9(k_mul_add_7(skip_11, xt_15, acc_18)));
-        t_12 = (t_12 + 1u);
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
     }
-    var j_21: u32 = 0u;
-    while (j_21 < 8u) {
-        if (j_21 < n_6) {
-            kiln_set_b8(state_out_v, (state_at_7 + j_21), s_8[j_21]);
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 8u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
         }
-        j_21 = (j_21 + 1u);
     }
 }
-fn k_channels_11(width_p: array<u32, 8>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var width_m: array<u32, 8> = width_p;
-    let dm_1: u32 = kiln_meta[3u];
-    let row_2: u32 = kiln_block.y;
+fn k_groups_19(columns_p: array<u32, 8>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 8> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
     let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
-    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), dm_1);
-    var ch_5: u32 = (start_3 + kiln_thread);
-    while (ch_5 < end_4) {
-        k_scan_channel_10(width_m, row_2, ch_5, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
-        ch_5 = (ch_5 + KILN_BLOCK);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_18(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
     }
 }
-fn k_scan_channel_12(_width_p: array<u32, 16>, row_p: u32, ch_p: u32, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var _width_m: array<u32, 16> = _width_p;
+fn k_scan_20(_columns_p: array<u32, 16>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 16> = _columns_p;
     let t_1: u32 = kiln_meta[2u];
     let t_2: u32 = kiln_meta[3u];
     let t_3: u32 = kiln_meta[4u];
     let len_4: u32 = t_1;
     let dm_5: u32 = t_2;
     let n_6: u32 = t_3;
-    let state_at_7: u32 = ((((row_p * dm_5) + ch_p)) * n_6);
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
     var s_8: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     var a2_9: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var j_10: u32 = 0u;
-    while (j_10 < 16u) {
-        if (j_10 < n_6) {
-            a2_9[j_10] = (kiln_get_b4(a_v, ((ch_p * n_6) + j_10)) * bitcast<f32>(0x3fb8aa3bu));
+    var i_10: u32 = 0u;
+    while (i_10 < 16u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
             if (kiln_meta[0u] == 0u) {
-                s_8[j_10] = kiln_get_b6(state_in_v, (state_at_7 + j_10));
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
             }
         }
-        j_10 = (j_10 + 1u);
+        i_10 = (i_10 + 1u);
     }
-    let skip_11: f32 = k_widen_2(kiln_get_b5(d_v, ch_p));
-    var t_12: u32 = 0u;
-    while (t_12 < len_4) {
-        let at_13: u32 = (((((row_p * len_4) + t_12)) * dm_5) + ch_p);
-        let bc_14: u32 = ((((row_p * len_4) + t_12)) * n_6);
-        let xt_15: f32 = k_widen_2(kiln_get_b0(x_v, at_13));
-        let step_16: f32 = k_widen_2(kiln_get_b1(dt_v, at_13));
-        let input_17: f32 = (step_16 * xt_15);
-        var acc_18: f32 = 0e0f;
-        var j_19: u32 = 0u;
-        while (j_19 < 16u) {
-            if (j_19 < n_6) {
-                let decay_20: f32 = k_exp2_approx_6((step_16 * a2_9[j_19]));
-                s_8[j_19] = k_mul_add_7(decay_20, s_8[j_19], (input_17 * k_widen_2(kiln_get_b2(b_in_v, (bc_14 + j_19)))));
-                acc_18 = k_mul_add_7(s_8[j_19], k_widen_2(kiln_get_b3(c_in_v, (bc_14 + j_19))), acc_18);
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 16u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
             }
-            j_19 = (j_19 + 1u);
+            i_20 = (i_20 + 1u);
         }
-        kiln_set_b7(y_v, at_13, k_from_f32_9(k_mul_add_7(skip_11, xt_15, acc_18)));
-        t_12 = (t_12 + 1u);
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
     }
-    var j_21: u32 = 0u;
-    while (j_21 < 16u) {
-        if (j_21 < n_6) {
-            kiln_set_b8(state_out_v, (state_at_7 + j_21), s_8[j_21]);
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 16u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
         }
-        j_21 = (j_21 + 1u);
     }
 }
-fn k_channels_13(width_p: array<u32, 16>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var width_m: array<u32, 16> = width_p;
-    let dm_1: u32 = kiln_meta[3u];
-    let row_2: u32 = kiln_block.y;
+fn k_groups_21(columns_p: array<u32, 16>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 16> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
     let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
-    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), dm_1);
-    var ch_5: u32 = (start_3 + kiln_thread);
-    while (ch_5 < end_4) {
-        k_scan_channel_12(width_m, row_2, ch_5, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
-        ch_5 = (ch_5 + KILN_BLOCK);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_20(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
     }
 }
-fn k_scan_channel_14(_width_p: array<u32, 32>, row_p: u32, ch_p: u32, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var _width_m: array<u32, 32> = _width_p;
+fn k_scan_22(_columns_p: array<u32, 32>, l_p: S_Lanes, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var _columns_m: array<u32, 32> = _columns_p;
     let t_1: u32 = kiln_meta[2u];
     let t_2: u32 = kiln_meta[3u];
     let t_3: u32 = kiln_meta[4u];
     let len_4: u32 = t_1;
     let dm_5: u32 = t_2;
     let n_6: u32 = t_3;
-    let state_at_7: u32 = ((((row_p * dm_5) + ch_p)) * n_6);
+    let state_at_7: u32 = ((((l_p.row * dm_5) + l_p.channel)) * n_6);
     var s_8: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     var a2_9: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var j_10: u32 = 0u;
-    while (j_10 < 32u) {
-        if (j_10 < n_6) {
-            a2_9[j_10] = (kiln_get_b4(a_v, ((ch_p * n_6) + j_10)) * bitcast<f32>(0x3fb8aa3bu));
+    var i_10: u32 = 0u;
+    while (i_10 < 32u) {
+        let col_11: u32 = (l_p.lane + (l_p.group * i_10));
+        if (col_11 < n_6) {
+            a2_9[i_10] = (kiln_get_b4(a_v, (((l_p.channel * n_6) + col_11))) * bitcast<f32>(0x3fb8aa3bu));
             if (kiln_meta[0u] == 0u) {
-                s_8[j_10] = kiln_get_b6(state_in_v, (state_at_7 + j_10));
+                s_8[i_10] = kiln_get_b6(state_in_v, ((state_at_7 + col_11)));
             }
         }
-        j_10 = (j_10 + 1u);
+        i_10 = (i_10 + 1u);
     }
-    let skip_11: f32 = k_widen_2(kiln_get_b5(d_v, ch_p));
-    var t_12: u32 = 0u;
-    while (t_12 < len_4) {
-        let at_13: u32 = (((((row_p * len_4) + t_12)) * dm_5) + ch_p);
-        let bc_14: u32 = ((((row_p * len_4) + t_12)) * n_6);
-        let xt_15: f32 = k_widen_2(kiln_get_b0(x_v, at_13));
-        let step_16: f32 = k_widen_2(kiln_get_b1(dt_v, at_13));
-        let input_17: f32 = (step_16 * xt_15);
-        var acc_18: f32 = 0e0f;
-        var j_19: u32 = 0u;
-        while (j_19 < 32u) {
-            if (j_19 < n_6) {
-                let decay_20: f32 = k_exp2_approx_6((step_16 * a2_9[j_19]));
-                s_8[j_19] = k_mul_add_7(decay_20, s_8[j_19], (input_17 * k_widen_2(kiln_get_b2(b_in_v, (bc_14 + j_19)))));
-                acc_18 = k_mul_add_7(s_8[j_19], k_widen_2(kiln_get_b3(c_in_v, (bc_14 + j_19))), acc_18);
+    let skip_12: f32 = k_widen_3(kiln_get_b5(d_v, l_p.channel));
+    var at_13: u32 = (((l_p.row * len_4) * dm_5) + l_p.channel);
+    var bc_14: u32 = ((l_p.row * len_4) * n_6);
+    var t_15: u32 = 0u;
+    while (t_15 < len_4) {
+        let xt_16: f32 = k_widen_3(kiln_get_b0(x_v, at_13));
+        let step_17: f32 = k_widen_3(kiln_get_b1(dt_v, at_13));
+        let input_18: f32 = (step_17 * xt_16);
+        var acc_19: f32 = 0e0f;
+        var i_20: u32 = 0u;
+        while (i_20 < 32u) {
+            let col_21: u32 = (l_p.lane + (l_p.group * i_20));
+            if (col_21 < n_6) {
+                let decay_22: f32 = k_exp2_approx_7((step_17 * a2_9[i_20]));
+                let at_col_23: u32 = ((bc_14 + col_21));
+                s_8[i_20] = k_mul_add_8(decay_22, s_8[i_20], (input_18 * k_widen_3(kiln_get_b2(b_in_v, at_col_23))));
+                acc_19 = k_mul_add_8(s_8[i_20], k_widen_3(kiln_get_b3(c_in_v, at_col_23)), acc_19);
             }
-            j_19 = (j_19 + 1u);
+            i_20 = (i_20 + 1u);
         }
-        kiln_set_b7(y_v, at_13, k_from_f32_9(k_mul_add_7(skip_11, xt_15, acc_18)));
-        t_12 = (t_12 + 1u);
+        let total_24: f32 = k_group_sum_9(acc_19, l_p.group);
+        if (l_p.owns && (l_p.lane == 0u)) {
+            kiln_set_b7(y_v, at_13, k_from_f32_11(k_mul_add_8(skip_12, xt_16, total_24)));
+        }
+        at_13 = (at_13 + dm_5);
+        bc_14 = (bc_14 + n_6);
+        t_15 = (t_15 + 1u);
     }
-    var j_21: u32 = 0u;
-    while (j_21 < 32u) {
-        if (j_21 < n_6) {
-            kiln_set_b8(state_out_v, (state_at_7 + j_21), s_8[j_21]);
+    if l_p.owns {
+        var i_25: u32 = 0u;
+        while (i_25 < 32u) {
+            let col_26: u32 = (l_p.lane + (l_p.group * i_25));
+            if (col_26 < n_6) {
+                kiln_set_b8(state_out_v, ((state_at_7 + col_26)), s_8[i_25]);
+            }
+            i_25 = (i_25 + 1u);
         }
-        j_21 = (j_21 + 1u);
     }
 }
-fn k_channels_15(width_p: array<u32, 32>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    var width_m: array<u32, 32> = width_p;
-    let dm_1: u32 = kiln_meta[3u];
-    let row_2: u32 = kiln_block.y;
+fn k_groups_23(columns_p: array<u32, 32>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    var columns_m: array<u32, 32> = columns_p;
+    let group_1: u32 = min(k_padded_width_1(kiln_meta[4u]), KILN_WAVE);
+    let per_block_2: u32 = (KILN_BLOCK / group_1);
     let start_3: u32 = (kiln_block.x * K_BLOCK_CHANNELS);
-    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), dm_1);
-    var ch_5: u32 = (start_3 + kiln_thread);
-    while (ch_5 < end_4) {
-        k_scan_channel_14(width_m, row_2, ch_5, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
-        ch_5 = (ch_5 + KILN_BLOCK);
+    let end_4: u32 = min(((start_3 + K_BLOCK_CHANNELS)), kiln_meta[3u]);
+    let rounds_5: u32 = ((((K_BLOCK_CHANNELS - 1u)) / per_block_2) + 1u);
+    var k_6: u32 = (kiln_thread / group_1);
+    var round_7: u32 = 0u;
+    while (round_7 < rounds_5) {
+        let channel_8: u32 = (start_3 + k_6);
+        let lanes_9: S_Lanes = S_Lanes(group_1, (kiln_thread % group_1), kiln_block.y, min(channel_8, (end_4 - 1u)), (channel_8 < end_4));
+        k_scan_22(columns_m, lanes_9, x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        k_6 = (k_6 + per_block_2);
+        round_7 = (round_7 + 1u);
     }
 }
-fn k_mamba1_selective_scan_16(x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
-    let n_1: u32 = kiln_meta[4u];
-    if (n_1 <= 8u) {
-        k_channels_11(array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+fn k_mamba1_selective_scan_24(x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
+    let padded_1: u32 = k_padded_width_1(kiln_meta[4u]);
+    let columns_2: u32 = (padded_1 / min(padded_1, KILN_WAVE));
+    if (columns_2 == 1u) {
+        k_groups_13(array<u32, 1>(0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
     } else {
-        if (n_1 <= 16u) {
-            k_channels_13(array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+        if (columns_2 == 2u) {
+            k_groups_15(array<u32, 2>(0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
         } else {
-            k_channels_15(array<u32, 32>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+            if (columns_2 == 4u) {
+                k_groups_17(array<u32, 4>(0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+            } else {
+                if (columns_2 == 8u) {
+                    k_groups_19(array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+                } else {
+                    if (columns_2 == 16u) {
+                        k_groups_21(array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+                    } else {
+                        k_groups_23(array<u32, 32>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
+                    }
+                }
+            }
         }
     }
 }
@@ -408,5 +736,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_mamba1_selective_scan_16(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]), vec2<u32>(kiln_meta[19u], kiln_meta[20u]), vec2<u32>(kiln_meta[21u], kiln_meta[22u]));
+    k_mamba1_selective_scan_24(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]), vec2<u32>(kiln_meta[19u], kiln_meta[20u]), vec2<u32>(kiln_meta[21u], kiln_meta[22u]));
 }

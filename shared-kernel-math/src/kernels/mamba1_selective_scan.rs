@@ -8,20 +8,24 @@
 //! and `y [Bt, L, Dm]` in `T`; `a [Dm, N]` (already `−exp(A_log)`), `state_in` and `state_out`
 //! `[Bt, Dm, N]` in f32; `N ≤ 32`. No z-gate (the caller multiplies by `silu(z)`).
 //!
-//! Geometry: a block takes [`BLOCK_CHANNELS`] channels of one batch row, a thread one channel
-//! (a block with fewer threads strides), with its state and its row of `A` in registers: one
-//! instance per padded state width of [`STATE_WIDTHS`], so no register array is sized at run
-//! time. Neighbouring threads read neighbouring channels of `x`, `dt` and `y`; every thread of
-//! a block reads the same `B_t` and `C_t`.
+//! Geometry: a block takes [`BLOCK_CHANNELS`] channels of one batch row. A channel's state
+//! columns, `N` padded to a power of two, are split over a group of `G = min(padded N, wave)`
+//! lanes, lane `l` owning columns `l, l + G, …` in registers (one const-generic instance per
+//! columns-per-lane count of [`LANE_COLUMNS`], so no array is sized at run time), and the
+//! group folds `Σ_n` with butterfly shuffles inside it. A 32-wide GPU runs Mamba's `N = 16` as
+//! two channels per wave, one column per lane: many waves, each step's loads coalesced.
 
 use crate::kernel::shape;
 use crate::{exp2_approx, mul_add, Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
-/// Channels per block.
-pub const BLOCK_CHANNELS: u32 = 64;
+/// Channels per block: one per lane group of a 256-thread block at `N = 16` on a 32-wide wave.
+pub const BLOCK_CHANNELS: u32 = 16;
 
-/// The padded state widths of the register instances; `N` takes the narrowest that holds it.
-pub const STATE_WIDTHS: [usize; 3] = [8, 16, 32];
+/// Threads per block.
+pub const BLOCK_THREADS: u32 = 256;
+
+/// The columns-per-lane counts of the register instances (`padded N / G`).
+pub const LANE_COLUMNS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
 /// The widest state (`N`) a scan accepts: one register instance holds it.
 pub const MAX_STATE_DIM: usize = 32;
@@ -135,12 +139,12 @@ impl KernelDef for Mamba1SelectiveScan {
     fn launch(p: &Mamba1ScanParams) -> Launch {
         Launch {
             grid: [p.channels.div_ceil(BLOCK_CHANNELS), p.batch, 1],
-            block: BLOCK_CHANNELS,
+            block: BLOCK_THREADS,
         }
     }
 }
 
-/// The body: the register instance of the narrowest width in [`STATE_WIDTHS`] that holds `N`.
+/// The body: the register instance holding `padded N / G` columns per lane.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn mamba1_selective_scan<T: Element, B: Block>(
@@ -156,25 +160,59 @@ pub fn mamba1_selective_scan<T: Element, B: Block>(
     y: Dst<T>,
     state_out: Dst<f32>,
 ) {
-    let n = p.state_dim as usize;
-    if n <= 8 {
-        channels(b, p, [0u32; 8], x, dt, b_in, c_in, a, d, state_in, y, state_out);
-    } else if n <= 16 {
-        channels(b, p, [0u32; 16], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+    let padded = padded_width(p.state_dim);
+    let columns = padded / padded.min(B::WAVE);
+    if columns == 1 {
+        groups(b, p, [0u32; 1], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+    } else if columns == 2 {
+        groups(b, p, [0u32; 2], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+    } else if columns == 4 {
+        groups(b, p, [0u32; 4], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+    } else if columns == 8 {
+        groups(b, p, [0u32; 8], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+    } else if columns == 16 {
+        groups(b, p, [0u32; 16], x, dt, b_in, c_in, a, d, state_in, y, state_out);
     } else {
-        channels(b, p, [0u32; 32], x, dt, b_in, c_in, a, d, state_in, y, state_out);
+        groups(b, p, [0u32; 32], x, dt, b_in, c_in, a, d, state_in, y, state_out);
     }
 }
 
-/// Block `(i, row)`'s channels `i·BLOCK_CHANNELS + k`, thread `t` taking `k = t, t + size, …`;
-/// `W` (the length of `width`: the WGSL translator binds const generics from array lengths)
-/// is the padded state width, columns `N..W` held at zero and never read or stored.
+/// `n` rounded up to a power of two.
+#[inline(always)]
+fn padded_width(n: u32) -> u32 {
+    let mut w = 1;
+    while w < n {
+        w *= 2;
+    }
+    w
+}
+
+/// One lane group's view of its channel: where it is and what the lane owns.
+#[derive(Clone, Copy)]
+struct Lanes {
+    /// Lanes per channel (`G`, a power of two dividing the wave).
+    group: u32,
+    /// This lane's index in its group.
+    lane: u32,
+    /// The batch row.
+    row: u32,
+    /// The channel (clamped into the block's range).
+    channel: u32,
+    /// Whether the channel is the group's own (not a clamped stand-in): only then it stores.
+    owns: bool,
+}
+
+/// Block `(i, row)`'s channels `i·BLOCK_CHANNELS + k`, lane group `g` of the block taking
+/// `k = g, g + groups, …`. Every group of a wave runs the same rounds (a group past the block's
+/// channels scans its last one again without storing), so every lane reaches each shuffle.
+/// `C` (the length of `columns`: the WGSL translator binds const generics from array lengths)
+/// is the columns per lane.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn channels<T: Element, B: Block, const W: usize>(
+fn groups<T: Element, B: Block, const C: usize>(
     b: &B,
     p: &Mamba1ScanParams,
-    width: [u32; W],
+    columns: [u32; C],
     x: Src<T>,
     dt: Src<T>,
     b_in: Src<T>,
@@ -185,27 +223,51 @@ fn channels<T: Element, B: Block, const W: usize>(
     y: Dst<T>,
     state_out: Dst<f32>,
 ) {
-    let dm = p.channels as usize;
-    let row = b.block_y() as usize;
-    let start = b.block_x() as usize * BLOCK_CHANNELS as usize;
-    let end = (start + BLOCK_CHANNELS as usize).min(dm);
-    let mut ch = start + b.thread() as usize;
-    while ch < end {
-        scan_channel(p, width, row, ch, x, dt, b_in, c_in, a, d, state_in, y, state_out);
-        ch += b.size() as usize;
+    let group = padded_width(p.state_dim).min(B::WAVE);
+    let per_block = b.size() / group;
+    let start = b.block_x() * BLOCK_CHANNELS;
+    let end = (start + BLOCK_CHANNELS).min(p.channels);
+    let rounds = (BLOCK_CHANNELS - 1) / per_block + 1;
+    let mut k = b.thread() / group;
+    let mut round = 0;
+    while round < rounds {
+        let channel = start + k;
+        let lanes = Lanes {
+            group,
+            lane: b.thread() % group,
+            row: b.block_y(),
+            channel: channel.min(end - 1),
+            owns: channel < end,
+        };
+        scan(b, p, columns, lanes, x, dt, b_in, c_in, a, d, state_in, y, state_out);
+        k += per_block;
+        round += 1;
     }
 }
 
-/// One channel's scan over the whole sequence. `A` is held as `A·log2 e`, so each decay is one
-/// `2^x` (the rounding of that product moves the exponent by an ulp of it, far inside §12's
-/// `1e-5`).
+/// `Σ` over the lanes of one group (butterflies with masks below `G`); every lane of the group
+/// gets the same bits.
+#[inline(always)]
+fn group_sum<B: Block>(b: &B, v: f32, group: u32) -> f32 {
+    let mut v = v;
+    let mut m = group / 2;
+    while m > 0 {
+        v += f32::from_bits(b.shuffle_xor(v.to_bits(), m));
+        m /= 2;
+    }
+    v
+}
+
+/// One channel's scan over the whole sequence, the lane's columns `lane + G·i` in registers.
+/// `A` is held as `A·log2 e`, so each decay is one `2^x` (the rounding of that product moves
+/// the exponent by an ulp of it, far inside §12's `1e-5`). Indices are u32 (`bind` checked).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn scan_channel<T: Element, const W: usize>(
+fn scan<T: Element, B: Block, const C: usize>(
+    b: &B,
     p: &Mamba1ScanParams,
-    _width: [u32; W],
-    row: usize,
-    ch: usize,
+    _columns: [u32; C],
+    l: Lanes,
     x: Src<T>,
     dt: Src<T>,
     b_in: Src<T>,
@@ -216,46 +278,57 @@ fn scan_channel<T: Element, const W: usize>(
     y: Dst<T>,
     state_out: Dst<f32>,
 ) {
-    let (len, dm, n) = (p.len as usize, p.channels as usize, p.state_dim as usize);
-    let state_at = (row * dm + ch) * n;
-    let mut s = [0.0f32; W];
-    let mut a2 = [0.0f32; W];
-    let mut j = 0;
-    while j < W {
-        if j < n {
-            a2[j] = a.get(ch * n + j) * core::f32::consts::LOG2_E;
+    let (len, dm, n) = (p.len, p.channels, p.state_dim);
+    let state_at = (l.row * dm + l.channel) * n;
+    let mut s = [0.0f32; C];
+    let mut a2 = [0.0f32; C];
+    let mut i = 0;
+    while i < C {
+        let col = l.lane + l.group * i as u32;
+        if col < n {
+            a2[i] = a.get((l.channel * n + col) as usize) * core::f32::consts::LOG2_E;
             if p.fresh == 0 {
-                s[j] = state_in.get(state_at + j);
+                s[i] = state_in.get((state_at + col) as usize);
             }
         }
-        j += 1;
+        i += 1;
     }
-    let skip = d.get(ch).widen();
+    let skip = d.get(l.channel as usize).widen();
+    let mut at = l.row * len * dm + l.channel;
+    let mut bc = l.row * len * n;
     let mut t = 0;
     while t < len {
-        let at = (row * len + t) * dm + ch;
-        let bc = (row * len + t) * n;
-        let xt = x.get(at).widen();
-        let step = dt.get(at).widen();
+        let xt = x.get(at as usize).widen();
+        let step = dt.get(at as usize).widen();
         let input = step * xt;
         let mut acc = 0.0f32;
-        let mut j = 0;
-        while j < W {
-            if j < n {
-                let decay = exp2_approx(step * a2[j]);
-                s[j] = mul_add(decay, s[j], input * b_in.get(bc + j).widen());
-                acc = mul_add(s[j], c_in.get(bc + j).widen(), acc);
+        let mut i = 0;
+        while i < C {
+            let col = l.lane + l.group * i as u32;
+            if col < n {
+                let decay = exp2_approx(step * a2[i]);
+                let at_col = (bc + col) as usize;
+                s[i] = mul_add(decay, s[i], input * b_in.get(at_col).widen());
+                acc = mul_add(s[i], c_in.get(at_col).widen(), acc);
             }
-            j += 1;
+            i += 1;
         }
-        y.set(at, T::from_f32(mul_add(skip, xt, acc)));
+        let total = group_sum(b, acc, l.group);
+        if l.owns && l.lane == 0 {
+            y.set(at as usize, T::from_f32(mul_add(skip, xt, total)));
+        }
+        at += dm;
+        bc += n;
         t += 1;
     }
-    let mut j = 0;
-    while j < W {
-        if j < n {
-            state_out.set(state_at + j, s[j]);
+    if l.owns {
+        let mut i = 0;
+        while i < C {
+            let col = l.lane + l.group * i as u32;
+            if col < n {
+                state_out.set((state_at + col) as usize, s[i]);
+            }
+            i += 1;
         }
-        j += 1;
     }
 }
