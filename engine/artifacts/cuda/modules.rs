@@ -51,4 +51,6 @@
     PtxModule { kernel: "gated_rms_norm", target: "sm_90", text: concat!(include_str!("sm_90/gated_rms_norm.ptx"), "\0") },
     PtxModule { kernel: "bitlinear", target: "sm_80", text: concat!(include_str!("sm_80/bitlinear.ptx"), "\0") },
     PtxModule { kernel: "bitlinear", target: "sm_90", text: concat!(include_str!("sm_90/bitlinear.ptx"), "\0") },
+    PtxModule { kernel: "gated_delta_step", target: "sm_80", text: concat!(include_str!("sm_80/gated_delta_step.ptx"), "\0") },
+    PtxModule { kernel: "gated_delta_step", target: "sm_90", text: concat!(include_str!("sm_90/gated_delta_step.ptx"), "\0") },
 ]

@@ -51,4 +51,6 @@
     CodeObject { kernel: "gated_rms_norm", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/gated_rms_norm.hsaco")).0 },
     CodeObject { kernel: "bitlinear", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/bitlinear.hsaco")).0 },
     CodeObject { kernel: "bitlinear", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/bitlinear.hsaco")).0 },
+    CodeObject { kernel: "gated_delta_step", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/gated_delta_step.hsaco")).0 },
+    CodeObject { kernel: "gated_delta_step", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/gated_delta_step.hsaco")).0 },
 ]

@@ -177,4 +177,12 @@
     WgslModule { kernel: "bitlinear", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_f16_wg_p16.wgsl", source: include_str!("bitlinear_f16_wg_p16.wgsl") },
     WgslModule { kernel: "bitlinear", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_bf16_sg_p16.wgsl", source: include_str!("bitlinear_bf16_sg_p16.wgsl") },
     WgslModule { kernel: "bitlinear", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "bitlinear_bf16_wg_p16.wgsl", source: include_str!("bitlinear_bf16_wg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f32", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_f32_sg_p16.wgsl", source: include_str!("gated_delta_step_f32_sg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f32", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_f32_wg_p16.wgsl", source: include_str!("gated_delta_step_f32_wg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f16", subgroups: true, f16_storage: true, uses_shared: true, uses_f16: true, file: "gated_delta_step_f16_sg_h16.wgsl", source: include_str!("gated_delta_step_f16_sg_h16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f16", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_f16_sg_p16.wgsl", source: include_str!("gated_delta_step_f16_sg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f16", subgroups: false, f16_storage: true, uses_shared: true, uses_f16: true, file: "gated_delta_step_f16_wg_h16.wgsl", source: include_str!("gated_delta_step_f16_wg_h16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "f16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_f16_wg_p16.wgsl", source: include_str!("gated_delta_step_f16_wg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "bf16", subgroups: true, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_bf16_sg_p16.wgsl", source: include_str!("gated_delta_step_bf16_sg_p16.wgsl") },
+    WgslModule { kernel: "gated_delta_step", dtype: "bf16", subgroups: false, f16_storage: false, uses_shared: true, uses_f16: false, file: "gated_delta_step_bf16_wg_p16.wgsl", source: include_str!("gated_delta_step_bf16_wg_p16.wgsl") },
 ]

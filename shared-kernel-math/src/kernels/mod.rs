@@ -100,6 +100,11 @@ macro_rules! for_each_kernel {
             // words, the scale one element of T on the device.
             bitlinear: BitLinear [f32, f16, bf16]
                 (x: Src<T>, packed_weights: Src<u32>, weight_scale: Src<T>, y: Dst<T>);
+            // Qwen3-Next's Gated DeltaNet recurrence over T steps (spec §14), state in T; the
+            // optional mask is u32 words (or bytes in words), read as mask_kind says.
+            gated_delta_step: GatedDeltaStep [f32, f16, bf16]
+                (q: Src<T>, k: Src<T>, v: Src<T>, g: Src<T>, beta: Src<T>, mask: Src<u32>,
+                 state_in: Src<T>, y: Dst<T>, state_out: Dst<T>);
         }
     };
 }
