@@ -105,6 +105,11 @@ macro_rules! for_each_kernel {
             mamba1_selective_scan: Mamba1SelectiveScan [f32, f16, bf16]
                 (x: Src<T>, dt: Src<T>, b_in: Src<T>, c_in: Src<T>, a: Src<f32>, d: Src<T>,
                  state_in: Src<f32>, y: Dst<T>, state_out: Dst<f32>);
+            // Qwen3-Next's Gated DeltaNet recurrence over T steps (spec §14), state in T; the
+            // optional mask is u32 words (or bytes in words), read as mask_kind says.
+            gated_delta_step: GatedDeltaStep [f32, f16, bf16]
+                (q: Src<T>, k: Src<T>, v: Src<T>, g: Src<T>, beta: Src<T>, mask: Src<u32>,
+                 state_in: Src<T>, y: Dst<T>, state_out: Dst<T>);
         }
     };
 }
