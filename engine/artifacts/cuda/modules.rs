@@ -53,4 +53,6 @@
     PtxModule { kernel: "bitlinear", target: "sm_90", text: concat!(include_str!("sm_90/bitlinear.ptx"), "\0") },
     PtxModule { kernel: "mamba1_selective_scan", target: "sm_80", text: concat!(include_str!("sm_80/mamba1_selective_scan.ptx"), "\0") },
     PtxModule { kernel: "mamba1_selective_scan", target: "sm_90", text: concat!(include_str!("sm_90/mamba1_selective_scan.ptx"), "\0") },
+    PtxModule { kernel: "gated_delta_step", target: "sm_80", text: concat!(include_str!("sm_80/gated_delta_step.ptx"), "\0") },
+    PtxModule { kernel: "gated_delta_step", target: "sm_90", text: concat!(include_str!("sm_90/gated_delta_step.ptx"), "\0") },
 ]

@@ -53,4 +53,6 @@
     CodeObject { kernel: "bitlinear", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/bitlinear.hsaco")).0 },
     CodeObject { kernel: "mamba1_selective_scan", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/mamba1_selective_scan.hsaco")).0 },
     CodeObject { kernel: "mamba1_selective_scan", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/mamba1_selective_scan.hsaco")).0 },
+    CodeObject { kernel: "gated_delta_step", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/gated_delta_step.hsaco")).0 },
+    CodeObject { kernel: "gated_delta_step", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/gated_delta_step.hsaco")).0 },
 ]

@@ -34,6 +34,7 @@ struct S_Lanes {
     owns: bool,
 }
 const K_BLOCK_CHANNELS: u32 = 16u;
+const K_MAX_STATE_DIM: u32 = 32u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -705,7 +706,7 @@ fn k_groups_23(columns_p: array<u32, 32>, x_v: vec2<u32>, dt_v: vec2<u32>, b_in_
 fn k_mamba1_selective_scan_24(x_v: vec2<u32>, dt_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, a_v: vec2<u32>, d_v: vec2<u32>, state_in_v: vec2<u32>, y_v: vec2<u32>, state_out_v: vec2<u32>) {
     let padded_1: u32 = k_padded_width_1(kiln_meta[4u]);
     let columns_2: u32 = (padded_1 / min(padded_1, KILN_WAVE));
-    if (columns_2 == 1u) {
+    if ((KILN_WAVE >= K_MAX_STATE_DIM) || (columns_2 == 1u)) {
         k_groups_13(array<u32, 1>(0u), x_v, dt_v, b_in_v, c_in_v, a_v, d_v, state_in_v, y_v, state_out_v);
     } else {
         if (columns_2 == 2u) {

@@ -162,7 +162,9 @@ pub fn mamba1_selective_scan<T: Element, B: Block>(
 ) {
     let padded = padded_width(p.state_dim);
     let columns = padded / padded.min(B::WAVE);
-    if columns == 1 {
+    // A wave as wide as the widest state always takes one column per lane: the test is a
+    // constant there, so a GPU compiles only that instance (gfx942 spilled the 32-column one).
+    if B::WAVE >= MAX_STATE_DIM as u32 || columns == 1 {
         groups(b, p, [0u32; 1], x, dt, b_in, c_in, a, d, state_in, y, state_out);
     } else if columns == 2 {
         groups(b, p, [0u32; 2], x, dt, b_in, c_in, a, d, state_in, y, state_out);
