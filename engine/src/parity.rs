@@ -52,24 +52,43 @@ pub struct Outcome {
     pub failures: Vec<String>,
 }
 
-/// `nrms` and `nmax` of spec §0.2 (`want` is the reference), in f64.
+/// `nrms` and `nmax` of spec §0.2 (`want` is the reference), in f64, scaled by the finite
+/// references: an element equal to its reference (infinities included, NaN beside NaN) deviates
+/// by 0, any other pair with a non-finite member makes both results NaN.
 pub fn normalized_deviation(got: &[f64], want: &[f64]) -> (f64, f64) {
     let n = want.len().max(1) as f64;
-    let scale = (want.iter().map(|w| w * w).sum::<f64>() / n)
+    let scale = (want
+        .iter()
+        .filter(|w| w.is_finite())
+        .map(|w| w * w)
+        .sum::<f64>()
+        / n)
         .sqrt()
         .max(1e-20);
     let mut sq = 0.0;
     let mut max = 0.0f64;
     for (g, w) in got.iter().zip(want) {
+        if agrees(*g, *w) {
+            continue;
+        }
         let d = (g - w).abs();
+        if !d.is_finite() {
+            return (f64::NAN, f64::NAN);
+        }
         sq += d * d;
-        max = if d.is_nan() { f64::NAN } else { max.max(d) };
+        max = max.max(d);
     }
     ((sq / n).sqrt() / scale, max / scale)
 }
 
+/// Whether `got` is its reference `want` exactly, an infinity of the same sign or NaN beside NaN
+/// (a kernel that overflows where the reference overflows agrees with it).
+fn agrees(got: f64, want: f64) -> bool {
+    got == want || (got.is_nan() && want.is_nan())
+}
+
 /// `max_rel` of spec §0.2: `max|got − want| / max(1e-6, max|want|)` over finite references;
-/// an element equal to its reference (infinities included) deviates by 0, any other pair with a
+/// an element that [agrees](agrees) with its reference deviates by 0, any other pair with a
 /// non-finite member makes the result NaN.
 pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
     let scale = want
@@ -79,7 +98,7 @@ pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
         .max(1e-6);
     let mut worst = 0.0f64;
     for (g, w) in got.iter().zip(want) {
-        if g == w {
+        if agrees(*g, *w) {
             continue;
         }
         let d = (g - w).abs();

@@ -10,7 +10,8 @@ use kiln::rng::Rng;
 use kiln::{reference, DType, Device, PortError, Tensor};
 
 /// What `y` holds before a launch: every element must be overwritten, or left alone on refusal.
-const POISON: f32 = -12345.0;
+/// Exact in f16 and bf16, so a 16-bit output left unwritten still reads as poison.
+const POISON: f32 = -12288.0;
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
 

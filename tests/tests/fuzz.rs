@@ -222,3 +222,31 @@ fn every_kernel_on_random_valid_and_invalid_inputs_is_refused_or_right() {
         "seed {seed}: the fuzz covers both outcomes"
     );
 }
+
+/// A Gemma gain `rnd_f16(weight_bias + w)` that overflows f16 (a fuzz draw that once failed)
+/// gives the reference's infinities, on the cpu and the sim.
+#[test]
+fn an_f16_gain_that_overflows_agrees_with_the_reference() {
+    let seed = kiln_tests::seed("overflowing gain");
+    let k = KernelId::FusedAddRmsNorm;
+    let mut case = cases(k, DType::F16)
+        .into_iter()
+        .find(|c| c.label.starts_with("gemma"))
+        .expect("the Gemma case");
+    for v in ["4294967295", "1e30", "-1000000"] {
+        for (name, value) in case.params.iter_mut() {
+            if *name == "weight_bias" {
+                *value = v.to_string();
+            }
+        }
+        for dev in [Device::cpu(), Device::sim(8).unwrap()] {
+            let o = run_case(&dev, k, DType::F16, &case, seed);
+            assert!(
+                o.pass,
+                "seed {seed}: weight_bias {v} on {}: {:?}",
+                dev.name(),
+                o.failures
+            );
+        }
+    }
+}

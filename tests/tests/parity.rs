@@ -1,6 +1,6 @@
 //! Every kernel × dtype × available backend against the reference chain.
 
-use kiln::parity::run_matrix;
+use kiln::parity::{max_rel, normalized_deviation, run_matrix};
 use kiln::KernelId;
 
 #[test]
@@ -9,7 +9,11 @@ fn every_kernel_matches_its_reference_on_every_backend() {
     let seed = kiln_tests::seed("parity");
     let mut outcomes = Vec::new();
     for dev in &devs {
-        let kernels = kiln_tests::parity_kernels(dev);
+        // Paged attention's kernels run this same matrix, counted, in tests/paged.rs.
+        let kernels: Vec<_> = kiln_tests::parity_kernels(dev)
+            .into_iter()
+            .filter(|k| !k.name().starts_with("paged_attention_"))
+            .collect();
         outcomes.extend(run_matrix(std::slice::from_ref(dev), &kernels, seed));
     }
     // One line per outcome (shown with --nocapture): the device runs' parity table.
@@ -80,5 +84,34 @@ fn kiln_check_runs_every_case_at_every_sim_block() {
             o.case,
             o.failures.join("; ")
         );
+    }
+}
+
+#[test]
+fn matching_infinities_and_nans_deviate_by_nothing() {
+    let want = [1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 2.0];
+    let got = [1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 2.0];
+    let (nrms, nmax) = normalized_deviation(&got, &want);
+    let scale = (5.0f64 / 5.0).sqrt();
+    assert!((nmax - 0.5 / scale).abs() < 1e-12, "nmax {nmax}");
+    assert!(
+        (nrms - (0.25f64 / 5.0).sqrt() / scale).abs() < 1e-12,
+        "nrms {nrms}"
+    );
+    assert!((max_rel(&got, &want) - 0.25).abs() < 1e-12);
+}
+
+#[test]
+fn a_non_finite_element_beside_anything_else_fails() {
+    for (g, w) in [
+        (f64::INFINITY, 1.0),
+        (1.0, f64::INFINITY),
+        (f64::INFINITY, f64::NEG_INFINITY),
+        (f64::NAN, 1.0),
+        (f64::NAN, f64::INFINITY),
+    ] {
+        let (nrms, nmax) = normalized_deviation(&[0.0, g], &[0.0, w]);
+        assert!(nrms.is_nan() && nmax.is_nan(), "{g} vs {w}: {nrms} {nmax}");
+        assert!(max_rel(&[0.0, g], &[0.0, w]).is_nan(), "{g} vs {w}");
     }
 }
