@@ -88,8 +88,8 @@ fn agrees(got: f64, want: f64) -> bool {
 }
 
 /// `max_rel` of spec §0.2: `max|got − want| / max(1e-6, max|want|)` over finite references;
-/// an element that agrees with its reference (equal, or NaN beside NaN) deviates by 0, any other pair with a
-/// non-finite member makes the result NaN.
+/// an element that agrees with its reference (equal, or NaN beside NaN) deviates by 0, any
+/// other pair with a non-finite member makes the result NaN.
 pub fn max_rel(got: &[f64], want: &[f64]) -> f64 {
     let scale = want
         .iter()
