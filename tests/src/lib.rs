@@ -1,6 +1,6 @@
 //! Helpers shared by kiln's test files.
 
-use kiln::{Backend, Device};
+use kiln::{Backend, DType, Device, KernelId, PortError, Tensor};
 
 pub mod ggml;
 
@@ -54,3 +54,40 @@ pub fn parity_kernels(dev: &Device) -> Vec<kiln::KernelId> {
         })
         .collect()
 }
+
+/// What an output holds before a launch: every element must be overwritten, or left alone on a
+/// refusal. Exact in f16 and bf16, so a 16-bit output left unwritten still reads as poison.
+pub const POISON: f32 = -12288.0;
+
+/// A `dtype` tensor of `shape` on `dev` holding [`POISON`] everywhere.
+pub fn poisoned(dev: &Device, dtype: DType, shape: &[usize]) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_f32(dev, dtype, shape, &vec![POISON; n]).unwrap()
+}
+
+/// Expects an invalid-input refusal (a typed error, printed), naming the case `what`.
+pub fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
+    match r {
+        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
+        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
+    }
+}
+
+/// Expects an invalid-input refusal that leaves every one of `outs` still poisoned.
+pub fn refused(what: &str, outs: &[&Tensor], r: Result<kiln::Ran, PortError>) {
+    assert_invalid(r, what);
+    for t in outs {
+        assert!(
+            t.to_f32_vec().unwrap().iter().all(|&v| v == POISON),
+            "{what}: a refused launch wrote an output"
+        );
+    }
+}
+
+/// Paged attention's kernels: tests/paged.rs runs their parity matrix (counted) on
+/// [`test_devices`], so the every-kernel parity test leaves them out.
+pub const PAGED_KERNELS: [KernelId; 3] = [
+    KernelId::PagedAttentionDecode,
+    KernelId::PagedAttentionDecodeV2Partial,
+    KernelId::PagedAttentionMergeStates,
+];

@@ -7,18 +7,10 @@ use kiln::math::kernels::bitlinear::BitLinearParams;
 use kiln::math::Element;
 use kiln::ops;
 use kiln::rng::Rng;
-use kiln::{reference, DType, Device, PortError, Tensor};
-
-/// What `y` holds before a launch: every element must be overwritten, or left alone on refusal.
-/// Exact in f16 and bf16, so a 16-bit output left unwritten still reads as poison.
-const POISON: f32 = -12288.0;
+use kiln::{reference, DType, Device, Tensor};
+use kiln_tests::{poisoned, refused, POISON};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
-
-fn poisoned(dev: &Device, dtype: DType, shape: &[usize]) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_f32(dev, dtype, shape, &vec![POISON; n]).unwrap()
-}
 
 /// Spec §2's packing of a dense `W [out, in]` of −1, 0, +1: byte `[r, c]` holds the codes
 /// `W + 1` of rows `r + j·out/4` at bits `2j`.
@@ -193,18 +185,6 @@ fn random_ternary_layers_match_their_dense_product_on_every_backend() {
     }
 }
 
-/// Expects an invalid-input refusal that leaves `y` untouched.
-fn refused(what: &str, y: &Tensor, r: Result<kiln::Ran, PortError>) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
-    }
-    assert!(
-        y.to_f32_vec().unwrap().iter().all(|&v| v == POISON),
-        "{what}: a refused launch wrote y"
-    );
-}
-
 /// The op over zero-filled buffers of these shapes (`w` u8 unless `w_dtype` says otherwise).
 fn refused_shapes(
     what: &str,
@@ -219,7 +199,7 @@ fn refused_shapes(
     let s = Tensor::zeros(&dev, s.1, s.0).unwrap();
     let mut yt = poisoned(&dev, DType::F32, y);
     let r = ops::bitlinear(&dev, &x, &w, &s, true, &mut yt);
-    refused(what, &yt, r);
+    refused(what, &[&yt], r);
 }
 
 #[test]
@@ -273,7 +253,7 @@ fn bad_shapes_and_buffers_are_typed_errors_before_any_launch() {
     let w = arena.view(1, &[1, 4]).unwrap();
     let mut y = poisoned(&dev, DType::F32, &[1, 4]);
     let r = ops::bitlinear(&dev, &x, &w, &s, true, &mut y);
-    refused("bytes at offset 1", &y, r);
+    refused("bytes at offset 1", &[&y], r);
 
     // invert_weight_scales is 0 or 1 through the raw launcher.
     let w = Tensor::zeros(&dev, DType::U32, &[1, 1]).unwrap();
@@ -282,5 +262,5 @@ fn bad_shapes_and_buffers_are_typed_errors_before_any_launch() {
         ..Default::default()
     };
     let r = ops::kernel::bitlinear(&dev, &p, &x, &w, &s, &mut y);
-    refused("invert_weight_scales 2", &y, r);
+    refused("invert_weight_scales 2", &[&y], r);
 }

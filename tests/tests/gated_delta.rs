@@ -8,11 +8,8 @@ use kiln::math::kernels::gated_delta_step::GatedDeltaParams;
 use kiln::math::{Bf16, Element, F16};
 use kiln::ops;
 use kiln::rng::Rng;
-use kiln::{DType, Device, PortError, Tensor};
-
-/// What the outputs hold before a launch: every element must be overwritten, or left alone on
-/// refusal.
-const POISON: f32 = -12345.0;
+use kiln::{DType, Device, Tensor};
+use kiln_tests::{poisoned, refused, POISON};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
 
@@ -123,10 +120,6 @@ fn recurrence(i: &Inputs, mask: Option<&[u32]>, chain_parity: bool) -> (Vec<f64>
 
 fn tensor(dev: &Device, dtype: DType, shape: &[usize], v: &[f32]) -> Tensor {
     Tensor::from_f32(dev, dtype, shape, v).unwrap()
-}
-
-fn poisoned(dev: &Device, dtype: DType, shape: &[usize]) -> Tensor {
-    tensor(dev, dtype, shape, &vec![POISON; shape.iter().product()])
 }
 
 /// The op's `y` and `state_out` (poisoned before, checked written after).
@@ -337,18 +330,6 @@ fn a_masked_step_keeps_the_state_and_writes_zeros() {
     }
 }
 
-/// Expects an invalid-input refusal that leaves `y` untouched.
-fn refused(what: &str, y: &Tensor, r: Result<kiln::Ran, PortError>) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
-    }
-    assert!(
-        y.to_f32_vec().unwrap().iter().all(|&v| v == POISON),
-        "{what}: a refused launch wrote y"
-    );
-}
-
 /// Shapes of `q, k, v, g, beta, state_in, y, state_out` and the dtype of `k`.
 struct Shapes<'a> {
     q: &'a [usize],
@@ -392,7 +373,7 @@ fn refused_shapes(what: &str, s: Shapes, mask: Option<(&[usize], DType)>) {
         &mut y,
         &mut state_out,
     );
-    refused(what, &y, r);
+    refused(what, &[&y], r);
 }
 
 #[test]
@@ -539,6 +520,6 @@ fn bad_shapes_params_and_dtypes_are_typed_errors_before_any_launch() {
             &mut y,
             &mut state_out,
         );
-        refused(what, &y, r);
+        refused(what, &[&y], r);
     }
 }

@@ -7,16 +7,8 @@ use kiln::math::kernels::mamba1_selective_scan::Mamba1ScanParams;
 use kiln::math::{Bf16, Element, F16};
 use kiln::ops;
 use kiln::rng::Rng;
-use kiln::{DType, Device, PortError, Tensor};
-
-/// What outputs hold before a launch: every element must be overwritten, or left alone on
-/// refusal. Exact in f16 and bf16, so a 16-bit output holds the same value.
-const POISON: f32 = -12288.0;
-
-fn poisoned(dev: &Device, dtype: DType, shape: &[usize]) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_f32(dev, dtype, shape, &vec![POISON; n]).unwrap()
-}
+use kiln::{DType, Device, Tensor};
+use kiln_tests::{poisoned, refused, POISON};
 
 /// One scan's inputs as f32 values already rounded to the activation dtype (`a` and the state
 /// f32), drawn by spec §12's laws.
@@ -285,20 +277,6 @@ fn bf16_scan_is_within_the_bf16_graph_scan_error() {
     }
 }
 
-/// Expects an invalid-input refusal that leaves both outputs untouched.
-fn refused(what: &str, outs: [&Tensor; 2], r: Result<kiln::Ran, PortError>) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
-    }
-    for t in outs {
-        assert!(
-            t.to_f32_vec().unwrap().iter().all(|&v| v == POISON),
-            "{what}: a refused launch wrote an output"
-        );
-    }
-}
-
 /// Shapes of `x`, `b`, `a`, `d`, `state_in` (None: fresh), `y`, `state_out`, and the dtypes of
 /// the activations and of `a`.
 struct Bad<'a> {
@@ -350,7 +328,7 @@ fn refused_shapes(what: &str, s: Bad) {
         &mut y,
         &mut state_out,
     );
-    refused(what, [&y, &state_out], r);
+    refused(what, &[&y, &state_out], r);
 }
 
 #[test]
@@ -462,5 +440,5 @@ fn bad_shapes_and_dtypes_are_typed_errors_before_any_launch() {
         &mut y,
         &mut state_out,
     );
-    refused("fresh 2", [&y, &state_out], r);
+    refused("fresh 2", &[&y, &state_out], r);
 }

@@ -6,8 +6,7 @@
 use kiln::ops::{causal_conv1d_update, gated_rms_norm};
 use kiln::rng::Rng;
 use kiln::{DType, Device, PortError, Tensor};
-
-const POISON: f32 = -12345.0;
+use kiln_tests::{assert_invalid, POISON};
 
 fn tensor(dev: &Device, shape: &[usize], v: &[f32]) -> Tensor {
     Tensor::from_f32(dev, DType::F32, shape, v).unwrap()
@@ -115,13 +114,6 @@ fn gated_norm_without_a_gate_is_the_grouped_rms_norm() {
                 }
             }
         }
-    }
-}
-
-fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
     }
 }
 

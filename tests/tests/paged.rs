@@ -3,16 +3,14 @@
 
 use kiln::parity::run_matrix;
 
-const PAGED: [KernelId; 3] = [
-    KernelId::PagedAttentionDecode,
-    KernelId::PagedAttentionDecodeV2Partial,
-    KernelId::PagedAttentionMergeStates,
-];
-
 #[test]
 fn paged_kernels_match_their_references_on_every_backend() {
     let devs = kiln_tests::test_devices();
-    let outcomes = run_matrix(&devs, &PAGED, kiln_tests::seed("paged parity"));
+    let outcomes = run_matrix(
+        &devs,
+        &kiln_tests::PAGED_KERNELS,
+        kiln_tests::seed("paged parity"),
+    );
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.pass).collect();
     for o in &outcomes {
         eprintln!(
@@ -44,6 +42,7 @@ use kiln::paged::{
 };
 use kiln::rng::Rng;
 use kiln::{ops, DType, Device, KernelId, PortError, SimConfig, Tensor};
+use kiln_tests::assert_invalid;
 
 /// One request of a test batch: `visible` tokens from entry `offset` of its first page.
 #[derive(Clone, Copy, Debug)]
@@ -505,13 +504,6 @@ fn the_plan_reaches_its_target_and_keeps_chunks_within_the_grid_limit() {
         ),
         Err(PlanError::TooManyChunks { .. })
     ));
-}
-
-fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
-    }
 }
 
 /// Malformed tables and shapes are refused before any launch: the output keeps its poison.

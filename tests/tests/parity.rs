@@ -9,10 +9,9 @@ fn every_kernel_matches_its_reference_on_every_backend() {
     let seed = kiln_tests::seed("parity");
     let mut outcomes = Vec::new();
     for dev in &devs {
-        // Paged attention's kernels run this same matrix, counted, in tests/paged.rs.
         let kernels: Vec<_> = kiln_tests::parity_kernels(dev)
             .into_iter()
-            .filter(|k| !k.name().starts_with("paged_attention_"))
+            .filter(|k| !kiln_tests::PAGED_KERNELS.contains(k))
             .collect();
         outcomes.extend(run_matrix(std::slice::from_ref(dev), &kernels, seed));
     }

@@ -7,8 +7,7 @@ use kiln::math::Element;
 use kiln::ops::{ssm_update, TimeStepLimits};
 use kiln::rng::Rng;
 use kiln::{reference, DType, Device, PortError, Tensor};
-
-const POISON: f32 = -12345.0;
+use kiln_tests::{assert_invalid, POISON};
 
 /// One update's inputs as host f32 values, each exactly representable in bf16 (so storing one
 /// as f32 or as bf16 holds the same numbers).
@@ -178,13 +177,6 @@ fn a_log_in_f32_then_bf16_in_one_process_reads_each_as_stored() {
             "{}: off the f32 budget",
             dev.name()
         );
-    }
-}
-
-fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
     }
 }
 

@@ -9,13 +9,7 @@ use kiln::paged::{
 };
 use kiln::rng::Rng;
 use kiln::{ops, DType, Device, KernelId, PortError, Tensor};
-
-fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
-    match r {
-        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
-        other => panic!("{what}: expected an invalid-input refusal, got {other:?}"),
-    }
-}
+use kiln_tests::assert_invalid;
 
 const POISON: f32 = -12345.0;
 
