@@ -1,0 +1,10 @@
+#!/bin/bash
+# Session 14 run 2: ncu of kiln's ssm_update (a4n_b3 PTX) beside the CUDA C kiln-shape kernel.
+cd "$(dirname "$0")"
+O=${OUT:-out}; mkdir -p $O
+gunzip -kf kiln.gz; chmod +x kiln
+nvcc -O3 -arch=sm_90 -o ssmx/ssmx ssmx/ssmx.cu > $O/nvcc.txt 2>&1
+S="--metrics smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio --section SpeedOfLight --section WarpStateStats --section InstructionStats --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis_Tables --section SchedulerStats"
+KILN_CUDA_PTX=ptx/a4n_b3.ptx timeout 200 ncu $S -k regex:ssm_update_f32 -s 5 -c 1 ./kiln bench --backend cuda --kernel ssm_update --dtype f32 --shape "nemotron-h B8" --runs 3 > $O/ncu-kiln.txt 2>&1
+timeout 200 ncu $S -k regex:ssm_kiln_shape -s 250 -c 1 ./ssmx/ssmx 8 64 8 > $O/ncu-cshape.txt 2>&1
+for f in kiln cshape; do echo "=== $f"; grep -E "stalled|Duration|Executed Instructions |Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|Eligible Warps|No Eligible|L1/TEX Hit|L2 Hit|DRAM Throughput|Memory Throughput|Stall|stall|Block Size|Grid Size|Theoretical Occ" $O/ncu-$f.txt | head -60; done
