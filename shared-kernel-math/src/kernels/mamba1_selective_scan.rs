@@ -11,7 +11,7 @@
 //! Geometry: a block takes [`BLOCK_CHANNELS`] channels of one batch row. A channel's state
 //! columns, `N` padded to a power of two, are split over a group of `G = min(padded N, wave)`
 //! lanes, lane `l` owning columns `l, l + G, …` in registers (one const-generic instance per
-//! columns-per-lane count of [`LANE_COLUMNS`], so no array is sized at run time), and the
+//! columns-per-lane count, 1, 2, 4, …, 32, so no array is sized at run time), and the
 //! group folds `Σ_n` with butterfly shuffles inside it. A 32-wide GPU runs Mamba's `N = 16` as
 //! two channels per wave, one column per lane: many waves, each step's loads coalesced.
 
@@ -23,9 +23,6 @@ pub const BLOCK_CHANNELS: u32 = 16;
 
 /// Threads per block.
 pub const BLOCK_THREADS: u32 = 256;
-
-/// The columns-per-lane counts of the register instances (`padded N / G`).
-pub const LANE_COLUMNS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
 /// The widest state (`N`) a scan accepts: one register instance holds it.
 pub const MAX_STATE_DIM: usize = 32;
