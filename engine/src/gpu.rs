@@ -102,6 +102,12 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn is_software(&self) -> bool {
         false
     }
+    /// The file name of the compiled module `kernel` × `dtype` runs from on this device, where
+    /// the backend picks one of several per device (wgpu's subgroup and f16-storage variants):
+    /// two devices naming the same file run the same code.
+    fn module_file(&self, _kernel: KernelId, _dtype: DType) -> Option<&'static str> {
+        None
+    }
     /// Whether the device's stream is capturing a graph.
     fn is_capturing(&self) -> bool {
         false

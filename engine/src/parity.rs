@@ -553,35 +553,49 @@ pub fn run_matrix_with(
     base: u64,
     plan: SimBlocks,
 ) -> Vec<Outcome> {
+    let pairs: Vec<(KernelId, DType)> = kernels
+        .iter()
+        .flat_map(|&k| k.dtypes().iter().map(move |&dt| (k, dt)))
+        .collect();
+    run_pairs(devs, &pairs, base, plan)
+}
+
+/// [`run_matrix_with`] over chosen kernel × dtype pairs, in their order; each case's seed is
+/// the one the whole matrix gives it.
+pub fn run_pairs(
+    devs: &[Device],
+    pairs: &[(KernelId, DType)],
+    base: u64,
+    plan: SimBlocks,
+) -> Vec<Outcome> {
     let mut out = Vec::new();
-    for &k in kernels {
-        for (d, &dt) in k.dtypes().iter().enumerate() {
-            for (w, dev) in devs.iter().enumerate() {
-                if let Err(e) = crate::ports::select_port(crate::ports::ports(k), dev, dt) {
-                    if e.is_fallback() {
-                        eprintln!("skipped {} {} on {}: {e}", k.name(), dt.name(), dev.name());
-                        continue;
-                    }
+    for &(k, dt) in pairs {
+        let d = k.dtypes().iter().position(|&t| t == dt).unwrap_or(0);
+        for (w, dev) in devs.iter().enumerate() {
+            if let Err(e) = crate::ports::select_port(crate::ports::ports(k), dev, dt) {
+                if e.is_fallback() {
+                    eprintln!("skipped {} {} on {}: {e}", k.name(), dt.name(), dev.name());
+                    continue;
                 }
-                for (c, case) in cases(k, dt).iter().enumerate() {
-                    if !case.runs_on(dev.backend()) {
-                        continue;
-                    }
-                    for run_on in case_devices(dev, k, case, plan, c + d + w) {
-                        let block = match run_on.kind() {
-                            DeviceKind::Sim(cfg) => format!("/block {}", cfg.block.unwrap_or(0)),
-                            _ => String::new(),
-                        };
-                        let label = format!(
-                            "{}/{}/{}/{}{block}/{}",
-                            k.name(),
-                            dt.name(),
-                            run_on.backend(),
-                            run_on.wave(),
-                            case.label
-                        );
-                        out.push(run_case(&run_on, k, dt, case, derive_seed(base, &label)));
-                    }
+            }
+            for (c, case) in cases(k, dt).iter().enumerate() {
+                if !case.runs_on(dev.backend()) {
+                    continue;
+                }
+                for run_on in case_devices(dev, k, case, plan, c + d + w) {
+                    let block = match run_on.kind() {
+                        DeviceKind::Sim(cfg) => format!("/block {}", cfg.block.unwrap_or(0)),
+                        _ => String::new(),
+                    };
+                    let label = format!(
+                        "{}/{}/{}/{}{block}/{}",
+                        k.name(),
+                        dt.name(),
+                        run_on.backend(),
+                        run_on.wave(),
+                        case.label
+                    );
+                    out.push(run_case(&run_on, k, dt, case, derive_seed(base, &label)));
                 }
             }
         }

@@ -3,11 +3,12 @@
 
 use super::errors::{launch_err, other};
 use super::memory::{Ctx, WgpuMemory};
-use super::modules::{kiln_shaders_wgsl_max_block, KILN_SCRATCH_BYTES};
+use super::modules::{kiln_shaders_wgsl_max_block, module_for, KILN_SCRATCH_BYTES};
 use super::state::{Prepared, Timer, WgpuDevice};
 use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
 use crate::port::Port;
 use crate::{Backend, DeviceError};
+use kiln_math::{DType, KernelId};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -236,6 +237,10 @@ impl GpuDevice for WgpuDevice {
 
     fn ordinal(&self) -> usize {
         0
+    }
+
+    fn module_file(&self, kernel: KernelId, dtype: DType) -> Option<&'static str> {
+        module_for(kernel, dtype, self.subgroups, self.f16).map(|m| m.file)
     }
 
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceMemory>, DeviceError> {
