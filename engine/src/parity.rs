@@ -553,15 +553,19 @@ pub fn run_matrix_with(
     base: u64,
     plan: SimBlocks,
 ) -> Vec<Outcome> {
-    let pairs: Vec<(KernelId, DType)> = kernels
-        .iter()
-        .flat_map(|&k| k.dtypes().iter().map(move |&dt| (k, dt)))
-        .collect();
-    run_pairs(devs, &pairs, base, plan)
+    run_pairs(devs, &kernel_dtypes(kernels), base, plan)
 }
 
-/// [`run_matrix_with`] over chosen kernel × dtype pairs, in their order; each case's seed is
-/// the one the whole matrix gives it.
+/// Every kernel × dtype pair of `kernels`, kernel by kernel, each in its dtype order.
+pub fn kernel_dtypes(kernels: &[KernelId]) -> Vec<(KernelId, DType)> {
+    kernels
+        .iter()
+        .flat_map(|&k| k.dtypes().iter().map(move |&dt| (k, dt)))
+        .collect()
+}
+
+/// [`run_matrix_with`] over chosen pairs of a kernel and one of its dtypes, in their order;
+/// each case runs with the seed and sim block the whole matrix gives it.
 pub fn run_pairs(
     devs: &[Device],
     pairs: &[(KernelId, DType)],

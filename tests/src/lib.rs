@@ -73,14 +73,16 @@ pub fn assert_invalid<T: std::fmt::Debug>(r: Result<T, PortError>, what: &str) {
     }
 }
 
+/// Whether every element of `t` still holds [`POISON`].
+pub fn untouched(t: &Tensor) -> bool {
+    t.to_f32_vec().unwrap().iter().all(|&v| v == POISON)
+}
+
 /// Expects an invalid-input refusal that leaves every one of `outs` still poisoned.
 pub fn refused(what: &str, outs: &[&Tensor], r: Result<kiln::Ran, PortError>) {
     assert_invalid(r, what);
     for t in outs {
-        assert!(
-            t.to_f32_vec().unwrap().iter().all(|&v| v == POISON),
-            "{what}: a refused launch wrote an output"
-        );
+        assert!(untouched(t), "{what}: a refused launch wrote an output");
     }
 }
 

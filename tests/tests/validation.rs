@@ -9,17 +9,11 @@ use kiln::paged::{
 };
 use kiln::rng::Rng;
 use kiln::{ops, DType, Device, KernelId, PortError, Tensor};
-use kiln_tests::assert_invalid;
+use kiln_tests::{assert_invalid, untouched};
 
-const POISON: f32 = -12345.0;
-
+/// An f32 tensor of `shape` holding the shared poison.
 fn poisoned(dev: &Device, shape: &[usize]) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_f32(dev, DType::F32, shape, &vec![POISON; n]).unwrap()
-}
-
-fn untouched(t: &Tensor) -> bool {
-    t.to_f32_vec().unwrap().iter().all(|&v| v == POISON)
+    kiln_tests::poisoned(dev, DType::F32, shape)
 }
 
 fn i32s(dev: &Device, v: &[i32]) -> Tensor {

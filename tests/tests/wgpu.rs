@@ -3,7 +3,7 @@
 //! dimension fold, and an out-of-bounds view access is a typed kernel fault.
 
 use kiln::gpu::{GpuBuf, GpuLaunch};
-use kiln::parity::{run_pairs, SimBlocks};
+use kiln::parity::{kernel_dtypes, run_pairs, SimBlocks};
 use kiln::{
     ports, select_port, Backend, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor,
 };
@@ -26,10 +26,7 @@ fn wgpu_device() -> Option<Device> {
 
 /// Every kernel × dtype pair the parity test runs on `dev`.
 fn pairs(dev: &Device) -> Vec<(KernelId, DType)> {
-    kiln_tests::parity_kernels(dev)
-        .iter()
-        .flat_map(|&k| k.dtypes().iter().map(move |&dt| (k, dt)))
-        .collect()
+    kernel_dtypes(&kiln_tests::parity_kernels(dev))
 }
 
 /// The module file `dev` runs `k` × `dt` from.
