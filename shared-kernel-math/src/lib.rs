@@ -26,6 +26,7 @@ mod kernel;
 pub mod kernels;
 mod list;
 pub mod local_memory;
+mod non_finite;
 pub mod random;
 pub mod sampling;
 mod view;
@@ -45,6 +46,7 @@ pub use kernel::{
 };
 pub use kernels::KernelId;
 pub use list::{BufferDesc, Elem, WAVES};
+pub use non_finite::{is_neg_infinity, max_keeping_nan, nan_unless_finite};
 pub use view::{Access, Dst, Rw, Src, View};
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 pub use view::{Probe, SourceSite, ViewFault};

@@ -45,8 +45,9 @@ pub fn thread_slice<B: Block>(b: &B, len: usize) -> (usize, usize) {
 
 /// Inverse-CDF draw over one row, one block per row, each thread over its `[first, end)`: the
 /// first index (natural order) whose running weight exceeds `u · Σ weight`. Returns
-/// `(claimed, index, Σ weight)`; `claimed` is false when rounding left the goal in no slice
-/// (the index is then meaningless and the caller picks its own).
+/// `(claimed, index, Σ weight)`; `claimed` is false when rounding left the goal in no slice, or
+/// when `Σ weight` is not finite and positive (a NaN, ±Inf or negative weight: no slice order
+/// decides then, docs/non-finite.md); the index is then meaningless and the caller picks its own.
 #[inline(always)]
 pub fn inverse_cdf<B: Block>(
     b: &B,
@@ -64,7 +65,8 @@ pub fn inverse_cdf<B: Block>(
     let (below, mass) = b.scan_sum(mine);
     let goal = u * mass;
     let (mut claim, mut pick) = (0.0f32, 0u32);
-    if mine > 0.0 && below + mine > goal {
+    let drawable = mass.is_finite() && mass > 0.0;
+    if drawable && mine > 0.0 && below + mine > goal {
         // This slice holds the goal (or a later one does and the lowest claim wins).
         let mut running = below;
         let mut i = first;

@@ -387,3 +387,170 @@ fn case2_v2_plans_must_cover_every_tile_once() {
         }
     }
 }
+
+/// Case 3's paged half: a non-finite score makes the head's output row NaN and a non-finite
+/// value makes its output column NaN, the same on v1, v2 (two chunks and their merge) and the
+/// gather fallback, on every backend; an unattended NaN changes nothing.
+#[test]
+fn case3_non_finite_attention_inputs_give_the_same_nans_on_every_arm() {
+    // Two query heads over one KV head of 2 dims; one request of 4 tokens over pages 1 and 2
+    // of a 4-page pool (pages 0 and 3 unattended).
+    let table = PageTable {
+        indices: vec![1, 2],
+        indptr: vec![0, 2],
+        last_page_len: vec![2],
+        first_page_offset: vec![0],
+    };
+    let q_clean = [0.5f32, -1.0, 1.5, 0.25];
+    let pool_clean: Vec<f32> = (0..16).map(|i| (i as f32 * 0.37).sin()).collect();
+    // Pool element of token `t` of the request (page 1 + t / 2, slot t % 2), dim `d`.
+    let at = |t: usize, d: usize| ((1 + t / 2) * 2 + t % 2) * 2 + d;
+    struct Poison {
+        what: &'static str,
+        q: Option<(usize, f32)>,
+        k: Option<(usize, f32)>,
+        v: Option<(usize, f32)>,
+        /// Which of the 4 outputs `[head 0 d0, head 0 d1, head 1 d0, head 1 d1]` are NaN.
+        nan: [bool; 4],
+    }
+    let cases = [
+        Poison {
+            what: "NaN in head 0's query",
+            q: Some((1, f32::NAN)),
+            k: None,
+            v: None,
+            nan: [true, true, false, false],
+        },
+        Poison {
+            what: "+inf in head 1's query",
+            q: Some((2, f32::INFINITY)),
+            k: None,
+            v: None,
+            nan: [false, false, true, true],
+        },
+        Poison {
+            what: "+inf key of token 3",
+            q: None,
+            k: Some((at(3, 0), f32::INFINITY)),
+            v: None,
+            nan: [true; 4],
+        },
+        Poison {
+            what: "-inf key of token 0",
+            q: None,
+            k: Some((at(0, 1), f32::NEG_INFINITY)),
+            v: None,
+            nan: [true; 4],
+        },
+        Poison {
+            what: "+inf value of token 1, dim 1",
+            q: None,
+            k: None,
+            v: Some((at(1, 1), f32::INFINITY)),
+            nan: [false, true, false, true],
+        },
+        Poison {
+            what: "NaN value of token 2, dim 0",
+            q: None,
+            k: None,
+            v: Some((at(2, 0), f32::NAN)),
+            nan: [true, false, true, false],
+        },
+        Poison {
+            what: "NaN key and value in unattended page 3",
+            q: None,
+            k: Some((14, f32::NAN)),
+            v: Some((15, f32::NAN)),
+            nan: [false; 4],
+        },
+    ];
+    for dev in kiln_tests::test_devices() {
+        let run = |q: &[f32], k: &[f32], v: &[f32], arm: DecodeArm| {
+            let qt = Tensor::from_f32(&dev, DType::F32, &[1, 2, 2], q).unwrap();
+            let kt = Tensor::from_f32(&dev, DType::F32, &[4, 2, 1, 2], k).unwrap();
+            let vt = Tensor::from_f32(&dev, DType::F32, &[4, 2, 1, 2], v).unwrap();
+            let mut out = poisoned(&dev, &[1, 2, 2]);
+            let ran = paged_decode_with(
+                &dev,
+                &qt,
+                &kt,
+                &vt,
+                &table,
+                0.0,
+                &mut out,
+                &policy(),
+                Some(arm),
+            );
+            ran.unwrap_or_else(|e| panic!("{} {arm:?}: {e}", dev.name()));
+            out.to_f32_vec().unwrap()
+        };
+        let clean = run(&q_clean, &pool_clean, &pool_clean, DecodeArm::Fallback);
+        for c in &cases {
+            let (mut q, mut k, mut v) = (q_clean.to_vec(), pool_clean.clone(), pool_clean.clone());
+            for (buf, poison) in [(&mut q, c.q), (&mut k, c.k), (&mut v, c.v)] {
+                if let Some((i, x)) = poison {
+                    buf[i] = x;
+                }
+            }
+            for arm in [DecodeArm::V1, DecodeArm::V2, DecodeArm::Fallback] {
+                let got = run(&q, &k, &v, arm);
+                for (i, (&g, &nan)) in got.iter().zip(&c.nan).enumerate() {
+                    let label = format!("{} {arm:?}, {}: output {i} = {g}", dev.name(), c.what);
+                    if nan {
+                        assert!(g.is_nan(), "{label}, want NaN");
+                    } else {
+                        assert!(g.is_finite(), "{label}, want finite");
+                        if c.nan == [false; 4] {
+                            assert!((g - clean[i]).abs() < 1e-5, "{label}, want {}", clean[i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Case 3's norm half: f16 add-RMSNorm of `x = [inf, 1, 2, 3]` is NaN in every element of the
+/// row on the port and on the fallback (the fallback used to give `[NaN, 0, 0, 0]`), and the
+/// other row is untouched by it.
+#[test]
+fn case3_a_non_finite_row_normalizes_to_nan_on_port_and_fallback() {
+    let k = KernelId::FusedAddRmsNorm;
+    for dev in kiln_tests::test_devices() {
+        for mode in [Mode::PortOnly, Mode::FallbackOnly] {
+            let x = Tensor::from_f32(
+                &dev,
+                DType::F16,
+                &[2, 4],
+                &[f32::INFINITY, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0],
+            )
+            .unwrap();
+            let mut residual = Tensor::from_f32(&dev, DType::F16, &[2, 4], &[0.0; 8]).unwrap();
+            let w = Tensor::from_f32(&dev, DType::F16, &[4], &[1.0; 4]).unwrap();
+            let mut out = kiln_tests::poisoned(&dev, DType::F16, &[2, 4]);
+            let mut p = default_params(k);
+            set_param(k, &mut p, "eps", "1e-6").unwrap();
+            launch(
+                &dev,
+                k,
+                &p,
+                &mut [
+                    Arg::In(&x),
+                    Arg::Out(&mut residual),
+                    Arg::In(&w),
+                    Arg::Out(&mut out),
+                ],
+                mode,
+            )
+            .unwrap_or_else(|e| panic!("{} {mode:?}: {e}", dev.name()));
+            let got = out.to_f32_vec().unwrap();
+            let label = format!("{} {mode:?}: {got:?}", dev.name());
+            assert!(got[..4].iter().all(|v| v.is_nan()), "{label}");
+            // 1/sqrt(7.5) = 0.3651…, 4/sqrt(7.5) = 1.4606… (f16 within 1e-3).
+            assert!(
+                (got[4] - 0.3651).abs() < 1e-3 && (got[7] - 1.4606).abs() < 1e-3,
+                "{label}"
+            );
+        }
+    }
+}

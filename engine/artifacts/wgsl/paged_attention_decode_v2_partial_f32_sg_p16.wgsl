@@ -317,7 +317,25 @@ fn k_shared_slice_12(shm_v: vec2<u32>, at_p: u32, dims_p: u32, wide_p: bool) -> 
 fn k_mul_add_13(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_truncf_14(x_p: f32) -> f32 {
+fn k_nan_unless_finite_14(x_p: f32) -> f32 {
+    var ifv_1: f32;
+    if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
+        ifv_1 = x_p;
+    } else {
+        ifv_1 = bitcast<f32>(0x7fc00000u);
+    }
+    return ifv_1;
+}
+fn k_max_keeping_nan_15(a_p: f32, b_p: f32) -> f32 {
+    var ifv_1: f32;
+    if ((a_p > b_p) || kiln_is_nan(a_p)) {
+        ifv_1 = a_p;
+    } else {
+        ifv_1 = b_p;
+    }
+    return ifv_1;
+}
+fn k_truncf_16(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -329,8 +347,8 @@ fn k_truncf_14(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_15(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_14(x_p);
+fn k_floorf_17(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_16(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -339,7 +357,7 @@ fn k_floorf_15(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_16(x_p: f32) -> f32 {
+fn k_exp2_poly_18(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -349,7 +367,7 @@ fn k_exp2_poly_16(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_15((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_17((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -376,13 +394,13 @@ fn k_exp2_poly_16(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_17(x_p: f32) -> f32 {
-    return k_exp2_poly_16(x_p);
+fn k_exp2_approx_19(x_p: f32) -> f32 {
+    return k_exp2_poly_18(x_p);
 }
-fn k_acc_at_18(layout_p: S_Parts, part_p: u32, head_p: u32) -> u32 {
+fn k_acc_at_20(layout_p: S_Parts, part_p: u32, head_p: u32) -> u32 {
     return (layout_p.acc + ((((part_p * layout_p.heads) + head_p)) * layout_p.head_dim));
 }
-fn k_publish_stats_19(shm_v: vec2<u32>, layout_p: S_Parts, part_p: u32, m_p: array<f32, 4>, l_p: array<f32, 4>) {
+fn k_publish_stats_21(shm_v: vec2<u32>, layout_p: S_Parts, part_p: u32, m_p: array<f32, 4>, l_p: array<f32, 4>) {
     var m_m: array<f32, 4> = m_p;
     var l_m: array<f32, 4> = l_p;
     var g_1: u32 = 0u;
@@ -394,30 +412,30 @@ fn k_publish_stats_19(shm_v: vec2<u32>, layout_p: S_Parts, part_p: u32, m_p: arr
         g_1 = (g_1 + 1u);
     }
 }
-fn k_merged_max_sum_20(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32, parts_p: u32) -> kiln_tuple_f32_f32 {
+fn k_is_neg_infinity_22(x_p: f32) -> bool {
+    return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
+}
+fn k_merged_max_sum_23(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32, parts_p: u32) -> kiln_tuple_f32_f32 {
     var m_all_1: f32 = bitcast<f32>(0xff800000u);
     var w_2: u32 = 0u;
     while (w_2 < parts_p) {
-        let m_w_3: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_2 * stride_p)));
-        if (m_w_3 > m_all_1) {
-            m_all_1 = m_w_3;
-        }
+        m_all_1 = k_max_keeping_nan_15(kiln_get_shared_f32(shm_v, (m_at_p + (w_2 * stride_p))), m_all_1);
         w_2 = (w_2 + 1u);
     }
-    var l_all_4: f32 = 0e0f;
-    if (m_all_1 != bitcast<f32>(0xff800000u)) {
-        var w_5: u32 = 0u;
-        while (w_5 < parts_p) {
-            let m_w_6: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_5 * stride_p)));
-            if (m_w_6 != bitcast<f32>(0xff800000u)) {
-                l_all_4 = (l_all_4 + (kiln_get_shared_f32(shm_v, (l_at_p + (w_5 * stride_p))) * k_exp2_approx_17((m_w_6 - m_all_1))));
+    var l_all_3: f32 = 0e0f;
+    if !(k_is_neg_infinity_22(m_all_1)) {
+        var w_4: u32 = 0u;
+        while (w_4 < parts_p) {
+            let m_w_5: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_4 * stride_p)));
+            if !(k_is_neg_infinity_22(m_w_5)) {
+                l_all_3 = (l_all_3 + (kiln_get_shared_f32(shm_v, (l_at_p + (w_4 * stride_p))) * k_exp2_approx_19((m_w_5 - m_all_1))));
             }
-            w_5 = (w_5 + 1u);
+            w_4 = (w_4 + 1u);
         }
     }
-    return kiln_tuple_f32_f32(m_all_1, l_all_4);
+    return kiln_tuple_f32_f32(m_all_1, l_all_3);
 }
-fn k_log_core_21(f_p: f32) -> f32 {
+fn k_log_core_24(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -427,7 +445,7 @@ fn k_log_core_21(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_22(x_p: f32) -> f32 {
+fn k_logf_25(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -455,21 +473,21 @@ fn k_logf_22(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_21(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_24(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log2f_23(x_p: f32) -> f32 {
-    return (k_logf_22(x_p) * K_LOG2_E);
+fn k_log2f_26(x_p: f32) -> f32 {
+    return (k_logf_25(x_p) * K_LOG2_E);
 }
-fn k_log_sum_24(m_all_p: f32, l_all_p: f32) -> f32 {
+fn k_log_sum_27(m_all_p: f32, l_all_p: f32) -> f32 {
     var ifv_1: f32;
-    if (l_all_p > 0e0f) {
-        ifv_1 = (m_all_p + k_log2f_23(l_all_p));
-    } else {
+    if k_is_neg_infinity_22(m_all_p) {
         ifv_1 = bitcast<f32>(0xff800000u);
+    } else {
+        ifv_1 = (m_all_p + k_log2f_26(l_all_p));
     }
     return ifv_1;
 }
-fn k_merge_parts_25(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_merge_parts_28(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let t_1: u32 = layout_p.heads;
     let t_2: u32 = layout_p.head_dim;
     let g_len_3: u32 = t_1;
@@ -478,13 +496,13 @@ fn k_merge_parts_25(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
     var i_5: u32 = kiln_thread;
     while (i_5 < (layout_p.parts * g_len_3)) {
         let g_6: u32 = (i_5 % g_len_3);
-        let t_7: kiln_tuple_f32_f32 = k_merged_max_sum_20(shm_v, (layout_p.max + g_6), (layout_p.sum + g_6), g_len_3, layout_p.parts);
+        let t_7: kiln_tuple_f32_f32 = k_merged_max_sum_23(shm_v, (layout_p.max + g_6), (layout_p.sum + g_6), g_len_3, layout_p.parts);
         let m_all_8: f32 = t_7.f0;
         let l_all_9: f32 = t_7.f1;
         let m_part_10: f32 = kiln_get_shared_f32(shm_v, (layout_p.max + i_5));
         var ifv_11: f32;
-        if ((l_all_9 > 0e0f) && (m_part_10 != bitcast<f32>(0xff800000u))) {
-            ifv_11 = (k_exp2_approx_17((m_part_10 - m_all_8)) / l_all_9);
+        if !(k_is_neg_infinity_22(m_part_10)) {
+            ifv_11 = (k_exp2_approx_19((m_part_10 - m_all_8)) / l_all_9);
         } else {
             ifv_11 = 0e0f;
         }
@@ -493,7 +511,7 @@ fn k_merge_parts_25(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         {
             let lse_13: vec2<u32> = lse_v;
             if (i_5 < g_len_3) {
-                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_24(m_all_8, l_all_9));
+                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_27(m_all_8, l_all_9));
             }
         }
         i_5 = (i_5 + KILN_BLOCK);
@@ -506,14 +524,14 @@ fn k_merge_parts_25(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         var o_17: f32 = 0e0f;
         var p_18: u32 = 0u;
         while (p_18 < layout_p.parts) {
-            o_17 = (o_17 + (kiln_get_shared_f32(shm_v, (k_acc_at_18(layout_p, p_18, g_15) + d_16)) * kiln_get_shared_f32(shm_v, ((layout_p.weight + (p_18 * g_len_3)) + g_15))));
+            o_17 = (o_17 + (kiln_get_shared_f32(shm_v, (k_acc_at_20(layout_p, p_18, g_15) + d_16)) * kiln_get_shared_f32(shm_v, ((layout_p.weight + (p_18 * g_len_3)) + g_15))));
             p_18 = (p_18 + 1u);
         }
-        kiln_set_b9(out_v, (group_p.out_base + i_14), o_17);
+        kiln_set_b9(out_v, (group_p.out_base + i_14), k_nan_unless_finite_14(o_17));
         i_14 = (i_14 + KILN_BLOCK);
     }
 }
-fn k_attend_tiled_26(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>, lanes_p: u32) {
+fn k_attend_tiled_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>, lanes_p: u32) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let bs_3: u32 = pool_p.block_size;
@@ -618,65 +636,63 @@ fn k_attend_tiled_26(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenS
             }
             mask_49 = (mask_49 / 2u);
         }
-        var corr_51: array<f32, 4> = array<f32, 4>(1e0f, 1e0f, 1e0f, 1e0f);
-        var w_52: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var g_53: u32 = 0u;
-        while (g_53 < K_MAX_GROUP_HEADS) {
-            if ((g_53 < g_len_2) && (valid_28 > 0u)) {
-                var top_54: f32 = bitcast<f32>(0xff800000u);
-                var t_55: u32 = 0u;
-                while (t_55 < K_TILE) {
-                    let s_56: f32 = (dots_43[((g_53 * K_TILE) + t_55)] * scale_log2_p);
-                    if ((t_55 < valid_28) && (s_56 > top_54)) {
-                        top_54 = s_56;
+        var i_51: u32 = 0u;
+        while (i_51 < K_TILE_DOTS) {
+            dots_43[i_51] = k_nan_unless_finite_14((dots_43[i_51] * scale_log2_p));
+            i_51 = (i_51 + 1u);
+        }
+        var corr_52: array<f32, 4> = array<f32, 4>(1e0f, 1e0f, 1e0f, 1e0f);
+        var w_53: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var g_54: u32 = 0u;
+        while (g_54 < K_MAX_GROUP_HEADS) {
+            if ((g_54 < g_len_2) && (valid_28 > 0u)) {
+                var top_55: f32 = bitcast<f32>(0xff800000u);
+                var t_56: u32 = 0u;
+                while (t_56 < K_TILE) {
+                    if (t_56 < valid_28) {
+                        top_55 = k_max_keeping_nan_15(dots_43[((g_54 * K_TILE) + t_56)], top_55);
                     }
-                    t_55 = (t_55 + 1u);
+                    t_56 = (t_56 + 1u);
                 }
-                var ifv_57: f32;
-                if (top_54 > m_15[g_53]) {
-                    ifv_57 = top_54;
-                } else {
-                    ifv_57 = m_15[g_53];
-                }
-                let m_new_58: f32 = ifv_57;
-                corr_51[g_53] = k_exp2_approx_17((m_15[g_53] - m_new_58));
-                var sum_59: f32 = 0e0f;
-                var t_60: u32 = 0u;
-                while (t_60 < K_TILE) {
-                    if (t_60 < valid_28) {
-                        let e_61: f32 = k_exp2_approx_17(((dots_43[((g_53 * K_TILE) + t_60)] * scale_log2_p) - m_new_58));
-                        w_52[((g_53 * K_TILE) + t_60)] = e_61;
-                        sum_59 = (sum_59 + e_61);
+                let m_new_57: f32 = k_max_keeping_nan_15(top_55, m_15[g_54]);
+                corr_52[g_54] = k_exp2_approx_19((m_15[g_54] - m_new_57));
+                var sum_58: f32 = 0e0f;
+                var t_59: u32 = 0u;
+                while (t_59 < K_TILE) {
+                    if (t_59 < valid_28) {
+                        let e_60: f32 = k_exp2_approx_19((dots_43[((g_54 * K_TILE) + t_59)] - m_new_57));
+                        w_53[((g_54 * K_TILE) + t_59)] = e_60;
+                        sum_58 = (sum_58 + e_60);
                     }
-                    t_60 = (t_60 + 1u);
+                    t_59 = (t_59 + 1u);
                 }
-                l_16[g_53] = k_mul_add_13(l_16[g_53], corr_51[g_53], sum_59);
-                m_15[g_53] = m_new_58;
+                l_16[g_54] = k_mul_add_13(l_16[g_54], corr_52[g_54], sum_58);
+                m_15[g_54] = m_new_57;
             }
-            g_53 = (g_53 + 1u);
+            g_54 = (g_54 + 1u);
         }
-        var vf_62: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var e_63: u32 = 0u;
-        while (e_63 < K_TILE_ELEMS) {
-            vf_62[e_63] = k_widen_11(vr_30[e_63]);
-            e_63 = (e_63 + 1u);
+        var vf_61: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var e_62: u32 = 0u;
+        while (e_62 < K_TILE_ELEMS) {
+            vf_61[e_62] = k_widen_11(vr_30[e_62]);
+            e_62 = (e_62 + 1u);
         }
-        var g_64: u32 = 0u;
-        while (g_64 < K_MAX_GROUP_HEADS) {
-            if ((g_64 < g_len_2) && (valid_28 > 0u)) {
-                var j_65: u32 = 0u;
-                while (j_65 < K_LANE_DIMS) {
-                    var a_66: f32 = (acc_17[((g_64 * K_LANE_DIMS) + j_65)] * corr_51[g_64]);
-                    var t_67: u32 = 0u;
-                    while (t_67 < K_TILE) {
-                        a_66 = k_mul_add_13(w_52[((g_64 * K_TILE) + t_67)], vf_62[((t_67 * K_LANE_DIMS) + j_65)], a_66);
-                        t_67 = (t_67 + 1u);
+        var g_63: u32 = 0u;
+        while (g_63 < K_MAX_GROUP_HEADS) {
+            if ((g_63 < g_len_2) && (valid_28 > 0u)) {
+                var j_64: u32 = 0u;
+                while (j_64 < K_LANE_DIMS) {
+                    var a_65: f32 = (acc_17[((g_63 * K_LANE_DIMS) + j_64)] * corr_52[g_63]);
+                    var t_66: u32 = 0u;
+                    while (t_66 < K_TILE) {
+                        a_65 = k_mul_add_13(w_53[((g_63 * K_TILE) + t_66)], vf_61[((t_66 * K_LANE_DIMS) + j_64)], a_65);
+                        t_66 = (t_66 + 1u);
                     }
-                    acc_17[((g_64 * K_LANE_DIMS) + j_65)] = a_66;
-                    j_65 = (j_65 + 1u);
+                    acc_17[((g_63 * K_LANE_DIMS) + j_64)] = a_65;
+                    j_64 = (j_64 + 1u);
                 }
             }
-            g_64 = (g_64 + 1u);
+            g_63 = (g_63 + 1u);
         }
         lead_19 = (lead_19 + step_18);
         first_20 = (first_20 + step_18);
@@ -687,26 +703,26 @@ fn k_attend_tiled_26(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenS
             page_21 = (page_21 + 1u);
         }
     }
-    var g_68: u32 = 0u;
-    while (g_68 < K_MAX_GROUP_HEADS) {
-        if (g_68 < g_len_2) {
-            let at_69: u32 = (k_acc_at_18(layout_11, part_7, g_68) + d0_8);
-            var j_70: u32 = 0u;
-            while (j_70 < K_LANE_DIMS) {
-                if (j_70 < dims_10) {
-                    kiln_set_shared_f32(shm_12, (at_69 + j_70), acc_17[((g_68 * K_LANE_DIMS) + j_70)]);
+    var g_67: u32 = 0u;
+    while (g_67 < K_MAX_GROUP_HEADS) {
+        if (g_67 < g_len_2) {
+            let at_68: u32 = (k_acc_at_20(layout_11, part_7, g_67) + d0_8);
+            var j_69: u32 = 0u;
+            while (j_69 < K_LANE_DIMS) {
+                if (j_69 < dims_10) {
+                    kiln_set_shared_f32(shm_12, (at_68 + j_69), acc_17[((g_67 * K_LANE_DIMS) + j_69)]);
                 }
-                j_70 = (j_70 + 1u);
+                j_69 = (j_69 + 1u);
             }
         }
-        g_68 = (g_68 + 1u);
+        g_67 = (g_67 + 1u);
     }
     if ((lane_4 % lanes_p) == 0u) {
-        k_publish_stats_19(shm_12, layout_11, part_7, m_15, l_16);
+        k_publish_stats_21(shm_12, layout_11, part_7, m_15, l_16);
     }
-    k_merge_parts_25(shm_12, layout_11, group_p, out_v, lse_v);
+    k_merge_parts_28(shm_12, layout_11, group_p, out_v, lse_v);
 }
-fn k_wave_sum_27(v_p: f32) -> f32 {
+fn k_wave_sum_30(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -715,7 +731,7 @@ fn k_wave_sum_27(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_attend_strided_28(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_attend_strided_31(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let waves_3: u32 = k_waves_4();
@@ -728,7 +744,7 @@ fn k_attend_strided_28(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
     while (d_8 < d_len_1) {
         var g_9: u32 = 0u;
         while (g_9 < g_len_2) {
-            kiln_set_shared_f32(shm_7, (k_acc_at_18(layout_6, wave_4, g_9) + d_8), 0e0f);
+            kiln_set_shared_f32(shm_7, (k_acc_at_20(layout_6, wave_4, g_9) + d_8), 0e0f);
             g_9 = (g_9 + 1u);
         }
         d_8 = (d_8 + KILN_WAVE);
@@ -760,50 +776,44 @@ fn k_attend_strided_28(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         var g_23: u32 = 0u;
         while (g_23 < K_MAX_GROUP_HEADS) {
             if (g_23 < g_len_2) {
-                let s_24: f32 = (k_wave_sum_27(dot_17[g_23]) * scale_log2_p);
-                var ifv_25: f32;
-                if (s_24 > m_10[g_23]) {
-                    ifv_25 = s_24;
-                } else {
-                    ifv_25 = m_10[g_23];
-                }
-                let m_new_26: f32 = ifv_25;
-                corr_21[g_23] = k_exp2_approx_17((m_10[g_23] - m_new_26));
-                weight_22[g_23] = k_exp2_approx_17((s_24 - m_new_26));
+                let s_24: f32 = k_nan_unless_finite_14((k_wave_sum_30(dot_17[g_23]) * scale_log2_p));
+                let m_new_25: f32 = k_max_keeping_nan_15(s_24, m_10[g_23]);
+                corr_21[g_23] = k_exp2_approx_19((m_10[g_23] - m_new_25));
+                weight_22[g_23] = k_exp2_approx_19((s_24 - m_new_25));
                 l_11[g_23] = ((l_11[g_23] * corr_21[g_23]) + weight_22[g_23]);
-                m_10[g_23] = m_new_26;
+                m_10[g_23] = m_new_25;
             }
             g_23 = (g_23 + 1u);
         }
-        var d_27: u32 = lane_5;
-        while (d_27 < d_len_1) {
-            let v_28: f32 = k_widen_11(kiln_get_b2(v_pool_v, (base_16 + d_27)));
-            var g_29: u32 = 0u;
-            while (g_29 < K_MAX_GROUP_HEADS) {
-                if (g_29 < g_len_2) {
-                    let at_30: u32 = (k_acc_at_18(layout_6, wave_4, g_29) + d_27);
-                    kiln_set_shared_f32(shm_7, at_30, ((kiln_get_shared_f32(shm_7, at_30) * corr_21[g_29]) + (weight_22[g_29] * v_28)));
+        var d_26: u32 = lane_5;
+        while (d_26 < d_len_1) {
+            let v_27: f32 = k_widen_11(kiln_get_b2(v_pool_v, (base_16 + d_26)));
+            var g_28: u32 = 0u;
+            while (g_28 < K_MAX_GROUP_HEADS) {
+                if (g_28 < g_len_2) {
+                    let at_29: u32 = (k_acc_at_20(layout_6, wave_4, g_28) + d_26);
+                    kiln_set_shared_f32(shm_7, at_29, ((kiln_get_shared_f32(shm_7, at_29) * corr_21[g_28]) + (weight_22[g_28] * v_27)));
                 }
-                g_29 = (g_29 + 1u);
+                g_28 = (g_28 + 1u);
             }
-            d_27 = (d_27 + KILN_WAVE);
+            d_26 = (d_26 + KILN_WAVE);
         }
         t_12 = (t_12 + waves_3);
     }
     if (lane_5 == 0u) {
-        k_publish_stats_19(shm_7, layout_6, wave_4, m_10, l_11);
+        k_publish_stats_21(shm_7, layout_6, wave_4, m_10, l_11);
     }
-    k_merge_parts_25(shm_7, layout_6, group_p, out_v, lse_v);
+    k_merge_parts_28(shm_7, layout_6, group_p, out_v, lse_v);
 }
-fn k_attend_span_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_attend_span_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let lanes_1: u32 = k_lanes_per_token_2(pool_p.head_dim, KILN_WAVE);
     if (lanes_1 > 0u) {
-        k_attend_tiled_26(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v, lanes_1);
+        k_attend_tiled_29(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v, lanes_1);
     } else {
-        k_attend_strided_28(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
+        k_attend_strided_31(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
     }
 }
-fn k_paged_attention_decode_v2_partial_30(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
+fn k_paged_attention_decode_v2_partial_33(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
     let chunk_1: u32 = kiln_block.y;
     let request_2: u32 = bitcast<u32>(max(kiln_get_b7(request_indices_v, chunk_1), 0i));
     let tile_3: u32 = bitcast<u32>(max(kiln_get_b8(kv_tile_indices_v, chunk_1), 0i));
@@ -824,7 +834,7 @@ fn k_paged_attention_decode_v2_partial_30(q_v: vec2<u32>, k_pool_v: vec2<u32>, v
     let span_18: S_TokenSpan = S_TokenSpan(page_begin_10, first_offset_13, begin_15, end_16);
     let pool_19: S_PoolShape = S_PoolShape(kiln_meta[4u], kiln_meta[2u], d_8);
     let scale_log2_20: f32 = (bitcast<f32>(kiln_meta[9u]) * bitcast<f32>(0x3fb8aa3bu));
-    k_attend_span_29(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
+    k_attend_span_32(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -837,5 +847,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_paged_attention_decode_v2_partial_30(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_paged_attention_decode_v2_partial_33(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

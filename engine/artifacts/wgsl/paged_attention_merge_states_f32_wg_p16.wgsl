@@ -84,7 +84,19 @@ fn kiln_set_b4(v: vec2<u32>, i: u32, x: f32) {
 fn k_to_f32_1(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_truncf_2(x_p: f32) -> f32 {
+fn k_is_neg_infinity_2(x_p: f32) -> bool {
+    return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
+}
+fn k_max_keeping_nan_3(a_p: f32, b_p: f32) -> f32 {
+    var ifv_1: f32;
+    if ((a_p > b_p) || kiln_is_nan(a_p)) {
+        ifv_1 = a_p;
+    } else {
+        ifv_1 = b_p;
+    }
+    return ifv_1;
+}
+fn k_truncf_4(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -96,8 +108,8 @@ fn k_truncf_2(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_3(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_2(x_p);
+fn k_floorf_5(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_4(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -106,7 +118,7 @@ fn k_floorf_3(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_4(x_p: f32) -> f32 {
+fn k_exp2_poly_6(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -116,7 +128,7 @@ fn k_exp2_poly_4(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_3((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_5((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -143,13 +155,22 @@ fn k_exp2_poly_4(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_5(x_p: f32) -> f32 {
-    return k_exp2_poly_4(x_p);
+fn k_exp2_approx_7(x_p: f32) -> f32 {
+    return k_exp2_poly_6(x_p);
 }
-fn k_from_f32_6(v_p: f32) -> f32 {
+fn k_nan_unless_finite_8(x_p: f32) -> f32 {
+    var ifv_1: f32;
+    if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
+        ifv_1 = x_p;
+    } else {
+        ifv_1 = bitcast<f32>(0x7fc00000u);
+    }
+    return ifv_1;
+}
+fn k_from_f32_9(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_log_core_7(f_p: f32) -> f32 {
+fn k_log_core_10(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -159,7 +180,7 @@ fn k_log_core_7(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_8(x_p: f32) -> f32 {
+fn k_logf_11(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -187,12 +208,12 @@ fn k_logf_8(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_7(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_10(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log2f_9(x_p: f32) -> f32 {
-    return (k_logf_8(x_p) * K_LOG2_E);
+fn k_log2f_12(x_p: f32) -> f32 {
+    return (k_logf_11(x_p) * K_LOG2_E);
 }
-fn k_paged_attention_merge_states_10(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
+fn k_paged_attention_merge_states_13(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
     let head_1: u32 = kiln_block.x;
     let row_2: u32 = kiln_block.y;
     let heads_3: u32 = kiln_meta[2u];
@@ -207,39 +228,33 @@ fn k_paged_attention_merge_states_10(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_i
         var i_11: u32 = first_5;
         while (i_11 < last_6) {
             let lse_12: f32 = k_to_f32_1(kiln_get_b1(lse_in_v, ((i_11 * heads_3) + head_1)));
-            if ((bitcast<u32>(lse_12) & 0x7f800000u) != 0x7f800000u) {
-                var ifv_13: f32;
-                if (lse_12 > m_8) {
-                    ifv_13 = lse_12;
-                } else {
-                    ifv_13 = m_8;
-                }
-                let m_new_14: f32 = ifv_13;
-                let corr_15: f32 = k_exp2_approx_5((m_8 - m_new_14));
-                let w_16: f32 = k_exp2_approx_5((lse_12 - m_new_14));
-                l_9 = ((l_9 * corr_15) + w_16);
-                acc_10 = ((acc_10 * corr_15) + (w_16 * k_to_f32_1(kiln_get_b0(v_in_v, (((((i_11 * heads_3) + head_1)) * d_len_4) + d_7)))));
-                m_8 = m_new_14;
+            if !(k_is_neg_infinity_2(lse_12)) {
+                let m_new_13: f32 = k_max_keeping_nan_3(lse_12, m_8);
+                let corr_14: f32 = k_exp2_approx_7((m_8 - m_new_13));
+                let w_15: f32 = k_exp2_approx_7((lse_12 - m_new_13));
+                l_9 = ((l_9 * corr_14) + w_15);
+                acc_10 = ((acc_10 * corr_14) + (w_15 * k_to_f32_1(kiln_get_b0(v_in_v, (((((i_11 * heads_3) + head_1)) * d_len_4) + d_7)))));
+                m_8 = m_new_13;
             }
             i_11 = (i_11 + 1u);
         }
-        var ifv_17: f32;
-        if (l_9 > 0e0f) {
-            ifv_17 = (acc_10 / l_9);
+        var ifv_16: f32;
+        if k_is_neg_infinity_2(m_8) {
+            ifv_16 = 0e0f;
         } else {
-            ifv_17 = 0e0f;
+            ifv_16 = (acc_10 / l_9);
         }
-        let out_18: f32 = ifv_17;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_7), k_from_f32_6(out_18));
+        let out_17: f32 = ifv_16;
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_7), k_from_f32_9(k_nan_unless_finite_8(out_17)));
         if (d_7 == 0u) {
-            var ifv_19: f32;
-            if (l_9 > 0e0f) {
-                ifv_19 = (m_8 + k_log2f_9(l_9));
+            var ifv_18: f32;
+            if k_is_neg_infinity_2(m_8) {
+                ifv_18 = bitcast<f32>(0xff800000u);
             } else {
-                ifv_19 = bitcast<f32>(0xff800000u);
+                ifv_18 = (m_8 + k_log2f_12(l_9));
             }
-            let lse_20: f32 = ifv_19;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_6(lse_20));
+            let lse_19: f32 = ifv_18;
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_9(lse_19));
         }
         d_7 = (d_7 + KILN_BLOCK);
     }
@@ -253,5 +268,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_merge_states_10(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_paged_attention_merge_states_13(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

@@ -364,38 +364,39 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
     let t_15: u32 = 0u;
     var claim_16: f32 = t_14;
     var pick_17: u32 = t_15;
-    if ((mine_1 > 0e0f) && ((below_11 + mine_1) > goal_13)) {
-        var running_18: f32 = below_11;
-        var i_19: u32 = first_p;
-        while (i_19 < end_p) {
-            let i_20: u32 = i_19;
+    let drawable_18: bool = (((bitcast<u32>(mass_12) & 0x7f800000u) != 0x7f800000u) && (mass_12 > 0e0f));
+    if ((drawable_18 && (mine_1 > 0e0f)) && ((below_11 + mine_1) > goal_13)) {
+        var running_19: f32 = below_11;
+        var i_20: u32 = first_p;
+        while (i_20 < end_p) {
             let i_21: u32 = i_20;
-            let cl_22: f32 = k_to_f32_2(kiln_get_b0(weight_prob_probs, (weight_prob_base + i_21)));
-            var ifv_23: f32;
-            if (cl_22 > weight_low) {
-                let i_24: u32 = i_20;
-                let cl_25: f32 = k_to_f32_2(kiln_get_b1(weight_draw_probs_draw, (weight_draw_base + i_24)));
-                ifv_23 = cl_25;
+            let i_22: u32 = i_21;
+            let cl_23: f32 = k_to_f32_2(kiln_get_b0(weight_prob_probs, (weight_prob_base + i_22)));
+            var ifv_24: f32;
+            if (cl_23 > weight_low) {
+                let i_25: u32 = i_21;
+                let cl_26: f32 = k_to_f32_2(kiln_get_b1(weight_draw_probs_draw, (weight_draw_base + i_25)));
+                ifv_24 = cl_26;
             } else {
-                ifv_23 = 0e0f;
+                ifv_24 = 0e0f;
             }
-            let cl_26: f32 = ifv_23;
-            let w_27: f32 = cl_26;
-            if (w_27 > 0e0f) {
-                pick_17 = i_19;
-                running_18 = (running_18 + w_27);
-                if (running_18 > goal_13) {
+            let cl_27: f32 = ifv_24;
+            let w_28: f32 = cl_27;
+            if (w_28 > 0e0f) {
+                pick_17 = i_20;
+                running_19 = (running_19 + w_28);
+                if (running_19 > goal_13) {
                     break;
                 }
             }
-            i_19 = (i_19 + 1u);
+            i_20 = (i_20 + 1u);
         }
         claim_16 = 1e0f;
     }
-    let t_28: kiln_tuple_f32_u32 = k_argmax_9(claim_16, pick_17);
-    let claimed_29: f32 = t_28.f0;
-    let lowest_30: u32 = t_28.f1;
-    return kiln_tuple_bool_u32_f32((claimed_29 > 0e0f), lowest_30, mass_12);
+    let t_29: kiln_tuple_f32_u32 = k_argmax_9(claim_16, pick_17);
+    let claimed_30: f32 = t_29.f0;
+    let lowest_31: u32 = t_29.f1;
+    return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
 fn k_bit_midpoint_20(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);

@@ -330,28 +330,29 @@ fn k_inverse_cdf_16(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weig
     let t_10: u32 = 0u;
     var claim_11: f32 = t_9;
     var pick_12: u32 = t_10;
-    if ((mine_1 > 0e0f) && ((below_6 + mine_1) > goal_8)) {
-        var running_13: f32 = below_6;
-        var i_14: u32 = first_p;
-        while (i_14 < end_p) {
-            let i_15: u32 = i_14;
-            let cl_16: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_15)));
-            let w_17: f32 = cl_16;
-            if (w_17 > 0e0f) {
-                pick_12 = i_14;
-                running_13 = (running_13 + w_17);
-                if (running_13 > goal_8) {
+    let drawable_13: bool = (((bitcast<u32>(mass_7) & 0x7f800000u) != 0x7f800000u) && (mass_7 > 0e0f));
+    if ((drawable_13 && (mine_1 > 0e0f)) && ((below_6 + mine_1) > goal_8)) {
+        var running_14: f32 = below_6;
+        var i_15: u32 = first_p;
+        while (i_15 < end_p) {
+            let i_16: u32 = i_15;
+            let cl_17: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_16)));
+            let w_18: f32 = cl_17;
+            if (w_18 > 0e0f) {
+                pick_12 = i_15;
+                running_14 = (running_14 + w_18);
+                if (running_14 > goal_8) {
                     break;
                 }
             }
-            i_14 = (i_14 + 1u);
+            i_15 = (i_15 + 1u);
         }
         claim_11 = 1e0f;
     }
-    let t_18: kiln_tuple_f32_u32 = k_argmax_12(claim_11, pick_12);
-    let claimed_19: f32 = t_18.f0;
-    let lowest_20: u32 = t_18.f1;
-    return kiln_tuple_bool_u32_f32((claimed_19 > 0e0f), lowest_20, mass_7);
+    let t_19: kiln_tuple_f32_u32 = k_argmax_12(claim_11, pick_12);
+    let claimed_20: f32 = t_19.f0;
+    let lowest_21: u32 = t_19.f1;
+    return kiln_tuple_bool_u32_f32((claimed_20 > 0e0f), lowest_21, mass_7);
 }
 fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weight_draft_probs: vec2<u32>, weight_target_t_base: u32, weight_target_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
@@ -383,41 +384,42 @@ fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
     let t_15: u32 = 0u;
     var claim_16: f32 = t_14;
     var pick_17: u32 = t_15;
-    if ((mine_1 > 0e0f) && ((below_11 + mine_1) > goal_13)) {
-        var running_18: f32 = below_11;
-        var i_19: u32 = first_p;
-        while (i_19 < end_p) {
-            let i_20: u32 = i_19;
-            var blk_25: f32;
+    let drawable_18: bool = (((bitcast<u32>(mass_12) & 0x7f800000u) != 0x7f800000u) && (mass_12 > 0e0f));
+    if ((drawable_18 && (mine_1 > 0e0f)) && ((below_11 + mine_1) > goal_13)) {
+        var running_19: f32 = below_11;
+        var i_20: u32 = first_p;
+        while (i_20 < end_p) {
+            let i_21: u32 = i_20;
+            var blk_26: f32;
             {
-                let i_21: u32 = i_20;
-                let cl_22: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_21)));
-                let r_23: f32 = (cl_22 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_20))));
-                var ifv_24: f32;
-                if (r_23 > 0e0f) {
-                    ifv_24 = r_23;
+                let i_22: u32 = i_21;
+                let cl_23: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_22)));
+                let r_24: f32 = (cl_23 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_21))));
+                var ifv_25: f32;
+                if (r_24 > 0e0f) {
+                    ifv_25 = r_24;
                 } else {
-                    ifv_24 = 0e0f;
+                    ifv_25 = 0e0f;
                 }
-                blk_25 = ifv_24;
+                blk_26 = ifv_25;
             }
-            let cl_26: f32 = blk_25;
-            let w_27: f32 = cl_26;
-            if (w_27 > 0e0f) {
-                pick_17 = i_19;
-                running_18 = (running_18 + w_27);
-                if (running_18 > goal_13) {
+            let cl_27: f32 = blk_26;
+            let w_28: f32 = cl_27;
+            if (w_28 > 0e0f) {
+                pick_17 = i_20;
+                running_19 = (running_19 + w_28);
+                if (running_19 > goal_13) {
                     break;
                 }
             }
-            i_19 = (i_19 + 1u);
+            i_20 = (i_20 + 1u);
         }
         claim_16 = 1e0f;
     }
-    let t_28: kiln_tuple_f32_u32 = k_argmax_12(claim_16, pick_17);
-    let claimed_29: f32 = t_28.f0;
-    let lowest_30: u32 = t_28.f1;
-    return kiln_tuple_bool_u32_f32((claimed_29 > 0e0f), lowest_30, mass_12);
+    let t_29: kiln_tuple_f32_u32 = k_argmax_12(claim_16, pick_17);
+    let claimed_30: f32 = t_29.f0;
+    let lowest_31: u32 = t_29.f1;
+    return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
 fn k_speculative_accept_18(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, draft_tokens_v: vec2<u32>, tokens_v: vec2<u32>, emitted_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;

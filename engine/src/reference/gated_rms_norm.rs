@@ -1,6 +1,7 @@
 //! Mamba2's gated RMSNorm unfused, in f64: `h = y · silu(gate)`, each group of `I / G` elements
 //! divided by `sqrt(mean(h²) + eps)`, times the weight, rounded to `T` once.
 
+use super::primitives;
 use kiln_math::kernels::gated_rms_norm::GatedRmsNormParams;
 use kiln_math::Element;
 
@@ -27,7 +28,7 @@ pub fn gated_rms_norm<T: Element>(
                 }
             })
             .collect();
-        let inv = 1.0 / (h.iter().map(|v| v * v).sum::<f64>() / len as f64 + p.eps as f64).sqrt();
+        let inv = primitives::inverse_rms(h.iter().map(|v| v * v).sum(), len, p.eps);
         let first = at % weight.len();
         for (i, o) in group.iter_mut().enumerate() {
             *o = T::from_f32((f(weight[first + i]) * h[i] * inv) as f32);

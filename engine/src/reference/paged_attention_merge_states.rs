@@ -1,5 +1,6 @@
-//! Merge of attention states, unfused (spec §9.4): the closed form over each row's finite
-//! partials in f64.
+//! Merge of attention states, unfused (spec §9.4): the closed form over each row's non-empty
+//! partials (LSE not `-inf`) in f64; a NaN or `+inf` LSE makes the row NaN, and a non-finite
+//! output element is NaN (docs/non-finite.md).
 
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
 use kiln_math::Element;
@@ -29,8 +30,13 @@ pub fn paged_attention_merge_states<T: Element>(
             };
             let finite: Vec<(usize, f64)> = (first..last)
                 .map(|i| (i, lse_in[i * h_len + h].to_f32() as f64))
-                .filter(|(_, l)| l.is_finite())
+                .filter(|&(_, l)| l != f64::NEG_INFINITY)
                 .collect();
+            if finite.iter().any(|(_, l)| !l.is_finite()) {
+                v_out[at..at + d_len].fill(T::from_f32(f32::NAN));
+                lse_out[o * h_len + h] = T::from_f32(f32::NAN);
+                continue;
+            }
             let Some(m) = finite.iter().map(|&(_, l)| l).reduce(f64::max) else {
                 v_out[at..at + d_len].fill(T::from_f32(0.0));
                 lse_out[o * h_len + h] = T::from_f32(f32::NEG_INFINITY);
@@ -44,7 +50,7 @@ pub fn paged_attention_merge_states<T: Element>(
                         (l - m).exp2() * v_in[(i * h_len + h) * d_len + d].to_f32() as f64
                     })
                     .sum();
-                v_out[at + d] = T::from_f32((sum / total) as f32);
+                v_out[at + d] = T::from_f32(kiln_math::nan_unless_finite((sum / total) as f32));
             }
             lse_out[o * h_len + h] = T::from_f32((m + total.log2()) as f32);
         }

@@ -25,13 +25,27 @@ pub fn norm_gain<T: Element>(weight: &[T], bias: f32) -> Vec<f64> {
         .collect()
 }
 
-/// RMSNorm over rows of `gain.len()`: `rnd_T(gain · rnd_T(x / sqrt(mean(x²) + eps)))`.
+/// `1 / sqrt(sum_sq / n + eps)`, NaN when the sum of squares is not finite in f32 (the row then
+/// normalizes to NaN, docs/non-finite.md).
+pub fn inverse_rms(sum_sq: f64, n: usize, eps: f32) -> f64 {
+    if (sum_sq as f32).is_finite() {
+        1.0 / (sum_sq / n as f64 + eps as f64).sqrt()
+    } else {
+        f64::NAN
+    }
+}
+
+/// RMSNorm over rows of `gain.len()`: `rnd_T(gain · rnd_T(x / sqrt(mean(x²) + eps)))`; a row
+/// whose sum of squares is not finite is NaN.
 pub fn rms_norm<T: Element>(x: &[T], gain: &[f64], eps: f32, out: &mut [T]) {
     let dim = gain.len();
     assert!(dim > 0 && x.len().is_multiple_of(dim) && out.len() == x.len());
     for (row, orow) in x.chunks(dim).zip(out.chunks_mut(dim)) {
-        let ms = row.iter().map(|v| (v.to_f32() as f64).powi(2)).sum::<f64>() / dim as f64;
-        let inv = 1.0 / (ms + eps as f64).sqrt();
+        let inv = inverse_rms(
+            row.iter().map(|v| (v.to_f32() as f64).powi(2)).sum(),
+            dim,
+            eps,
+        );
         for ((o, &v), &g) in orow.iter_mut().zip(row).zip(gain) {
             let scaled = T::from_f32((v.to_f32() as f64 * inv) as f32).to_f32() as f64;
             *o = T::from_f32((g * scaled) as f32);
@@ -99,7 +113,8 @@ pub fn gather_visible<T: Element>(
 
 /// Single-query attention in f64 over gathered `[len, heads_kv, head_dim]` keys and values for
 /// query head `head` (KV head `head / (heads_q / heads_kv)`): returns the output row and the
-/// natural-log sum of exponentials of the scaled scores (`-inf` with zeros when `len = 0`).
+/// natural-log sum of exponentials of the scaled scores (`-inf` with zeros when `len = 0`). A
+/// score that is not finite makes the row and the sum NaN (docs/non-finite.md).
 pub fn attend(
     q: &[f32],
     keys: &[f64],
@@ -118,6 +133,9 @@ pub fn attend(
         })
         .collect();
     let mut out = vec![0.0; d];
+    if scores.iter().any(|s| !s.is_finite()) {
+        return (vec![f64::NAN; d], f64::NAN);
+    }
     let Some(max) = scores.iter().copied().reduce(f64::max) else {
         return (out, f64::NEG_INFINITY);
     };
@@ -132,7 +150,8 @@ pub fn attend(
 }
 
 /// [`attend`] for every query head of one request: `q` and `out` are its `[Hq, D]` rows (query
-/// head `h` uses KV head `h / (Hq / heads_kv)`); returns each head's natural-log LSE.
+/// head `h` uses KV head `h / (Hq / heads_kv)`); returns each head's natural-log LSE. An output
+/// element that is not finite (a value was not) is NaN.
 pub fn attend_heads(
     q: &[f32],
     keys: &[f64],
@@ -155,7 +174,7 @@ pub fn attend_heads(
                 scale,
             );
             for (dst, v) in out[row].iter_mut().zip(o) {
-                *dst = v as f32;
+                *dst = kiln_math::nan_unless_finite(v as f32);
             }
             lse
         })

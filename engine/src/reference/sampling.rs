@@ -29,6 +29,10 @@ pub fn open_uniform(w: u32) -> f32 {
 /// when rounding leaves the goal unreached; and `Σ w`.
 pub fn inverse_cdf(weights: &[f32], u: f32) -> (Option<u32>, f32) {
     let mass = weights.iter().fold(0.0f32, |s, &w| s + w);
+    // A mass that is not finite and positive draws nothing, as the kernels' inverse CDF.
+    if !(mass > 0.0 && mass < f32::INFINITY) {
+        return (None, mass);
+    }
     let target = u * mass;
     let mut running = 0.0f32;
     for (i, &w) in weights.iter().enumerate() {

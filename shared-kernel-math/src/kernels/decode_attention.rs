@@ -18,7 +18,10 @@
 //! only inside loops with constant bounds (guarded by the runtime count), so GPU builds keep
 //! them in registers.
 
-use crate::{exp2_approx, mul_add, Block, Dst, Element, Rw, Src};
+use crate::{
+    exp2_approx, is_neg_infinity, max_keeping_nan, mul_add, nan_unless_finite, Block, Dst, Element,
+    Rw, Src,
+};
 
 /// The most query heads one block serves (the per-lane score and accumulator registers are
 /// sized by it: 4 heads keep the tiled sweep's registers near 128 per lane).
@@ -131,7 +134,9 @@ pub struct HeadGroup {
 }
 
 /// Attends the group's queries over the span's tokens and writes `out` (normalised) and, when
-/// `lse` is given, the base-2 log-sum-exp of the scaled scores (`-inf` for an empty span).
+/// `lse` is given, the base-2 log-sum-exp of the scaled scores (`-inf` for an empty span). A
+/// non-finite score makes the head's output row and log-sum-exp NaN; a non-finite output
+/// element is NaN.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn attend_span<T: Element, B: Block>(
@@ -285,6 +290,13 @@ fn attend_tiled<T: Element, B: Block>(
             }
             mask /= 2;
         }
+        // Scaled scores; a non-finite one is NaN, and the running maximum keeps it, so the
+        // head's output is NaN (docs/non-finite.md).
+        let mut i = 0;
+        while i < TILE_DOTS {
+            dots[i] = nan_unless_finite(dots[i] * scale_log2);
+            i += 1;
+        }
 
         // The tile's softmax step per head: one rescale of the old state, one weight per token.
         let mut corr = [1.0f32; MAX_GROUP_HEADS];
@@ -295,20 +307,19 @@ fn attend_tiled<T: Element, B: Block>(
                 let mut top = f32::NEG_INFINITY;
                 let mut t = 0;
                 while t < TILE {
-                    let s = dots[g * TILE + t] * scale_log2;
-                    if t < valid && s > top {
-                        top = s;
+                    if t < valid {
+                        top = max_keeping_nan(dots[g * TILE + t], top);
                     }
                     t += 1;
                 }
-                let m_new = if top > m[g] { top } else { m[g] };
+                let m_new = max_keeping_nan(top, m[g]);
                 // A first tile rescales nothing (m = -inf gives 0); a NaN score stays NaN.
                 corr[g] = exp2_approx(m[g] - m_new);
                 let mut sum = 0.0f32;
                 let mut t = 0;
                 while t < TILE {
                     if t < valid {
-                        let e = exp2_approx(dots[g * TILE + t] * scale_log2 - m_new);
+                        let e = exp2_approx(dots[g * TILE + t] - m_new);
                         w[g * TILE + t] = e;
                         sum += e;
                     }
@@ -476,8 +487,8 @@ fn attend_strided<T: Element, B: Block>(
         let mut g = 0;
         while g < MAX_GROUP_HEADS {
             if g < g_len {
-                let s = b.wave_sum(dot[g]) * scale_log2;
-                let m_new = if s > m[g] { s } else { m[g] };
+                let s = nan_unless_finite(b.wave_sum(dot[g]) * scale_log2);
+                let m_new = max_keeping_nan(s, m[g]);
                 corr[g] = exp2_approx(m[g] - m_new);
                 weight[g] = exp2_approx(s - m_new);
                 l[g] = l[g] * corr[g] + weight[g];
@@ -594,7 +605,8 @@ fn merge_parts<B: Block>(
         let (m_all, l_all) =
             merged_max_sum(shm, layout.max + g, layout.sum + g, g_len, layout.parts);
         let m_part = shm.get(layout.max + i);
-        let w = if l_all > 0.0 && m_part != f32::NEG_INFINITY {
+        // A part that saw tokens has `l_all ≥ 1`; a NaN maximum or sum gives a NaN weight.
+        let w = if !is_neg_infinity(m_part) {
             exp2_approx(m_part - m_all) / l_all
         } else {
             0.0
@@ -618,23 +630,24 @@ fn merge_parts<B: Block>(
             o += shm.get(acc_at(layout, p, g) + d) * shm.get(layout.weight + p * g_len + g);
             p += 1;
         }
-        out.set(group.out_base + i, o);
+        out.set(group.out_base + i, nan_unless_finite(o));
         i += b.size() as usize;
     }
 }
 
-/// The base-2 log-sum-exp of merged state `(m, l)`: `m + log2(l)`, `-inf` when empty.
+/// The base-2 log-sum-exp of merged state `(m, l)`: `m + log2(l)`, `-inf` when empty, NaN
+/// when a score was not finite.
 #[inline(always)]
 fn log_sum(m_all: f32, l_all: f32) -> f32 {
-    if l_all > 0.0 {
-        m_all + libm::log2f(l_all)
-    } else {
+    if is_neg_infinity(m_all) {
         f32::NEG_INFINITY
+    } else {
+        m_all + libm::log2f(l_all)
     }
 }
 
 /// The largest of the parts' maxima and the denominators rescaled to it (`(-inf, 0)` when no
-/// part saw a token). Reads part `w`'s values at `m_at + w·stride`, `l_at + w·stride`.
+/// part saw a token, NaN when a part's maximum is NaN). Reads part `w`'s values at `m_at + w·stride`, `l_at + w·stride`.
 #[inline(always)]
 fn merged_max_sum(
     shm: &Rw<f32>,
@@ -646,18 +659,15 @@ fn merged_max_sum(
     let mut m_all = f32::NEG_INFINITY;
     let mut w = 0;
     while w < parts {
-        let m_w = shm.get(m_at + w * stride);
-        if m_w > m_all {
-            m_all = m_w;
-        }
+        m_all = max_keeping_nan(shm.get(m_at + w * stride), m_all);
         w += 1;
     }
     let mut l_all = 0.0f32;
-    if m_all != f32::NEG_INFINITY {
+    if !is_neg_infinity(m_all) {
         let mut w = 0;
         while w < parts {
             let m_w = shm.get(m_at + w * stride);
-            if m_w != f32::NEG_INFINITY {
+            if !is_neg_infinity(m_w) {
                 l_all += shm.get(l_at + w * stride) * exp2_approx(m_w - m_all);
             }
             w += 1;

@@ -149,7 +149,7 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
         (sq, carry) = compensated_add(sq, carry, f * f);
         i += step;
     }
-    let inv = 1.0 / libm::sqrtf(b.sum(sq) / p.dim as f32 + p.eps);
+    let inv = inverse_rms(b.sum(sq), p.dim, p.eps);
 
     // Each thread re-reads only the residual elements it wrote itself: no barrier needed.
     // The gain's form is uniform, so it is chosen once per launch, not per element.
@@ -160,6 +160,17 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
         normalize(b, p, residual, weight, out, inv, base, chunks, |w: T| {
             w.widen()
         });
+    }
+}
+
+/// `1 / sqrt(sum_sq / n + eps)`, or NaN when the sum of squares is not finite (a NaN or ±Inf in
+/// the row, or squares past f32), so the whole row is NaN on every arm (docs/non-finite.md).
+#[inline(always)]
+pub fn inverse_rms(sum_sq: f32, n: u32, eps: f32) -> f32 {
+    if sum_sq.is_finite() {
+        1.0 / libm::sqrtf(sum_sq / n as f32 + eps)
+    } else {
+        f32::NAN
     }
 }
 

@@ -5,7 +5,7 @@
 //! the norms cover the difference).
 
 use crate::kernel::shape;
-use crate::kernels::fused_add_rms_norm::compensated_add;
+use crate::kernels::fused_add_rms_norm::{compensated_add, inverse_rms};
 use crate::kernels::fused_silu_mul::silu;
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
@@ -181,7 +181,7 @@ pub fn gated_rms_norm<T: Element, B: Block>(
         (sq, carry) = compensated_add(sq, carry, h * h);
         i += step;
     }
-    let inv = 1.0 / libm::sqrtf(b.sum(sq) / len as f32 + p.eps);
+    let inv = inverse_rms(b.sum(sq), p.group_len, p.eps);
 
     let mut c = b.thread() as usize;
     while c < chunks {

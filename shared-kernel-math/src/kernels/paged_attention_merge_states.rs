@@ -1,13 +1,18 @@
 //! Merge of attention states (spec §9.4): output row `o` combines the normalised partials
-//! `[o_indptr[o], o_indptr[o+1])` of every head by their base-2 log-sum-exp. Partials whose LSE
-//! is not finite are skipped; a row with no finite partial is zeros with LSE `-inf`.
+//! `[o_indptr[o], o_indptr[o+1])` of every head by their base-2 log-sum-exp. A partial with LSE
+//! `-inf` is empty and skipped; a row with no other partial is zeros with LSE `-inf`. A NaN or
+//! `+inf` LSE makes the row's output and LSE NaN, and a non-finite output element is NaN
+//! (docs/non-finite.md).
 //!
 //! With `m = max lse_i` and `w_i = 2^(lse_i − m)`: `v = Σ w_i v_i / Σ w_i`,
 //! `lse = m + log2 Σ w_i`. Each thread owns dims of one (row, head) and walks its partials
 //! with a running maximum, so the kernel has no barrier and no lane operation.
 
 use crate::kernel::shape;
-use crate::{exp2_approx, Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use crate::{
+    exp2_approx, is_neg_infinity, max_keeping_nan, nan_unless_finite, Block, Dst, Element, KernelDef, Launch,
+    ShapeError, Src,
+};
 
 use super::paged_attention_decode::MAX_GRID_DIM;
 
@@ -119,8 +124,9 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
         let mut i = first;
         while i < last {
             let lse = lse_in.get(i * heads + head).to_f32();
-            if lse.is_finite() {
-                let m_new = if lse > m { lse } else { m };
+            if !is_neg_infinity(lse) {
+                // A NaN stays the maximum, and `+inf` gives `2^(inf − inf)`: both make `l` NaN.
+                let m_new = max_keeping_nan(lse, m);
                 let corr = exp2_approx(m - m_new);
                 let w = exp2_approx(lse - m_new);
                 l = l * corr + w;
@@ -129,13 +135,17 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
             }
             i += 1;
         }
-        let out = if l > 0.0 { acc / l } else { 0.0 };
-        v_out.set((row * heads + head) * d_len + d, T::from_f32(out));
+        // A partial that is not empty gives `l ≥ 1`.
+        let out = if is_neg_infinity(m) { 0.0 } else { acc / l };
+        v_out.set(
+            (row * heads + head) * d_len + d,
+            T::from_f32(nan_unless_finite(out)),
+        );
         if d == 0 {
-            let lse = if l > 0.0 {
-                m + libm::log2f(l)
-            } else {
+            let lse = if is_neg_infinity(m) {
                 f32::NEG_INFINITY
+            } else {
+                m + libm::log2f(l)
             };
             lse_out.set(row * heads + head, T::from_f32(lse));
         }
