@@ -212,3 +212,28 @@ fn const_generics_bind_from_nested_arrays_and_size_repeats() {
     assert!(m.wgsl.contains("array<u32, 2>"), "{}", m.wgsl);
     assert!(m.wgsl.contains("array<array<u32, 3>, 2>"), "{}", m.wgsl);
 }
+
+/// A match arm that is a bare unit call (`0 => out.set(..),`) is kept as a statement: it used
+/// to be dropped, so the module silently wrote nothing.
+#[test]
+fn a_match_arm_that_is_a_unit_call_is_kept() {
+    let body = "    let i = b.thread() as usize;\n    match i {\n        0 => out.set(i, T::from_f32(3.0)),\n        _ => out.set(i, T::from_f32(5.0)),\n    }";
+    let m = translate_probe(body).expect("translates");
+    let module = naga::front::wgsl::parse_str(&m.wgsl)
+        .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{}\n{}", e.emit_to_string(&m.wgsl), m.wgsl));
+    let body_start = m.wgsl.find("if (i").or(m.wgsl.find("if i")).unwrap_or(0);
+    let arms = &m.wgsl[body_start..];
+    for lit in ["3", "5"] {
+        assert!(
+            arms.lines().any(|l| l.contains("set") && l.contains(lit)),
+            "the arm writing {lit} is missing:\n{}",
+            m.wgsl
+        );
+    }
+}

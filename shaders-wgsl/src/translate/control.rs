@@ -150,6 +150,10 @@ impl<'a> Translator<'a> {
             fcx.indent += 1;
             let v = self.expr(fcx, &arm.body)?;
             if let Value::Expr(s, t) = v {
+                // An arm that is a bare unit call (`1 => f(..),`) is a statement, not a value.
+                if t == Ty::Unit && !s.is_empty() {
+                    fcx.line(&format!("{s};"));
+                }
                 if t != Ty::Unit {
                     if let Some(r) = &rty {
                         fcx.unify(r, &t, arm.span(), "match arms")?;
