@@ -28,23 +28,23 @@ pub fn paged_attention_merge_states<T: Element>(
                 lse_out[o * h_len + h] = T::from_f32(f32::NAN);
                 continue;
             };
-            let finite: Vec<(usize, f64)> = (first..last)
+            let present: Vec<(usize, f64)> = (first..last)
                 .map(|i| (i, lse_in[i * h_len + h].to_f32() as f64))
                 .filter(|&(_, l)| l != f64::NEG_INFINITY)
                 .collect();
-            if finite.iter().any(|(_, l)| !l.is_finite()) {
+            if present.iter().any(|(_, l)| !l.is_finite()) {
                 v_out[at..at + d_len].fill(T::from_f32(f32::NAN));
                 lse_out[o * h_len + h] = T::from_f32(f32::NAN);
                 continue;
             }
-            let Some(m) = finite.iter().map(|&(_, l)| l).reduce(f64::max) else {
+            let Some(m) = present.iter().map(|&(_, l)| l).reduce(f64::max) else {
                 v_out[at..at + d_len].fill(T::from_f32(0.0));
                 lse_out[o * h_len + h] = T::from_f32(f32::NEG_INFINITY);
                 continue;
             };
-            let total: f64 = finite.iter().map(|&(_, l)| (l - m).exp2()).sum();
+            let total: f64 = present.iter().map(|&(_, l)| (l - m).exp2()).sum();
             for d in 0..d_len {
-                let sum: f64 = finite
+                let sum: f64 = present
                     .iter()
                     .map(|&(i, l)| {
                         (l - m).exp2() * v_in[(i * h_len + h) * d_len + d].to_f32() as f64
