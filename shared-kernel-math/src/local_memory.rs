@@ -26,10 +26,11 @@ const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store 
 
 /// The qlinear kernels: the PTX holds only libm's flag word; the code objects spill.
 const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option (act 1), one f32 \
-    on the underflow/overflow branches only. Code objects: VGPR spills of the 8-row instance (two \
-    rows of W x 8 rows of x of accumulators, and the dequantized chunk of both rows) under the \
-    128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of the default 1024-thread launch bound; to \
-    be removed with a launch-bound primitive (issue 15: no scratch on gfx1151/gfx942)";
+    on the underflow/overflow branches only. Code objects: VGPR spills of the 4- and 8-row \
+    instances (two rows of W x 4 or 8 rows of x of accumulators and chunk sums beside a unit's \
+    words) under the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets of the default \
+    1024-thread launch bound; to be removed with a launch-bound primitive (issue 15: no scratch \
+    on gfx1151/gfx942)";
 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
@@ -90,37 +91,37 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinear2Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1440,
+        scratch_bytes: 860,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear3Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1432,
+        scratch_bytes: 864,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear4Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1468,
+        scratch_bytes: 1052,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear5Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1492,
+        scratch_bytes: 916,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear6Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1480,
+        scratch_bytes: 888,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
         kernel: KernelId::QLinear8Bit,
         ptx_bytes: 4,
-        scratch_bytes: 1500,
+        scratch_bytes: 1048,
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {

@@ -20,27 +20,20 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-struct S_At {
-    row0_words: u32,
-    row1_words: u32,
-    row0_groups: u32,
-    row1_groups: u32,
-    col: u32,
-}
-struct kiln_tuple_a1f32_a1f32 {
-    f0: array<f32, 1>,
+struct kiln_tuple_a2a1f32_a1f32 {
+    f0: array<array<f32, 1>, 2>,
     f1: array<f32, 1>,
 }
-struct kiln_tuple_a2f32_a2f32 {
-    f0: array<f32, 2>,
+struct kiln_tuple_a2a2f32_a2f32 {
+    f0: array<array<f32, 2>, 2>,
     f1: array<f32, 2>,
 }
-struct kiln_tuple_a4f32_a4f32 {
-    f0: array<f32, 4>,
+struct kiln_tuple_a2a4f32_a4f32 {
+    f0: array<array<f32, 4>, 2>,
     f1: array<f32, 4>,
 }
-struct kiln_tuple_a8f32_a8f32 {
-    f0: array<f32, 8>,
+struct kiln_tuple_a2a8f32_a8f32 {
+    f0: array<array<f32, 8>, 2>,
     f1: array<f32, 8>,
 }
 struct kiln_tuple_f32_f32 {
@@ -56,7 +49,6 @@ const K_BLOCK_ROWS: u32 = 8u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
-const K_ROWS_PER_WAVE: u32 = 2u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
 const K_SPAN: u32 = (K_UNIT / 2u);
@@ -176,7 +168,120 @@ fn k_load_words_3(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 
     }
     return w_1;
 }
-fn k_f16_bits_to_f32_soft_4(h_p: u32) -> f32 {
+fn k_load_rows_4(w_q_v: vec2<u32>, rows_p: array<u32, 2>, at_p: u32, wide_p: bool, zero_p: array<array<u32, 8>, 2>) -> array<array<u32, 8>, 2> {
+    var rows_m: array<u32, 2> = rows_p;
+    var zero_m: array<array<u32, 8>, 2> = zero_p;
+    var w_1: array<array<u32, 8>, 2> = zero_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        w_1[r_2] = k_load_words_3(w_q_v, (rows_m[r_2] + at_p), wide_p, zero_m[r_2]);
+        r_2 = (r_2 + 1u);
+    }
+    return w_1;
+}
+fn k_zeroed_row_5(a_p: array<f32, 1>) -> array<f32, 1> {
+    var a_m: array<f32, 1> = a_p;
+    var a_1: array<f32, 1> = a_m;
+    var m_2: u32 = 0u;
+    while (m_2 < 1u) {
+        a_1[m_2] = 0e0f;
+        m_2 = (m_2 + 1u);
+    }
+    return a_1;
+}
+fn k_zeroed_6(a_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+    var a_m: array<array<f32, 1>, 2> = a_p;
+    var a_1: array<array<f32, 1>, 2> = a_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        a_1[r_2] = k_zeroed_row_5(a_1[r_2]);
+        r_2 = (r_2 + 1u);
+    }
+    return a_1;
+}
+fn k_x_chunk_7(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
+    var ifv_1: array<u32, 8>;
+    if wide_p {
+        ifv_1 = kiln_getchunk8_b0(x_v, at_p);
+    } else {
+        var c_2: array<u32, 8> = array<u32, 8>(kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p));
+        var j_3: u32 = 1u;
+        while (j_3 < K_X_CHUNK) {
+            c_2[j_3] = kiln_get_b0(x_v, (at_p + j_3));
+            j_3 = (j_3 + 1u);
+        }
+        ifv_1 = c_2;
+    }
+    return ifv_1;
+}
+fn k_to_f32_8(self_v: u32) -> f32 {
+    return bitcast<f32>(((self_v) << 16u));
+}
+fn k_widen_9(self_v: u32) -> f32 {
+    return k_to_f32_8(self_v);
+}
+fn k_code_float_10(w_p: array<u32, 8>, i_p: u32) -> f32 {
+    var w_m: array<u32, 8> = w_p;
+    let bit_1: u32 = (i_p * 8u);
+    let word_2: u32 = (bit_1 / 32u);
+    let shift_3: u32 = ((bit_1 % 32u));
+    let top_4: u32 = (23u - 8u);
+    var ifv_5: u32;
+    if (shift_3 >= top_4) {
+        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
+    } else {
+        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
+    }
+    var placed_6: u32 = ifv_5;
+    if ((shift_3 + 8u) > 32u) {
+        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
+    }
+    let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
+    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
+}
+fn k_mul_add_11(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_chunk_12(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>) -> kiln_tuple_a2a1f32_a1f32 {
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var dot_m: array<array<f32, 1>, 2> = dot_p;
+    var xs_m: array<f32, 1> = xs_p;
+    let k_1: u32 = kiln_meta[1u];
+    let last_m_2: u32 = (kiln_meta[0u] - 1u);
+    var dot_3: array<array<f32, 1>, 2> = dot_m;
+    var xs_4: array<f32, 1> = xs_m;
+    var m_5: u32 = 0u;
+    while (m_5 < 1u) {
+        var ifv_6: u32;
+        if (m_5 < last_m_2) {
+            ifv_6 = m_5;
+        } else {
+            ifv_6 = last_m_2;
+        }
+        let row_7: u32 = ifv_6;
+        var xc_8: array<u32, 8> = k_x_chunk_7(x_v, (((row_7 * k_1) + col_p) + first_p), wide_x_p);
+        var xf_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_10: u32 = 0u;
+        while (j_10 < K_X_CHUNK) {
+            xf_9[j_10] = k_widen_9(xc_8[j_10]);
+            xs_4[m_5] = (xs_4[m_5] + xf_9[j_10]);
+            j_10 = (j_10 + 1u);
+        }
+        var r_11: u32 = 0u;
+        while (r_11 < 2u) {
+            var j_12: u32 = 0u;
+            while (j_12 < K_X_CHUNK) {
+                let centred_13: f32 = (k_code_float_10(w_m[r_11], (first_p + j_12)) - 1.5e0f);
+                dot_3[r_11][m_5] = k_mul_add_11(centred_13, xf_9[j_12], dot_3[r_11][m_5]);
+                j_12 = (j_12 + 1u);
+            }
+            r_11 = (r_11 + 1u);
+        }
+        m_5 = (m_5 + 1u);
+    }
+    return kiln_tuple_a2a1f32_a1f32(dot_3, xs_4);
+}
+fn k_f16_bits_to_f32_soft_13(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -207,148 +312,122 @@ fn k_f16_bits_to_f32_soft_4(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_5(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_4(self_v);
+fn k_widen_14(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_13(self_v);
 }
-fn k_to_f32_6(self_v: u32) -> f32 {
-    return bitcast<f32>(((self_v) << 16u));
-}
-fn k_widen_7(self_v: u32) -> f32 {
-    return k_to_f32_6(self_v);
-}
-fn k_packed_scale_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+        ifv_2 = k_widen_14((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_7((half_1 & 0xffffu));
+        ifv_2 = k_widen_9((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_9(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_5((half_1 & 0xffffu));
+        ifv_2 = k_widen_14((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_7((half_1 & 0xffffu));
+        ifv_2 = k_widen_9((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_scale_pair_10(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    return kiln_tuple_f32_f32((k_packed_scale_8(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_9(biases_v, kiln_meta[5u], e_p));
+fn k_scale_pair_17(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    return kiln_tuple_f32_f32((k_packed_scale_15(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_16(biases_v, kiln_meta[5u], e_p));
 }
-fn k_code_float_11(w_p: array<u32, 8>, i_p: u32) -> f32 {
-    var w_m: array<u32, 8> = w_p;
-    let bit_1: u32 = (i_p * 8u);
-    let word_2: u32 = (bit_1 / 32u);
-    let shift_3: u32 = ((bit_1 % 32u));
-    let top_4: u32 = (23u - 8u);
-    var ifv_5: u32;
-    if (shift_3 >= top_4) {
-        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
-    } else {
-        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
-    }
-    var placed_6: u32 = ifv_5;
-    if ((shift_3 + 8u) > 32u) {
-        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
-    }
-    let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
-    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
-}
-fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_x_chunk_13(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
-    var ifv_1: array<u32, 8>;
-    if wide_p {
-        ifv_1 = kiln_getchunk8_b0(x_v, at_p);
-    } else {
-        var c_2: array<u32, 8> = array<u32, 8>(kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p), kiln_get_b0(x_v, at_p));
-        var j_3: u32 = 1u;
-        while (j_3 < K_X_CHUNK) {
-            c_2[j_3] = kiln_get_b0(x_v, (at_p + j_3));
-            j_3 = (j_3 + 1u);
+fn k_fold_18(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var dot_m: array<array<f32, 1>, 2> = dot_p;
+    var xs_m: array<f32, 1> = xs_p;
+    var acc_m: array<array<f32, 1>, 2> = acc_p;
+    var acc_1: array<array<f32, 1>, 2> = acc_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_17(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let sc_4: f32 = t_3.f0;
+        let of_5: f32 = t_3.f1;
+        let mid_6: f32 = k_mul_add_11(sc_4, 5e-1f, of_5);
+        var m_7: u32 = 0u;
+        while (m_7 < 1u) {
+            let with_mid_8: f32 = k_mul_add_11(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_11(sc_4, dot_m[r_2][m_7], with_mid_8);
+            m_7 = (m_7 + 1u);
         }
-        ifv_1 = c_2;
+        r_2 = (r_2 + 1u);
     }
-    return ifv_1;
+    return acc_1;
 }
-fn k_span_14(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 1> = acc0_p;
-    var acc1_m: array<f32, 1> = acc1_p;
-    let k_1: u32 = kiln_meta[1u];
-    let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
-    let levels_4: f32 = f32(((1u << 8u)));
-    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
-    let sc0_6: f32 = t_5.f0;
-    let of0_7: f32 = t_5.f1;
-    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
-    let sc1_9: f32 = t_8.f0;
-    let of1_10: f32 = t_8.f1;
-    var acc0_11: array<f32, 1> = acc0_m;
-    var acc1_12: array<f32, 1> = acc1_m;
-    var c_13: u32 = 0u;
-    while (c_13 < (K_SPAN / K_X_CHUNK)) {
-        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
-        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_17: u32 = 0u;
-        while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
-            j_17 = (j_17 + 1u);
+fn k_unit_19(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var acc_m: array<array<f32, 1>, 2> = acc_p;
+    let split_1: bool = (kiln_meta[4u] == K_SPAN);
+    let levels_2: f32 = f32(((1u << 8u)));
+    var acc_3: array<array<f32, 1>, 2> = acc_m;
+    let t_4: kiln_tuple_a2a1f32_a1f32 = k_chunk_12(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_6(acc_3), k_zeroed_row_5(acc_3[0u]));
+    var dot_5: array<array<f32, 1>, 2> = t_4.f0;
+    var xs_6: array<f32, 1> = t_4.f1;
+    let da_7: kiln_tuple_a2a1f32_a1f32 = k_chunk_12(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    dot_5 = da_7.f0;
+    xs_6 = da_7.f1;
+    if split_1 {
+        let group_8: u32 = (col_p >> kiln_meta[7u]);
+        acc_3 = k_fold_18(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_6(dot_5);
+        xs_6 = k_zeroed_row_5(xs_6);
+    }
+    let da_9: kiln_tuple_a2a1f32_a1f32 = k_chunk_12(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_9.f0;
+    xs_6 = da_9.f1;
+    let da_10: kiln_tuple_a2a1f32_a1f32 = k_chunk_12(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_10.f0;
+    xs_6 = da_10.f1;
+    let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
+    return k_fold_18(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+}
+fn k_sweep_20(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 1>, 2>, wide_p: bool) -> array<array<f32, 1>, 2> {
+    var words_at_m: array<u32, 2> = words_at_p;
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var bits_m: array<u32, 8> = bits_p;
+    var zero_m: array<array<f32, 1>, 2> = zero_p;
+    let wave_1: u32 = KILN_WAVE;
+    let units_2: u32 = (kiln_meta[1u] / K_UNIT);
+    var acc_3: array<array<f32, 1>, 2> = zero_m;
+    var u_4: u32 = k_lane_1();
+    if (1u <= 2u) {
+        var w_5: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(bits_m, bits_m);
+        if (u_4 < units_2) {
+            w_5 = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, w_5);
         }
-        var m_18: u32 = 0u;
-        while (m_18 < 1u) {
-            var ifv_19: u32;
-            if (m_18 < last_m_2) {
-                ifv_19 = m_18;
-            } else {
-                ifv_19 = last_m_2;
+        while (u_4 < units_2) {
+            let next_6: u32 = (u_4 + wave_1);
+            var ahead_7: array<array<u32, 8>, 2> = w_5;
+            if (next_6 < units_2) {
+                ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
             }
-            let row_20: u32 = ifv_19;
-            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
-            var j_22: u32 = 0u;
-            while (j_22 < K_X_CHUNK) {
-                let xv_23: f32 = k_widen_7(xc_21[j_22]);
-                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
-                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
-                j_22 = (j_22 + 1u);
-            }
-            m_18 = (m_18 + 1u);
+            acc_3 = k_unit_19(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            w_5 = ahead_7;
+            u_4 = next_6;
         }
-        c_13 = (c_13 + 1u);
+    } else {
+        while (u_4 < units_2) {
+            var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_19(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            u_4 = (u_4 + wave_1);
+        }
     }
-    return kiln_tuple_a1f32_a1f32(acc0_11, acc1_12);
+    return acc_3;
 }
-fn k_unit_15(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 1>, acc1_p: array<f32, 1>) -> kiln_tuple_a1f32_a1f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 1> = acc0_p;
-    var acc1_m: array<f32, 1> = acc1_p;
-    var acc0_1: array<f32, 1> = acc0_m;
-    var acc1_2: array<f32, 1> = acc1_m;
-    let da_3: kiln_tuple_a1f32_a1f32 = k_span_14(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_3.f0;
-    acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a1f32_a1f32 = k_span_14(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_4.f0;
-    acc1_2 = da_4.f1;
-    return kiln_tuple_a1f32_a1f32(acc0_1, acc1_2);
-}
-fn k_wave_sum_16(v_p: f32) -> f32 {
+fn k_wave_sum_21(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -357,16 +436,16 @@ fn k_wave_sum_16(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_bias_of_17(bias_v: vec2<u32>, n_p: u32) -> f32 {
+fn k_bias_of_22(bias_v: vec2<u32>, n_p: u32) -> f32 {
     var ifv_1: f32;
     if (kiln_meta[3u] != 0u) {
-        ifv_1 = k_widen_7(kiln_get_b4(bias_v, n_p));
+        ifv_1 = k_widen_9(kiln_get_b4(bias_v, n_p));
     } else {
         ifv_1 = 0e0f;
     }
     return ifv_1;
 }
-fn k_f32_to_bf16_bits_18(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_23(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -382,10 +461,10 @@ fn k_f32_to_bf16_bits_18(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_19(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_18(v_p);
+fn k_from_f32_24(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_23(v_p);
 }
-fn k_round_i32_20(v_p: f32) -> i32 {
+fn k_round_i32_25(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -402,12 +481,12 @@ fn k_round_i32_20(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_21(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_20((x_p * K_LOG2_E));
+fn k_reduce_ln2_26(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_25((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_22(r_p: f32) -> f32 {
+fn k_expm1_small_27(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -417,19 +496,19 @@ fn k_expm1_small_22(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_23(k_p: i32) -> f32 {
+fn k_pow2_28(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_24(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_29(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_23(127i)) * k_pow2_23((k_p - 127i)));
+        return ((v_p * k_pow2_28(127i)) * k_pow2_28((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_23((k_p + 100i))) * k_pow2_23(-(100i)));
+        return ((v_p * k_pow2_28((k_p + 100i))) * k_pow2_28(-(100i)));
     }
-    return (v_p * k_pow2_23(k_p));
+    return (v_p * k_pow2_28(k_p));
 }
-fn k_expf_25(x_p: f32) -> f32 {
+fn k_expf_30(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -439,672 +518,773 @@ fn k_expf_25(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_21(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_26(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_24((1e0f + k_expm1_small_22(r_3)), k_2);
+    return k_scale_29((1e0f + k_expm1_small_27(r_3)), k_2);
 }
-fn k_silu_26(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_25(-(g_p)))));
+fn k_silu_31(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_30(-(g_p)))));
 }
-fn k_silu_mul_element_27(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_19((k_silu_26(k_to_f32_6(gate_p)) * k_to_f32_6(up_p)));
+fn k_silu_mul_element_32(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_24((k_silu_31(k_to_f32_8(gate_p)) * k_to_f32_8(up_p)));
 }
-fn k_waves_28() -> u32 {
+fn k_write_rows_33(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
+    var t_m: array<f32, 2> = t_p;
+    let n_out_1: u32 = kiln_meta[2u];
+    if (kiln_meta[6u] == K_ACT_SILU_MUL) {
+        var r_2: u32 = 0u;
+        while ((r_2 + 1u) < 2u) {
+            let n_3: u32 = (n0_p + r_2);
+            if (n_3 < n_out_1) {
+                let g_4: u32 = k_from_f32_24((t_m[r_2] + k_bias_of_22(bias_v, n_3)));
+                let u_5: u32 = k_from_f32_24((t_m[(r_2 + 1u)] + k_bias_of_22(bias_v, (n_3 + 1u))));
+                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_32(g_4, u_5));
+            }
+            r_2 = (r_2 + 2u);
+        }
+    } else {
+        var r_6: u32 = 0u;
+        while (r_6 < 2u) {
+            let n_7: u32 = (n0_p + r_6);
+            if (n_7 < n_out_1) {
+                kiln_set_b5(y_v, ((m_p * n_out_1) + n_7), k_from_f32_24((t_m[r_6] + k_bias_of_22(bias_v, n_7))));
+            }
+            r_6 = (r_6 + 1u);
+        }
+    }
+}
+fn k_waves_34() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_29(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<f32, 1>) {
+fn k_row_groups_35(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 1>, 2>) {
     var bits_m: array<u32, 8> = bits_p;
-    var zero_m: array<f32, 1> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
+    var zero_m: array<array<f32, 1>, 2> = zero_p;
+    let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
     let n_out_2: u32 = kiln_meta[2u];
     let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
     let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let groups_here_5: u32 = (here_4 / 2u + select(0u, 1u, here_4 % 2u != 0u));
     let lane_6: u32 = k_lane_1();
     let wave_7: u32 = KILN_WAVE;
-    let units_8: u32 = (k_1 / K_UNIT);
+    let units_8: u32 = (kiln_meta[1u] / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 8u);
-    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_11: bool = (select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_12: bool = false;
-    var pair_13: u32 = k_wave_id_2();
-    while (pair_13 < pairs_here_5) {
-        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
-        var ifv_15: u32;
-        if ((n0_14 + 1u) < n_out_2) {
-            ifv_15 = (n0_14 + 1u);
+    let groups_per_row_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    var g_11: u32 = k_wave_id_2();
+    while (g_11 < groups_here_5) {
+        let n0_12: u32 = (first_3 + (g_11 * 2u));
+        var words_at_13: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var groups_at_14: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var r_15: u32 = 0u;
+        while (r_15 < 2u) {
+            var ifv_16: u32;
+            if ((n0_12 + r_15) < n_out_2) {
+                ifv_16 = (n0_12 + r_15);
+            } else {
+                ifv_16 = (n_out_2 - 1u);
+            }
+            let n_17: u32 = ifv_16;
+            words_at_13[r_15] = (n_17 * words_per_row_9);
+            groups_at_14[r_15] = (n_17 * groups_per_row_10);
+            r_15 = (r_15 + 1u);
+        }
+        var ifv_18: array<array<f32, 1>, 2>;
+        if wide_1 {
+            ifv_18 = k_sweep_20(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_15 = n0_14;
+            ifv_18 = k_sweep_20(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
-        let n1_16: u32 = ifv_15;
-        var acc0_17: array<f32, 1> = zero_m;
-        var acc1_18: array<f32, 1> = zero_m;
-        var u_19: u32 = lane_6;
-        if (1u <= 2u) {
-            var w0_20: array<u32, 8> = bits_m;
-            var w1_21: array<u32, 8> = bits_m;
-            if (u_19 < units_8) {
-                let u_22: u32 = u_19;
-                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 8u)), ((n1_16 * words_per_row_9) + (u_22 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-                let a_24: S_At = cl_23;
-                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+        var acc_19: array<array<f32, 1>, 2> = ifv_18;
+        var tot_20: array<array<f32, 1>, 2> = zero_m;
+        var r_21: u32 = 0u;
+        while (r_21 < 2u) {
+            var m_22: u32 = 0u;
+            while (m_22 < 1u) {
+                tot_20[r_21][m_22] = k_wave_sum_21(acc_19[r_21][m_22]);
+                m_22 = (m_22 + 1u);
             }
-            while (u_19 < units_8) {
-                let next_25: u32 = (u_19 + wave_7);
-                var n0w_26: array<u32, 8> = w0_20;
-                var n1w_27: array<u32, 8> = w1_21;
-                if (next_25 < units_8) {
-                    let u_28: u32 = next_25;
-                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 8u)), ((n1_16 * words_per_row_9) + (u_28 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                    let c_30: S_At = cl_29;
-                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
-                }
-                let u_31: u32 = u_19;
-                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 8u)), ((n1_16 * words_per_row_9) + (u_31 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_33.f0;
-                acc1_18 = da_33.f1;
-                w0_20 = n0w_26;
-                w1_21 = n1w_27;
-                u_19 = next_25;
-            }
-        } else {
-            while (u_19 < units_8) {
-                let u_34: u32 = u_19;
-                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 8u)), ((n1_16 * words_per_row_9) + (u_34 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
-                let a_36: S_At = cl_35;
-                var w0_37: array<u32, 8> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
-                var w1_38: array<u32, 8> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a1f32_a1f32 = k_unit_15(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_39.f0;
-                acc1_18 = da_39.f1;
-                u_19 = (u_19 + wave_7);
-            }
+            r_21 = (r_21 + 1u);
         }
-        var tot0_40: array<f32, 1> = zero_m;
-        var tot1_41: array<f32, 1> = zero_m;
-        var m_42: u32 = 0u;
-        while (m_42 < 1u) {
-            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
-            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
-            m_42 = (m_42 + 1u);
-        }
-        var base_43: u32 = 0u;
-        while (base_43 < 1u) {
-            let m_44: u32 = (base_43 + lane_6);
-            if (m_44 < kiln_meta[0u]) {
-                var t0_45: f32 = 0e0f;
-                var t1_46: f32 = 0e0f;
-                var i_47: u32 = 0u;
-                while (i_47 < 1u) {
-                    if (i_47 == m_44) {
-                        t0_45 = tot0_40[i_47];
-                        t1_46 = tot1_41[i_47];
+        var base_23: u32 = 0u;
+        while (base_23 < 1u) {
+            let m_24: u32 = (base_23 + lane_6);
+            if (m_24 < kiln_meta[0u]) {
+                var t_25: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+                var i_26: u32 = 0u;
+                while (i_26 < 1u) {
+                    if (i_26 == m_24) {
+                        var r_27: u32 = 0u;
+                        while (r_27 < 2u) {
+                            t_25[r_27] = tot_20[r_27][i_26];
+                            r_27 = (r_27 + 1u);
+                        }
                     }
-                    i_47 = (i_47 + 1u);
+                    i_26 = (i_26 + 1u);
                 }
-                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
-                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
-                } else {
-                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
-                    if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
-                    }
-                }
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
-            base_43 = (base_43 + wave_7);
+            base_23 = (base_23 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_28());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_span_30(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 2> = acc0_p;
-    var acc1_m: array<f32, 2> = acc1_p;
+fn k_zeroed_row_36(a_p: array<f32, 2>) -> array<f32, 2> {
+    var a_m: array<f32, 2> = a_p;
+    var a_1: array<f32, 2> = a_m;
+    var m_2: u32 = 0u;
+    while (m_2 < 2u) {
+        a_1[m_2] = 0e0f;
+        m_2 = (m_2 + 1u);
+    }
+    return a_1;
+}
+fn k_zeroed_37(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var a_m: array<array<f32, 2>, 2> = a_p;
+    var a_1: array<array<f32, 2>, 2> = a_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        a_1[r_2] = k_zeroed_row_36(a_1[r_2]);
+        r_2 = (r_2 + 1u);
+    }
+    return a_1;
+}
+fn k_chunk_38(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var dot_m: array<array<f32, 2>, 2> = dot_p;
+    var xs_m: array<f32, 2> = xs_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
-    let levels_4: f32 = f32(((1u << 8u)));
-    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
-    let sc0_6: f32 = t_5.f0;
-    let of0_7: f32 = t_5.f1;
-    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
-    let sc1_9: f32 = t_8.f0;
-    let of1_10: f32 = t_8.f1;
-    var acc0_11: array<f32, 2> = acc0_m;
-    var acc1_12: array<f32, 2> = acc1_m;
-    var c_13: u32 = 0u;
-    while (c_13 < (K_SPAN / K_X_CHUNK)) {
-        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
-        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_17: u32 = 0u;
-        while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
-            j_17 = (j_17 + 1u);
+    var dot_3: array<array<f32, 2>, 2> = dot_m;
+    var xs_4: array<f32, 2> = xs_m;
+    var m_5: u32 = 0u;
+    while (m_5 < 2u) {
+        var ifv_6: u32;
+        if (m_5 < last_m_2) {
+            ifv_6 = m_5;
+        } else {
+            ifv_6 = last_m_2;
         }
-        var m_18: u32 = 0u;
-        while (m_18 < 2u) {
-            var ifv_19: u32;
-            if (m_18 < last_m_2) {
-                ifv_19 = m_18;
-            } else {
-                ifv_19 = last_m_2;
-            }
-            let row_20: u32 = ifv_19;
-            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
-            var j_22: u32 = 0u;
-            while (j_22 < K_X_CHUNK) {
-                let xv_23: f32 = k_widen_7(xc_21[j_22]);
-                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
-                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
-                j_22 = (j_22 + 1u);
-            }
-            m_18 = (m_18 + 1u);
+        let row_7: u32 = ifv_6;
+        var xc_8: array<u32, 8> = k_x_chunk_7(x_v, (((row_7 * k_1) + col_p) + first_p), wide_x_p);
+        var xf_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_10: u32 = 0u;
+        while (j_10 < K_X_CHUNK) {
+            xf_9[j_10] = k_widen_9(xc_8[j_10]);
+            xs_4[m_5] = (xs_4[m_5] + xf_9[j_10]);
+            j_10 = (j_10 + 1u);
         }
-        c_13 = (c_13 + 1u);
+        var r_11: u32 = 0u;
+        while (r_11 < 2u) {
+            var j_12: u32 = 0u;
+            while (j_12 < K_X_CHUNK) {
+                let centred_13: f32 = (k_code_float_10(w_m[r_11], (first_p + j_12)) - 1.5e0f);
+                dot_3[r_11][m_5] = k_mul_add_11(centred_13, xf_9[j_12], dot_3[r_11][m_5]);
+                j_12 = (j_12 + 1u);
+            }
+            r_11 = (r_11 + 1u);
+        }
+        m_5 = (m_5 + 1u);
     }
-    return kiln_tuple_a2f32_a2f32(acc0_11, acc1_12);
+    return kiln_tuple_a2a2f32_a2f32(dot_3, xs_4);
 }
-fn k_unit_31(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 2>, acc1_p: array<f32, 2>) -> kiln_tuple_a2f32_a2f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 2> = acc0_p;
-    var acc1_m: array<f32, 2> = acc1_p;
-    var acc0_1: array<f32, 2> = acc0_m;
-    var acc1_2: array<f32, 2> = acc1_m;
-    let da_3: kiln_tuple_a2f32_a2f32 = k_span_30(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_3.f0;
-    acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a2f32_a2f32 = k_span_30(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_4.f0;
-    acc1_2 = da_4.f1;
-    return kiln_tuple_a2f32_a2f32(acc0_1, acc1_2);
+fn k_fold_39(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var dot_m: array<array<f32, 2>, 2> = dot_p;
+    var xs_m: array<f32, 2> = xs_p;
+    var acc_m: array<array<f32, 2>, 2> = acc_p;
+    var acc_1: array<array<f32, 2>, 2> = acc_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_17(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let sc_4: f32 = t_3.f0;
+        let of_5: f32 = t_3.f1;
+        let mid_6: f32 = k_mul_add_11(sc_4, 5e-1f, of_5);
+        var m_7: u32 = 0u;
+        while (m_7 < 2u) {
+            let with_mid_8: f32 = k_mul_add_11(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_11(sc_4, dot_m[r_2][m_7], with_mid_8);
+            m_7 = (m_7 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return acc_1;
 }
-fn k_row_groups_32(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<f32, 2>) {
+fn k_unit_40(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var acc_m: array<array<f32, 2>, 2> = acc_p;
+    let split_1: bool = (kiln_meta[4u] == K_SPAN);
+    let levels_2: f32 = f32(((1u << 8u)));
+    var acc_3: array<array<f32, 2>, 2> = acc_m;
+    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_37(acc_3), k_zeroed_row_36(acc_3[0u]));
+    var dot_5: array<array<f32, 2>, 2> = t_4.f0;
+    var xs_6: array<f32, 2> = t_4.f1;
+    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    dot_5 = da_7.f0;
+    xs_6 = da_7.f1;
+    if split_1 {
+        let group_8: u32 = (col_p >> kiln_meta[7u]);
+        acc_3 = k_fold_39(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_37(dot_5);
+        xs_6 = k_zeroed_row_36(xs_6);
+    }
+    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_9.f0;
+    xs_6 = da_9.f1;
+    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_10.f0;
+    xs_6 = da_10.f1;
+    let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
+    return k_fold_39(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+}
+fn k_sweep_41(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
+    var words_at_m: array<u32, 2> = words_at_p;
+    var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
-    var zero_m: array<f32, 2> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
+    var zero_m: array<array<f32, 2>, 2> = zero_p;
+    let wave_1: u32 = KILN_WAVE;
+    let units_2: u32 = (kiln_meta[1u] / K_UNIT);
+    var acc_3: array<array<f32, 2>, 2> = zero_m;
+    var u_4: u32 = k_lane_1();
+    if (2u <= 2u) {
+        var w_5: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(bits_m, bits_m);
+        if (u_4 < units_2) {
+            w_5 = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, w_5);
+        }
+        while (u_4 < units_2) {
+            let next_6: u32 = (u_4 + wave_1);
+            var ahead_7: array<array<u32, 8>, 2> = w_5;
+            if (next_6 < units_2) {
+                ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
+            }
+            acc_3 = k_unit_40(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            w_5 = ahead_7;
+            u_4 = next_6;
+        }
+    } else {
+        while (u_4 < units_2) {
+            var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_40(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            u_4 = (u_4 + wave_1);
+        }
+    }
+    return acc_3;
+}
+fn k_row_groups_42(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>) {
+    var bits_m: array<u32, 8> = bits_p;
+    var zero_m: array<array<f32, 2>, 2> = zero_p;
+    let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
     let n_out_2: u32 = kiln_meta[2u];
     let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
     let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let groups_here_5: u32 = (here_4 / 2u + select(0u, 1u, here_4 % 2u != 0u));
     let lane_6: u32 = k_lane_1();
     let wave_7: u32 = KILN_WAVE;
-    let units_8: u32 = (k_1 / K_UNIT);
+    let units_8: u32 = (kiln_meta[1u] / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 8u);
-    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_11: bool = (select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_12: bool = false;
-    var pair_13: u32 = k_wave_id_2();
-    while (pair_13 < pairs_here_5) {
-        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
-        var ifv_15: u32;
-        if ((n0_14 + 1u) < n_out_2) {
-            ifv_15 = (n0_14 + 1u);
+    let groups_per_row_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    var g_11: u32 = k_wave_id_2();
+    while (g_11 < groups_here_5) {
+        let n0_12: u32 = (first_3 + (g_11 * 2u));
+        var words_at_13: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var groups_at_14: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var r_15: u32 = 0u;
+        while (r_15 < 2u) {
+            var ifv_16: u32;
+            if ((n0_12 + r_15) < n_out_2) {
+                ifv_16 = (n0_12 + r_15);
+            } else {
+                ifv_16 = (n_out_2 - 1u);
+            }
+            let n_17: u32 = ifv_16;
+            words_at_13[r_15] = (n_17 * words_per_row_9);
+            groups_at_14[r_15] = (n_17 * groups_per_row_10);
+            r_15 = (r_15 + 1u);
+        }
+        var ifv_18: array<array<f32, 2>, 2>;
+        if wide_1 {
+            ifv_18 = k_sweep_41(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_15 = n0_14;
+            ifv_18 = k_sweep_41(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
-        let n1_16: u32 = ifv_15;
-        var acc0_17: array<f32, 2> = zero_m;
-        var acc1_18: array<f32, 2> = zero_m;
-        var u_19: u32 = lane_6;
-        if (2u <= 2u) {
-            var w0_20: array<u32, 8> = bits_m;
-            var w1_21: array<u32, 8> = bits_m;
-            if (u_19 < units_8) {
-                let u_22: u32 = u_19;
-                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 8u)), ((n1_16 * words_per_row_9) + (u_22 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-                let a_24: S_At = cl_23;
-                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+        var acc_19: array<array<f32, 2>, 2> = ifv_18;
+        var tot_20: array<array<f32, 2>, 2> = zero_m;
+        var r_21: u32 = 0u;
+        while (r_21 < 2u) {
+            var m_22: u32 = 0u;
+            while (m_22 < 2u) {
+                tot_20[r_21][m_22] = k_wave_sum_21(acc_19[r_21][m_22]);
+                m_22 = (m_22 + 1u);
             }
-            while (u_19 < units_8) {
-                let next_25: u32 = (u_19 + wave_7);
-                var n0w_26: array<u32, 8> = w0_20;
-                var n1w_27: array<u32, 8> = w1_21;
-                if (next_25 < units_8) {
-                    let u_28: u32 = next_25;
-                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 8u)), ((n1_16 * words_per_row_9) + (u_28 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                    let c_30: S_At = cl_29;
-                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
-                }
-                let u_31: u32 = u_19;
-                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 8u)), ((n1_16 * words_per_row_9) + (u_31 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_33.f0;
-                acc1_18 = da_33.f1;
-                w0_20 = n0w_26;
-                w1_21 = n1w_27;
-                u_19 = next_25;
-            }
-        } else {
-            while (u_19 < units_8) {
-                let u_34: u32 = u_19;
-                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 8u)), ((n1_16 * words_per_row_9) + (u_34 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
-                let a_36: S_At = cl_35;
-                var w0_37: array<u32, 8> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
-                var w1_38: array<u32, 8> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a2f32_a2f32 = k_unit_31(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_39.f0;
-                acc1_18 = da_39.f1;
-                u_19 = (u_19 + wave_7);
-            }
+            r_21 = (r_21 + 1u);
         }
-        var tot0_40: array<f32, 2> = zero_m;
-        var tot1_41: array<f32, 2> = zero_m;
-        var m_42: u32 = 0u;
-        while (m_42 < 2u) {
-            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
-            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
-            m_42 = (m_42 + 1u);
-        }
-        var base_43: u32 = 0u;
-        while (base_43 < 2u) {
-            let m_44: u32 = (base_43 + lane_6);
-            if (m_44 < kiln_meta[0u]) {
-                var t0_45: f32 = 0e0f;
-                var t1_46: f32 = 0e0f;
-                var i_47: u32 = 0u;
-                while (i_47 < 2u) {
-                    if (i_47 == m_44) {
-                        t0_45 = tot0_40[i_47];
-                        t1_46 = tot1_41[i_47];
+        var base_23: u32 = 0u;
+        while (base_23 < 2u) {
+            let m_24: u32 = (base_23 + lane_6);
+            if (m_24 < kiln_meta[0u]) {
+                var t_25: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+                var i_26: u32 = 0u;
+                while (i_26 < 2u) {
+                    if (i_26 == m_24) {
+                        var r_27: u32 = 0u;
+                        while (r_27 < 2u) {
+                            t_25[r_27] = tot_20[r_27][i_26];
+                            r_27 = (r_27 + 1u);
+                        }
                     }
-                    i_47 = (i_47 + 1u);
+                    i_26 = (i_26 + 1u);
                 }
-                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
-                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
-                } else {
-                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
-                    if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
-                    }
-                }
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
-            base_43 = (base_43 + wave_7);
+            base_23 = (base_23 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_28());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_span_33(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 4> = acc0_p;
-    var acc1_m: array<f32, 4> = acc1_p;
+fn k_zeroed_row_43(a_p: array<f32, 4>) -> array<f32, 4> {
+    var a_m: array<f32, 4> = a_p;
+    var a_1: array<f32, 4> = a_m;
+    var m_2: u32 = 0u;
+    while (m_2 < 4u) {
+        a_1[m_2] = 0e0f;
+        m_2 = (m_2 + 1u);
+    }
+    return a_1;
+}
+fn k_zeroed_44(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+    var a_m: array<array<f32, 4>, 2> = a_p;
+    var a_1: array<array<f32, 4>, 2> = a_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        a_1[r_2] = k_zeroed_row_43(a_1[r_2]);
+        r_2 = (r_2 + 1u);
+    }
+    return a_1;
+}
+fn k_chunk_45(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var dot_m: array<array<f32, 4>, 2> = dot_p;
+    var xs_m: array<f32, 4> = xs_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
-    let levels_4: f32 = f32(((1u << 8u)));
-    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
-    let sc0_6: f32 = t_5.f0;
-    let of0_7: f32 = t_5.f1;
-    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
-    let sc1_9: f32 = t_8.f0;
-    let of1_10: f32 = t_8.f1;
-    var acc0_11: array<f32, 4> = acc0_m;
-    var acc1_12: array<f32, 4> = acc1_m;
-    var c_13: u32 = 0u;
-    while (c_13 < (K_SPAN / K_X_CHUNK)) {
-        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
-        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_17: u32 = 0u;
-        while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
-            j_17 = (j_17 + 1u);
+    var dot_3: array<array<f32, 4>, 2> = dot_m;
+    var xs_4: array<f32, 4> = xs_m;
+    var m_5: u32 = 0u;
+    while (m_5 < 4u) {
+        var ifv_6: u32;
+        if (m_5 < last_m_2) {
+            ifv_6 = m_5;
+        } else {
+            ifv_6 = last_m_2;
         }
-        var m_18: u32 = 0u;
-        while (m_18 < 4u) {
-            var ifv_19: u32;
-            if (m_18 < last_m_2) {
-                ifv_19 = m_18;
-            } else {
-                ifv_19 = last_m_2;
-            }
-            let row_20: u32 = ifv_19;
-            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
-            var j_22: u32 = 0u;
-            while (j_22 < K_X_CHUNK) {
-                let xv_23: f32 = k_widen_7(xc_21[j_22]);
-                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
-                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
-                j_22 = (j_22 + 1u);
-            }
-            m_18 = (m_18 + 1u);
+        let row_7: u32 = ifv_6;
+        var xc_8: array<u32, 8> = k_x_chunk_7(x_v, (((row_7 * k_1) + col_p) + first_p), wide_x_p);
+        var xf_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_10: u32 = 0u;
+        while (j_10 < K_X_CHUNK) {
+            xf_9[j_10] = k_widen_9(xc_8[j_10]);
+            xs_4[m_5] = (xs_4[m_5] + xf_9[j_10]);
+            j_10 = (j_10 + 1u);
         }
-        c_13 = (c_13 + 1u);
+        var r_11: u32 = 0u;
+        while (r_11 < 2u) {
+            var j_12: u32 = 0u;
+            while (j_12 < K_X_CHUNK) {
+                let centred_13: f32 = (k_code_float_10(w_m[r_11], (first_p + j_12)) - 1.5e0f);
+                dot_3[r_11][m_5] = k_mul_add_11(centred_13, xf_9[j_12], dot_3[r_11][m_5]);
+                j_12 = (j_12 + 1u);
+            }
+            r_11 = (r_11 + 1u);
+        }
+        m_5 = (m_5 + 1u);
     }
-    return kiln_tuple_a4f32_a4f32(acc0_11, acc1_12);
+    return kiln_tuple_a2a4f32_a4f32(dot_3, xs_4);
 }
-fn k_unit_34(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 4>, acc1_p: array<f32, 4>) -> kiln_tuple_a4f32_a4f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 4> = acc0_p;
-    var acc1_m: array<f32, 4> = acc1_p;
-    var acc0_1: array<f32, 4> = acc0_m;
-    var acc1_2: array<f32, 4> = acc1_m;
-    let da_3: kiln_tuple_a4f32_a4f32 = k_span_33(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_3.f0;
-    acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a4f32_a4f32 = k_span_33(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_4.f0;
-    acc1_2 = da_4.f1;
-    return kiln_tuple_a4f32_a4f32(acc0_1, acc1_2);
+fn k_fold_46(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var dot_m: array<array<f32, 4>, 2> = dot_p;
+    var xs_m: array<f32, 4> = xs_p;
+    var acc_m: array<array<f32, 4>, 2> = acc_p;
+    var acc_1: array<array<f32, 4>, 2> = acc_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_17(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let sc_4: f32 = t_3.f0;
+        let of_5: f32 = t_3.f1;
+        let mid_6: f32 = k_mul_add_11(sc_4, 5e-1f, of_5);
+        var m_7: u32 = 0u;
+        while (m_7 < 4u) {
+            let with_mid_8: f32 = k_mul_add_11(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_11(sc_4, dot_m[r_2][m_7], with_mid_8);
+            m_7 = (m_7 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return acc_1;
 }
-fn k_row_groups_35(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<f32, 4>) {
+fn k_unit_47(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var acc_m: array<array<f32, 4>, 2> = acc_p;
+    let split_1: bool = (kiln_meta[4u] == K_SPAN);
+    let levels_2: f32 = f32(((1u << 8u)));
+    var acc_3: array<array<f32, 4>, 2> = acc_m;
+    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_44(acc_3), k_zeroed_row_43(acc_3[0u]));
+    var dot_5: array<array<f32, 4>, 2> = t_4.f0;
+    var xs_6: array<f32, 4> = t_4.f1;
+    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    dot_5 = da_7.f0;
+    xs_6 = da_7.f1;
+    if split_1 {
+        let group_8: u32 = (col_p >> kiln_meta[7u]);
+        acc_3 = k_fold_46(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_44(dot_5);
+        xs_6 = k_zeroed_row_43(xs_6);
+    }
+    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_9.f0;
+    xs_6 = da_9.f1;
+    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_10.f0;
+    xs_6 = da_10.f1;
+    let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
+    return k_fold_46(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+}
+fn k_sweep_48(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
+    var words_at_m: array<u32, 2> = words_at_p;
+    var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
-    var zero_m: array<f32, 4> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
+    var zero_m: array<array<f32, 4>, 2> = zero_p;
+    let wave_1: u32 = KILN_WAVE;
+    let units_2: u32 = (kiln_meta[1u] / K_UNIT);
+    var acc_3: array<array<f32, 4>, 2> = zero_m;
+    var u_4: u32 = k_lane_1();
+    if (4u <= 2u) {
+        var w_5: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(bits_m, bits_m);
+        if (u_4 < units_2) {
+            w_5 = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, w_5);
+        }
+        while (u_4 < units_2) {
+            let next_6: u32 = (u_4 + wave_1);
+            var ahead_7: array<array<u32, 8>, 2> = w_5;
+            if (next_6 < units_2) {
+                ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
+            }
+            acc_3 = k_unit_47(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            w_5 = ahead_7;
+            u_4 = next_6;
+        }
+    } else {
+        while (u_4 < units_2) {
+            var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_47(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            u_4 = (u_4 + wave_1);
+        }
+    }
+    return acc_3;
+}
+fn k_row_groups_49(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>) {
+    var bits_m: array<u32, 8> = bits_p;
+    var zero_m: array<array<f32, 4>, 2> = zero_p;
+    let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
     let n_out_2: u32 = kiln_meta[2u];
     let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
     let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let groups_here_5: u32 = (here_4 / 2u + select(0u, 1u, here_4 % 2u != 0u));
     let lane_6: u32 = k_lane_1();
     let wave_7: u32 = KILN_WAVE;
-    let units_8: u32 = (k_1 / K_UNIT);
+    let units_8: u32 = (kiln_meta[1u] / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 8u);
-    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_11: bool = (select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_12: bool = false;
-    var pair_13: u32 = k_wave_id_2();
-    while (pair_13 < pairs_here_5) {
-        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
-        var ifv_15: u32;
-        if ((n0_14 + 1u) < n_out_2) {
-            ifv_15 = (n0_14 + 1u);
+    let groups_per_row_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    var g_11: u32 = k_wave_id_2();
+    while (g_11 < groups_here_5) {
+        let n0_12: u32 = (first_3 + (g_11 * 2u));
+        var words_at_13: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var groups_at_14: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var r_15: u32 = 0u;
+        while (r_15 < 2u) {
+            var ifv_16: u32;
+            if ((n0_12 + r_15) < n_out_2) {
+                ifv_16 = (n0_12 + r_15);
+            } else {
+                ifv_16 = (n_out_2 - 1u);
+            }
+            let n_17: u32 = ifv_16;
+            words_at_13[r_15] = (n_17 * words_per_row_9);
+            groups_at_14[r_15] = (n_17 * groups_per_row_10);
+            r_15 = (r_15 + 1u);
+        }
+        var ifv_18: array<array<f32, 4>, 2>;
+        if wide_1 {
+            ifv_18 = k_sweep_48(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_15 = n0_14;
+            ifv_18 = k_sweep_48(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
-        let n1_16: u32 = ifv_15;
-        var acc0_17: array<f32, 4> = zero_m;
-        var acc1_18: array<f32, 4> = zero_m;
-        var u_19: u32 = lane_6;
-        if (4u <= 2u) {
-            var w0_20: array<u32, 8> = bits_m;
-            var w1_21: array<u32, 8> = bits_m;
-            if (u_19 < units_8) {
-                let u_22: u32 = u_19;
-                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 8u)), ((n1_16 * words_per_row_9) + (u_22 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-                let a_24: S_At = cl_23;
-                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+        var acc_19: array<array<f32, 4>, 2> = ifv_18;
+        var tot_20: array<array<f32, 4>, 2> = zero_m;
+        var r_21: u32 = 0u;
+        while (r_21 < 2u) {
+            var m_22: u32 = 0u;
+            while (m_22 < 4u) {
+                tot_20[r_21][m_22] = k_wave_sum_21(acc_19[r_21][m_22]);
+                m_22 = (m_22 + 1u);
             }
-            while (u_19 < units_8) {
-                let next_25: u32 = (u_19 + wave_7);
-                var n0w_26: array<u32, 8> = w0_20;
-                var n1w_27: array<u32, 8> = w1_21;
-                if (next_25 < units_8) {
-                    let u_28: u32 = next_25;
-                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 8u)), ((n1_16 * words_per_row_9) + (u_28 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                    let c_30: S_At = cl_29;
-                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
-                }
-                let u_31: u32 = u_19;
-                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 8u)), ((n1_16 * words_per_row_9) + (u_31 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_33.f0;
-                acc1_18 = da_33.f1;
-                w0_20 = n0w_26;
-                w1_21 = n1w_27;
-                u_19 = next_25;
-            }
-        } else {
-            while (u_19 < units_8) {
-                let u_34: u32 = u_19;
-                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 8u)), ((n1_16 * words_per_row_9) + (u_34 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
-                let a_36: S_At = cl_35;
-                var w0_37: array<u32, 8> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
-                var w1_38: array<u32, 8> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a4f32_a4f32 = k_unit_34(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_39.f0;
-                acc1_18 = da_39.f1;
-                u_19 = (u_19 + wave_7);
-            }
+            r_21 = (r_21 + 1u);
         }
-        var tot0_40: array<f32, 4> = zero_m;
-        var tot1_41: array<f32, 4> = zero_m;
-        var m_42: u32 = 0u;
-        while (m_42 < 4u) {
-            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
-            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
-            m_42 = (m_42 + 1u);
-        }
-        var base_43: u32 = 0u;
-        while (base_43 < 4u) {
-            let m_44: u32 = (base_43 + lane_6);
-            if (m_44 < kiln_meta[0u]) {
-                var t0_45: f32 = 0e0f;
-                var t1_46: f32 = 0e0f;
-                var i_47: u32 = 0u;
-                while (i_47 < 4u) {
-                    if (i_47 == m_44) {
-                        t0_45 = tot0_40[i_47];
-                        t1_46 = tot1_41[i_47];
+        var base_23: u32 = 0u;
+        while (base_23 < 4u) {
+            let m_24: u32 = (base_23 + lane_6);
+            if (m_24 < kiln_meta[0u]) {
+                var t_25: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+                var i_26: u32 = 0u;
+                while (i_26 < 4u) {
+                    if (i_26 == m_24) {
+                        var r_27: u32 = 0u;
+                        while (r_27 < 2u) {
+                            t_25[r_27] = tot_20[r_27][i_26];
+                            r_27 = (r_27 + 1u);
+                        }
                     }
-                    i_47 = (i_47 + 1u);
+                    i_26 = (i_26 + 1u);
                 }
-                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
-                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
-                } else {
-                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
-                    if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
-                    }
-                }
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
-            base_43 = (base_43 + wave_7);
+            base_23 = (base_23 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_28());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_span_36(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, h_p: u32, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 8> = acc0_p;
-    var acc1_m: array<f32, 8> = acc1_p;
+fn k_zeroed_row_50(a_p: array<f32, 8>) -> array<f32, 8> {
+    var a_m: array<f32, 8> = a_p;
+    var a_1: array<f32, 8> = a_m;
+    var m_2: u32 = 0u;
+    while (m_2 < 8u) {
+        a_1[m_2] = 0e0f;
+        m_2 = (m_2 + 1u);
+    }
+    return a_1;
+}
+fn k_zeroed_51(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+    var a_m: array<array<f32, 8>, 2> = a_p;
+    var a_1: array<array<f32, 8>, 2> = a_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        a_1[r_2] = k_zeroed_row_50(a_1[r_2]);
+        r_2 = (r_2 + 1u);
+    }
+    return a_1;
+}
+fn k_chunk_52(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var dot_m: array<array<f32, 8>, 2> = dot_p;
+    var xs_m: array<f32, 8> = xs_p;
     let k_1: u32 = kiln_meta[1u];
     let last_m_2: u32 = (kiln_meta[0u] - 1u);
-    let group_3: u32 = (((at_p.col + (h_p * K_SPAN))) >> kiln_meta[7u]);
-    let levels_4: f32 = f32(((1u << 8u)));
-    let t_5: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row0_groups + group_3), levels_4);
-    let sc0_6: f32 = t_5.f0;
-    let of0_7: f32 = t_5.f1;
-    let t_8: kiln_tuple_f32_f32 = k_scale_pair_10(scales_v, biases_v, (at_p.row1_groups + group_3), levels_4);
-    let sc1_9: f32 = t_8.f0;
-    let of1_10: f32 = t_8.f1;
-    var acc0_11: array<f32, 8> = acc0_m;
-    var acc1_12: array<f32, 8> = acc1_m;
-    var c_13: u32 = 0u;
-    while (c_13 < (K_SPAN / K_X_CHUNK)) {
-        let first_14: u32 = ((h_p * K_SPAN) + (c_13 * K_X_CHUNK));
-        var v0_15: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var v1_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var j_17: u32 = 0u;
-        while (j_17 < K_X_CHUNK) {
-            v0_15[j_17] = k_mul_add_12((k_code_float_11(w0_m, (first_14 + j_17)) - 1e0f), sc0_6, of0_7);
-            v1_16[j_17] = k_mul_add_12((k_code_float_11(w1_m, (first_14 + j_17)) - 1e0f), sc1_9, of1_10);
-            j_17 = (j_17 + 1u);
+    var dot_3: array<array<f32, 8>, 2> = dot_m;
+    var xs_4: array<f32, 8> = xs_m;
+    var m_5: u32 = 0u;
+    while (m_5 < 8u) {
+        var ifv_6: u32;
+        if (m_5 < last_m_2) {
+            ifv_6 = m_5;
+        } else {
+            ifv_6 = last_m_2;
         }
-        var m_18: u32 = 0u;
-        while (m_18 < 8u) {
-            var ifv_19: u32;
-            if (m_18 < last_m_2) {
-                ifv_19 = m_18;
-            } else {
-                ifv_19 = last_m_2;
-            }
-            let row_20: u32 = ifv_19;
-            var xc_21: array<u32, 8> = k_x_chunk_13(x_v, (((row_20 * k_1) + at_p.col) + first_14), wide_x_p);
-            var j_22: u32 = 0u;
-            while (j_22 < K_X_CHUNK) {
-                let xv_23: f32 = k_widen_7(xc_21[j_22]);
-                acc0_11[m_18] = k_mul_add_12(v0_15[j_22], xv_23, acc0_11[m_18]);
-                acc1_12[m_18] = k_mul_add_12(v1_16[j_22], xv_23, acc1_12[m_18]);
-                j_22 = (j_22 + 1u);
-            }
-            m_18 = (m_18 + 1u);
+        let row_7: u32 = ifv_6;
+        var xc_8: array<u32, 8> = k_x_chunk_7(x_v, (((row_7 * k_1) + col_p) + first_p), wide_x_p);
+        var xf_9: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var j_10: u32 = 0u;
+        while (j_10 < K_X_CHUNK) {
+            xf_9[j_10] = k_widen_9(xc_8[j_10]);
+            xs_4[m_5] = (xs_4[m_5] + xf_9[j_10]);
+            j_10 = (j_10 + 1u);
         }
-        c_13 = (c_13 + 1u);
+        var r_11: u32 = 0u;
+        while (r_11 < 2u) {
+            var j_12: u32 = 0u;
+            while (j_12 < K_X_CHUNK) {
+                let centred_13: f32 = (k_code_float_10(w_m[r_11], (first_p + j_12)) - 1.5e0f);
+                dot_3[r_11][m_5] = k_mul_add_11(centred_13, xf_9[j_12], dot_3[r_11][m_5]);
+                j_12 = (j_12 + 1u);
+            }
+            r_11 = (r_11 + 1u);
+        }
+        m_5 = (m_5 + 1u);
     }
-    return kiln_tuple_a8f32_a8f32(acc0_11, acc1_12);
+    return kiln_tuple_a2a8f32_a8f32(dot_3, xs_4);
 }
-fn k_unit_37(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_At, w0_p: array<u32, 8>, w1_p: array<u32, 8>, wide_x_p: bool, acc0_p: array<f32, 8>, acc1_p: array<f32, 8>) -> kiln_tuple_a8f32_a8f32 {
-    var w0_m: array<u32, 8> = w0_p;
-    var w1_m: array<u32, 8> = w1_p;
-    var acc0_m: array<f32, 8> = acc0_p;
-    var acc1_m: array<f32, 8> = acc1_p;
-    var acc0_1: array<f32, 8> = acc0_m;
-    var acc1_2: array<f32, 8> = acc1_m;
-    let da_3: kiln_tuple_a8f32_a8f32 = k_span_36(x_v, scales_v, biases_v, at_p, 0u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_3.f0;
-    acc1_2 = da_3.f1;
-    let da_4: kiln_tuple_a8f32_a8f32 = k_span_36(x_v, scales_v, biases_v, at_p, 1u, w0_m, w1_m, wide_x_p, acc0_1, acc1_2);
-    acc0_1 = da_4.f0;
-    acc1_2 = da_4.f1;
-    return kiln_tuple_a8f32_a8f32(acc0_1, acc1_2);
+fn k_fold_53(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var dot_m: array<array<f32, 8>, 2> = dot_p;
+    var xs_m: array<f32, 8> = xs_p;
+    var acc_m: array<array<f32, 8>, 2> = acc_p;
+    var acc_1: array<array<f32, 8>, 2> = acc_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_17(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let sc_4: f32 = t_3.f0;
+        let of_5: f32 = t_3.f1;
+        let mid_6: f32 = k_mul_add_11(sc_4, 5e-1f, of_5);
+        var m_7: u32 = 0u;
+        while (m_7 < 8u) {
+            let with_mid_8: f32 = k_mul_add_11(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_11(sc_4, dot_m[r_2][m_7], with_mid_8);
+            m_7 = (m_7 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return acc_1;
 }
-fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<f32, 8>) {
+fn k_unit_54(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+    var groups_at_m: array<u32, 2> = groups_at_p;
+    var w_m: array<array<u32, 8>, 2> = w_p;
+    var acc_m: array<array<f32, 8>, 2> = acc_p;
+    let split_1: bool = (kiln_meta[4u] == K_SPAN);
+    let levels_2: f32 = f32(((1u << 8u)));
+    var acc_3: array<array<f32, 8>, 2> = acc_m;
+    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_51(acc_3), k_zeroed_row_50(acc_3[0u]));
+    var dot_5: array<array<f32, 8>, 2> = t_4.f0;
+    var xs_6: array<f32, 8> = t_4.f1;
+    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    dot_5 = da_7.f0;
+    xs_6 = da_7.f1;
+    if split_1 {
+        let group_8: u32 = (col_p >> kiln_meta[7u]);
+        acc_3 = k_fold_53(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_51(dot_5);
+        xs_6 = k_zeroed_row_50(xs_6);
+    }
+    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_9.f0;
+    xs_6 = da_9.f1;
+    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    dot_5 = da_10.f0;
+    xs_6 = da_10.f1;
+    let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
+    return k_fold_53(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+}
+fn k_sweep_55(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
+    var words_at_m: array<u32, 2> = words_at_p;
+    var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
-    var zero_m: array<f32, 8> = zero_p;
-    let k_1: u32 = kiln_meta[1u];
+    var zero_m: array<array<f32, 8>, 2> = zero_p;
+    let wave_1: u32 = KILN_WAVE;
+    let units_2: u32 = (kiln_meta[1u] / K_UNIT);
+    var acc_3: array<array<f32, 8>, 2> = zero_m;
+    var u_4: u32 = k_lane_1();
+    if (8u <= 2u) {
+        var w_5: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(bits_m, bits_m);
+        if (u_4 < units_2) {
+            w_5 = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, w_5);
+        }
+        while (u_4 < units_2) {
+            let next_6: u32 = (u_4 + wave_1);
+            var ahead_7: array<array<u32, 8>, 2> = w_5;
+            if (next_6 < units_2) {
+                ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
+            }
+            acc_3 = k_unit_54(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            w_5 = ahead_7;
+            u_4 = next_6;
+        }
+    } else {
+        while (u_4 < units_2) {
+            var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_54(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            u_4 = (u_4 + wave_1);
+        }
+    }
+    return acc_3;
+}
+fn k_row_groups_56(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>) {
+    var bits_m: array<u32, 8> = bits_p;
+    var zero_m: array<array<f32, 8>, 2> = zero_p;
+    let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
     let n_out_2: u32 = kiln_meta[2u];
     let first_3: u32 = ((kiln_block.x * K_BLOCK_ROWS));
     let here_4: u32 = min(K_BLOCK_ROWS, (kiln_meta[2u] - (kiln_block.x * K_BLOCK_ROWS)));
-    let pairs_here_5: u32 = (here_4 / K_ROWS_PER_WAVE + select(0u, 1u, here_4 % K_ROWS_PER_WAVE != 0u));
+    let groups_here_5: u32 = (here_4 / 2u + select(0u, 1u, here_4 % 2u != 0u));
     let lane_6: u32 = k_lane_1();
     let wave_7: u32 = KILN_WAVE;
-    let units_8: u32 = (k_1 / K_UNIT);
+    let units_8: u32 = (kiln_meta[1u] / K_UNIT);
     let words_per_row_9: u32 = (units_8 * 8u);
-    let groups_per_row_10: u32 = (k_1 >> kiln_meta[7u]);
-    let wide_w_11: bool = (select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false);
-    let wide_x_12: bool = false;
-    var pair_13: u32 = k_wave_id_2();
-    while (pair_13 < pairs_here_5) {
-        let n0_14: u32 = (first_3 + (pair_13 * K_ROWS_PER_WAVE));
-        var ifv_15: u32;
-        if ((n0_14 + 1u) < n_out_2) {
-            ifv_15 = (n0_14 + 1u);
+    let groups_per_row_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    var g_11: u32 = k_wave_id_2();
+    while (g_11 < groups_here_5) {
+        let n0_12: u32 = (first_3 + (g_11 * 2u));
+        var words_at_13: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var groups_at_14: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var r_15: u32 = 0u;
+        while (r_15 < 2u) {
+            var ifv_16: u32;
+            if ((n0_12 + r_15) < n_out_2) {
+                ifv_16 = (n0_12 + r_15);
+            } else {
+                ifv_16 = (n_out_2 - 1u);
+            }
+            let n_17: u32 = ifv_16;
+            words_at_13[r_15] = (n_17 * words_per_row_9);
+            groups_at_14[r_15] = (n_17 * groups_per_row_10);
+            r_15 = (r_15 + 1u);
+        }
+        var ifv_18: array<array<f32, 8>, 2>;
+        if wide_1 {
+            ifv_18 = k_sweep_55(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_15 = n0_14;
+            ifv_18 = k_sweep_55(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
-        let n1_16: u32 = ifv_15;
-        var acc0_17: array<f32, 8> = zero_m;
-        var acc1_18: array<f32, 8> = zero_m;
-        var u_19: u32 = lane_6;
-        if (8u <= 2u) {
-            var w0_20: array<u32, 8> = bits_m;
-            var w1_21: array<u32, 8> = bits_m;
-            if (u_19 < units_8) {
-                let u_22: u32 = u_19;
-                let cl_23: S_At = S_At(((n0_14 * words_per_row_9) + (u_22 * 8u)), ((n1_16 * words_per_row_9) + (u_22 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_22 * K_UNIT));
-                let a_24: S_At = cl_23;
-                w0_20 = k_load_words_3(w_q_v, a_24.row0_words, wide_w_11, bits_m);
-                w1_21 = k_load_words_3(w_q_v, a_24.row1_words, wide_w_11, bits_m);
+        var acc_19: array<array<f32, 8>, 2> = ifv_18;
+        var tot_20: array<array<f32, 8>, 2> = zero_m;
+        var r_21: u32 = 0u;
+        while (r_21 < 2u) {
+            var m_22: u32 = 0u;
+            while (m_22 < 8u) {
+                tot_20[r_21][m_22] = k_wave_sum_21(acc_19[r_21][m_22]);
+                m_22 = (m_22 + 1u);
             }
-            while (u_19 < units_8) {
-                let next_25: u32 = (u_19 + wave_7);
-                var n0w_26: array<u32, 8> = w0_20;
-                var n1w_27: array<u32, 8> = w1_21;
-                if (next_25 < units_8) {
-                    let u_28: u32 = next_25;
-                    let cl_29: S_At = S_At(((n0_14 * words_per_row_9) + (u_28 * 8u)), ((n1_16 * words_per_row_9) + (u_28 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_28 * K_UNIT));
-                    let c_30: S_At = cl_29;
-                    n0w_26 = k_load_words_3(w_q_v, c_30.row0_words, wide_w_11, bits_m);
-                    n1w_27 = k_load_words_3(w_q_v, c_30.row1_words, wide_w_11, bits_m);
-                }
-                let u_31: u32 = u_19;
-                let cl_32: S_At = S_At(((n0_14 * words_per_row_9) + (u_31 * 8u)), ((n1_16 * words_per_row_9) + (u_31 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_31 * K_UNIT));
-                let da_33: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, cl_32, w0_20, w1_21, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_33.f0;
-                acc1_18 = da_33.f1;
-                w0_20 = n0w_26;
-                w1_21 = n1w_27;
-                u_19 = next_25;
-            }
-        } else {
-            while (u_19 < units_8) {
-                let u_34: u32 = u_19;
-                let cl_35: S_At = S_At(((n0_14 * words_per_row_9) + (u_34 * 8u)), ((n1_16 * words_per_row_9) + (u_34 * 8u)), (n0_14 * groups_per_row_10), (n1_16 * groups_per_row_10), (u_34 * K_UNIT));
-                let a_36: S_At = cl_35;
-                var w0_37: array<u32, 8> = k_load_words_3(w_q_v, a_36.row0_words, wide_w_11, bits_m);
-                var w1_38: array<u32, 8> = k_load_words_3(w_q_v, a_36.row1_words, wide_w_11, bits_m);
-                let da_39: kiln_tuple_a8f32_a8f32 = k_unit_37(x_v, scales_v, biases_v, a_36, w0_37, w1_38, wide_x_12, acc0_17, acc1_18);
-                acc0_17 = da_39.f0;
-                acc1_18 = da_39.f1;
-                u_19 = (u_19 + wave_7);
-            }
+            r_21 = (r_21 + 1u);
         }
-        var tot0_40: array<f32, 8> = zero_m;
-        var tot1_41: array<f32, 8> = zero_m;
-        var m_42: u32 = 0u;
-        while (m_42 < 8u) {
-            tot0_40[m_42] = k_wave_sum_16(acc0_17[m_42]);
-            tot1_41[m_42] = k_wave_sum_16(acc1_18[m_42]);
-            m_42 = (m_42 + 1u);
-        }
-        var base_43: u32 = 0u;
-        while (base_43 < 8u) {
-            let m_44: u32 = (base_43 + lane_6);
-            if (m_44 < kiln_meta[0u]) {
-                var t0_45: f32 = 0e0f;
-                var t1_46: f32 = 0e0f;
-                var i_47: u32 = 0u;
-                while (i_47 < 8u) {
-                    if (i_47 == m_44) {
-                        t0_45 = tot0_40[i_47];
-                        t1_46 = tot1_41[i_47];
+        var base_23: u32 = 0u;
+        while (base_23 < 8u) {
+            let m_24: u32 = (base_23 + lane_6);
+            if (m_24 < kiln_meta[0u]) {
+                var t_25: array<f32, 2> = array<f32, 2>(0e0f, 0e0f);
+                var i_26: u32 = 0u;
+                while (i_26 < 8u) {
+                    if (i_26 == m_24) {
+                        var r_27: u32 = 0u;
+                        while (r_27 < 2u) {
+                            t_25[r_27] = tot_20[r_27][i_26];
+                            r_27 = (r_27 + 1u);
+                        }
                     }
-                    i_47 = (i_47 + 1u);
+                    i_26 = (i_26 + 1u);
                 }
-                let y0_48: u32 = k_from_f32_19((t0_45 + k_bias_of_17(bias_v, n0_14)));
-                if (kiln_meta[6u] == K_ACT_SILU_MUL) {
-                    let y1_49: u32 = k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u))));
-                    kiln_set_b5(y_v, ((m_44 * ((n_out_2 / 2u))) + (n0_14 / 2u)), k_silu_mul_element_27(y0_48, y1_49));
-                } else {
-                    kiln_set_b5(y_v, ((m_44 * n_out_2) + n0_14), y0_48);
-                    if ((n0_14 + 1u) < n_out_2) {
-                        kiln_set_b5(y_v, (((m_44 * n_out_2) + n0_14) + 1u), k_from_f32_19((t1_46 + k_bias_of_17(bias_v, (n0_14 + 1u)))));
-                    }
-                }
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
-            base_43 = (base_43 + wave_7);
+            base_23 = (base_23 + wave_7);
         }
-        pair_13 = (pair_13 + k_waves_28());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_qlinear_39(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>) {
+fn k_qlinear_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_29(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 1>(0e0f));
+        k_row_groups_35(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_32(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 2>(0e0f, 0e0f));
+            k_row_groups_42(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_35(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_49(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_row_groups_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
+                k_row_groups_56(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
 }
-fn k_qlinear_8bit_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_39(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_qlinear_8bit_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_57(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1117,5 +1297,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_8bit_40(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_8bit_58(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

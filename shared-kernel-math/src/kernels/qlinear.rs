@@ -10,16 +10,19 @@
 //! (f32, f16 or bf16, the `scale_dtype` param) packed little-endian into u32 words (16-bit values
 //! two per word, the last word zero-padded); `bias [N]` in `T` when `has_bias` is 1.
 //!
-//! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them
-//! [`ROWS_PER_WAVE`] at a time, so every `x` element a wave loads serves that many rows. The
-//! lanes of a wave stride over `K` in units of 32 codes (`bits` whole words at any width); for
-//! one or two rows of `x` a lane loads the next unit's words before reducing the current one.
+//! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them two at
+//! a time, so every `x` element a wave loads serves two rows (and a gate and up pair of the
+//! SwiGLU option is always reduced by one wave). The lanes of a wave stride over `K` in units of 32 codes
+//! (`bits` whole words at any width); for one or two rows of `x` a lane loads the next unit's
+//! words before reducing the current one.
 //! A code becomes a float without an integer conversion: its bits go to the top of an f32
-//! mantissa, `f = 1 + q·2^-bits`, `f − 1 = q·2^-bits` exactly, and one FMA per code and row of
-//! `W` dequantizes it, `ŵ = s·2^bits·(f − 1) + b = s·q + b`, before it meets the rows of `x`.
-//! The weight is formed before the dot product and from `s·q` (not from two terms of size
-//! `s·2^bits` that cancel), so its error is that of the weight itself even where a shader
-//! compiler does not fuse the FMA; the only per-row-of-`x` work is one FMA per code.
+//! mantissa, `f = 1 + q·2^-bits` (a shift and one and-or), and `f − 1.5` is exact: the code
+//! centred on its range, `(q − 2^(bits−1))·2^-bits`. The scale and bias stay out of the
+//! per-code work: per span of one group a lane sums `Σ(f − 1.5)·x` per row of `W` (one FMA per
+//! code and row of `x`) and `Σx` once for all rows, then folds
+//! `s·2^bits·Σ(f − 1.5)·x + (b + s·2^(bits−1))·Σx = Σ(s·q + b)·x` into its accumulator. The
+//! centring keeps the sums' terms at the size of the weights' spread around their middle; an
+//! uncentred `Σf·x − Σx` measured 1.5e-5 f32 nrms against the spec's 1e-5.
 use super::affine_codes::packed_scale;
 use super::fused_silu_mul::silu_mul_element;
 use crate::kernel::shape;
@@ -34,9 +37,6 @@ pub const UNIT: usize = 32;
 /// Codes per scale span: a unit's scales are applied per half, so a group of 16 (GGUF Q6_K's
 /// sub-blocks) needs no other path.
 const SPAN: usize = UNIT / 2;
-
-/// Rows of `W` one wave reduces at once, sharing each loaded element of `x`.
-pub const ROWS_PER_WAVE: u32 = 2;
 
 /// Rows of `W` (output features) one block owns, whatever its size or wave.
 pub const BLOCK_ROWS: u32 = 8;
@@ -234,8 +234,10 @@ pub fn launch(p: &QLinearParams) -> Launch {
 }
 
 /// The body at `BITS` bits (the length of `bits`, whose values are unused): dispatches on the
-/// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows; the
-/// rows past `M` of a padded instance re-read the last row of `x` and are not written).
+/// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows of
+/// `x`; the rows past `M` of a padded instance re-read the last row of `x` and are not written)
+/// and on them to the rows of `W` a wave reduces at once (two: four measured 168 registers at
+/// one row of `x`, past the launch bound's 128).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qlinear<T: Element, B: Block, const BITS: usize>(
@@ -250,37 +252,68 @@ pub fn qlinear<T: Element, B: Block, const BITS: usize>(
     bits: [u32; BITS],
 ) {
     if p.m == 1 {
-        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 1]);
+        row_groups(
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            bias,
+            y,
+            bits,
+            [[0.0f32; 1]; 2],
+        );
     } else if p.m == 2 {
-        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 2]);
+        row_groups(
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            bias,
+            y,
+            bits,
+            [[0.0f32; 2]; 2],
+        );
     } else if p.m <= 4 {
-        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 4]);
+        row_groups(
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            bias,
+            y,
+            bits,
+            [[0.0f32; 4]; 2],
+        );
     } else {
-        row_groups(b, p, x, w_q, scales, biases, bias, y, bits, [0.0f32; 8]);
+        row_groups(
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            bias,
+            y,
+            bits,
+            [[0.0f32; 8]; 2],
+        );
     }
 }
 
-/// Where one wave's unit sits: its row pair's first words and scale index, its `K` offset.
-#[derive(Clone, Copy)]
-struct At {
-    /// First word of the unit in the pair's first row (the second row's is `row1_words`).
-    row0_words: usize,
-    row1_words: usize,
-    /// First scale index of the pair's first and second rows.
-    row0_groups: usize,
-    row1_groups: usize,
-    /// The unit's first element of `K`.
-    col: usize,
-}
-
-/// The block's rows of `W`, `ROWS_PER_WAVE` per wave at a time, for `M` rows of `x` (`zero`
-/// is `M` zeros: it fixes the accumulator size).
+/// The block's rows of `W`, `R` per wave at a time, for `M` rows of `x` (`zero` is `R × M`
+/// zeros: it fixes both).
 ///
-/// Wave-uniform control flow around `wave_sum`: a wave's row pair and its unit loops depend
-/// only on the pair, so every lane of a wave reaches each `wave_sum`.
+/// Wave-uniform control flow around `wave_sum`: a wave's row group and its unit loops depend
+/// only on the group, so every lane of a wave reaches each `wave_sum`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
+fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize, const R: usize>(
     b: &B,
     p: &QLinearParams,
     x: Src<T>,
@@ -290,78 +323,52 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
     bias: Src<T>,
     y: Dst<T>,
     bits: [u32; BITS],
-    zero: [f32; M],
+    zero: [[f32; M]; R],
 ) {
-    let k = p.k as usize;
+    // 16-byte loads of `W` and `x` when every unit starts on 16 bytes (uniform over the
+    // launch); the sweep over `K` is built twice, with the test taken once per row group
+    // rather than in every unit, so neither copy carries the other's loads.
+    let wide = BITS.is_multiple_of(4) && w_q.chunk_aligned::<4>(0) && x.chunk_aligned::<X_CHUNK>(0);
     let n_out = p.n as usize;
     let first = (b.block_x() * BLOCK_ROWS) as usize;
     let here = BLOCK_ROWS.min(p.n - b.block_x() * BLOCK_ROWS) as usize;
-    let pairs_here = here.div_ceil(ROWS_PER_WAVE as usize);
+    let groups_here = here.div_ceil(R);
     let lane = b.lane() as usize;
     let wave = B::WAVE as usize;
-    let units = k / UNIT;
+    let units = p.k as usize / UNIT;
     let words_per_row = units * BITS;
-    let groups_per_row = k >> p.group_log2;
-    // Wide loads when every unit starts on 16 bytes (uniform over the launch).
-    let wide_w = BITS.is_multiple_of(4) && w_q.chunk_aligned::<4>(0);
-    let wide_x = x.chunk_aligned::<X_CHUNK>(0);
-
-    let mut pair = b.wave_id() as usize;
-    while pair < pairs_here {
-        let n0 = first + pair * ROWS_PER_WAVE as usize;
-        // A second row past N re-reads the first (computed, not written).
-        let n1 = if n0 + 1 < n_out { n0 + 1 } else { n0 };
-        let mut acc0 = zero;
-        let mut acc1 = zero;
-        let at = |u: usize| At {
-            row0_words: n0 * words_per_row + u * BITS,
-            row1_words: n1 * words_per_row + u * BITS,
-            row0_groups: n0 * groups_per_row,
-            row1_groups: n1 * groups_per_row,
-            col: u * UNIT,
-        };
-        // For one or two rows of `x`, one unit's words are loaded ahead of the one being
-        // reduced (two units in flight per lane, one copy of the reduction in the code); more
-        // rows of `x` give each load enough work to hide it, and the registers go to them.
-        let mut u = lane;
-        if M <= 2 {
-            let mut w0 = bits;
-            let mut w1 = bits;
-            if u < units {
-                let a = at(u);
-                w0 = load_words(w_q, a.row0_words, wide_w, bits);
-                w1 = load_words(w_q, a.row1_words, wide_w, bits);
-            }
-            while u < units {
-                let next = u + wave;
-                let mut n0w = w0;
-                let mut n1w = w1;
-                if next < units {
-                    let c = at(next);
-                    n0w = load_words(w_q, c.row0_words, wide_w, bits);
-                    n1w = load_words(w_q, c.row1_words, wide_w, bits);
-                }
-                (acc0, acc1) = unit(p, x, scales, biases, at(u), w0, w1, wide_x, acc0, acc1);
-                w0 = n0w;
-                w1 = n1w;
-                u = next;
-            }
-        } else {
-            while u < units {
-                let a = at(u);
-                let w0 = load_words(w_q, a.row0_words, wide_w, bits);
-                let w1 = load_words(w_q, a.row1_words, wide_w, bits);
-                (acc0, acc1) = unit(p, x, scales, biases, a, w0, w1, wide_x, acc0, acc1);
-                u += wave;
-            }
+    let groups_per_row = p.k as usize >> p.group_log2;
+    let mut g = b.wave_id() as usize;
+    while g < groups_here {
+        let n0 = first + g * R;
+        // Rows past N re-read the last row (computed, not written).
+        let mut words_at = [0usize; R];
+        let mut groups_at = [0usize; R];
+        let mut r = 0;
+        while r < R {
+            let n = if n0 + r < n_out { n0 + r } else { n_out - 1 };
+            words_at[r] = n * words_per_row;
+            groups_at[r] = n * groups_per_row;
+            r += 1;
         }
-        let mut tot0 = zero;
-        let mut tot1 = zero;
-        let mut m = 0;
-        while m < M {
-            tot0[m] = b.wave_sum(acc0[m]);
-            tot1[m] = b.wave_sum(acc1[m]);
-            m += 1;
+        let acc = if wide {
+            sweep(
+                b, p, x, w_q, scales, biases, words_at, groups_at, bits, zero, true,
+            )
+        } else {
+            sweep(
+                b, p, x, w_q, scales, biases, words_at, groups_at, bits, zero, false,
+            )
+        };
+        let mut tot = zero;
+        let mut r = 0;
+        while r < R {
+            let mut m = 0;
+            while m < M {
+                tot[r][m] = b.wave_sum(acc[r][m]);
+                m += 1;
+            }
+            r += 1;
         }
         // Lane `m` writes row `m` of `y` (a wave narrower than `M` takes the rows in turns):
         // the writes run in parallel and the epilogue (silu's exp) is in the code once.
@@ -369,34 +376,109 @@ fn row_groups<T: Element, B: Block, const BITS: usize, const M: usize>(
         while base < M {
             let m = base + lane;
             if m < p.m as usize {
-                let mut t0 = 0.0;
-                let mut t1 = 0.0;
+                let mut t = [0.0f32; R];
                 let mut i = 0;
                 while i < M {
                     if i == m {
-                        t0 = tot0[i];
-                        t1 = tot1[i];
+                        let mut r = 0;
+                        while r < R {
+                            t[r] = tot[r][i];
+                            r += 1;
+                        }
                     }
                     i += 1;
                 }
-                let y0 = T::from_f32(t0 + bias_of(p, bias, n0));
-                if p.act == ACT_SILU_MUL {
-                    // Pairs start on even rows and N is even: row n0 + 1 exists.
-                    let y1 = T::from_f32(t1 + bias_of(p, bias, n0 + 1));
-                    y.set(m * (n_out / 2) + n0 / 2, silu_mul_element(y0, y1));
-                } else {
-                    y.set(m * n_out + n0, y0);
-                    if n0 + 1 < n_out {
-                        y.set(
-                            m * n_out + n0 + 1,
-                            T::from_f32(t1 + bias_of(p, bias, n0 + 1)),
-                        );
-                    }
-                }
+                write_rows(p, bias, y, n0, m, t);
             }
             base += wave;
         }
-        pair += b.waves() as usize;
+        g += b.waves() as usize;
+    }
+}
+
+/// One lane's share of a row group's sums over `K`: units `lane, lane + wave, …` of the rows
+/// at `words_at` (their first words) and `groups_at` (their first scales); `wide` is a
+/// constant in each caller's copy.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sweep<T: Element, B: Block, const BITS: usize, const M: usize, const R: usize>(
+    b: &B,
+    p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    words_at: [usize; R],
+    groups_at: [usize; R],
+    bits: [u32; BITS],
+    zero: [[f32; M]; R],
+    wide: bool,
+) -> [[f32; M]; R] {
+    let wave = B::WAVE as usize;
+    let units = p.k as usize / UNIT;
+    let mut acc = zero;
+    let mut u = b.lane() as usize;
+    // For one or two rows of `x`, one unit's words are loaded ahead of the one being reduced
+    // (two units in flight per lane, one copy of the reduction in the code); more rows of `x`
+    // give each load enough work to hide it, and the registers go to them.
+    if M <= 2 {
+        let mut w = [bits; R];
+        if u < units {
+            w = load_rows(w_q, words_at, u * BITS, wide, w);
+        }
+        while u < units {
+            let next = u + wave;
+            let mut ahead = w;
+            if next < units {
+                ahead = load_rows(w_q, words_at, next * BITS, wide, w);
+            }
+            acc = unit(p, x, scales, biases, groups_at, u * UNIT, w, wide, acc);
+            w = ahead;
+            u = next;
+        }
+    } else {
+        while u < units {
+            let w = load_rows(w_q, words_at, u * BITS, wide, [bits; R]);
+            acc = unit(p, x, scales, biases, groups_at, u * UNIT, w, wide, acc);
+            u += wave;
+        }
+    }
+    acc
+}
+
+/// Row `m` of `y` at the group's rows `n0..n0 + R` (those below N) from their sums `t`, with
+/// the bias and, with [`ACT_SILU_MUL`], SwiGLU over the group's gate and up pairs.
+#[inline(always)]
+fn write_rows<T: Element, const R: usize>(
+    p: &QLinearParams,
+    bias: Src<T>,
+    y: Dst<T>,
+    n0: usize,
+    m: usize,
+    t: [f32; R],
+) {
+    let n_out = p.n as usize;
+    if p.act == ACT_SILU_MUL {
+        // Groups start on even rows and N is even: a pair is whole or past N.
+        let mut r = 0;
+        while r + 1 < R {
+            let n = n0 + r;
+            if n < n_out {
+                let g = T::from_f32(t[r] + bias_of(p, bias, n));
+                let u = T::from_f32(t[r + 1] + bias_of(p, bias, n + 1));
+                y.set(m * (n_out / 2) + n / 2, silu_mul_element(g, u));
+            }
+            r += 2;
+        }
+    } else {
+        let mut r = 0;
+        while r < R {
+            let n = n0 + r;
+            if n < n_out {
+                y.set(m * n_out + n, T::from_f32(t[r] + bias_of(p, bias, n)));
+            }
+            r += 1;
+        }
     }
 }
 
@@ -443,82 +525,161 @@ fn load_words<const BITS: usize>(
     w
 }
 
-/// One unit (32 codes) of both rows of a pair against every row of `x`: two spans of 16 codes,
-/// each with its own scale and bias per row.
-#[allow(clippy::too_many_arguments)]
+/// The words of one unit (32 codes, `BITS` words) of every row of a group, `at` words into
+/// each row (`rows` holds the rows' first words).
 #[inline(always)]
-fn unit<T: Element, const BITS: usize, const M: usize>(
-    p: &QLinearParams,
-    x: Src<T>,
-    scales: Src<u32>,
-    biases: Src<u32>,
-    at: At,
-    w0: [u32; BITS],
-    w1: [u32; BITS],
-    wide_x: bool,
-    acc0: [f32; M],
-    acc1: [f32; M],
-) -> ([f32; M], [f32; M]) {
-    let mut acc0 = acc0;
-    let mut acc1 = acc1;
-    (acc0, acc1) = span(p, x, scales, biases, at, 0, w0, w1, wide_x, acc0, acc1);
-    (acc0, acc1) = span(p, x, scales, biases, at, 1, w0, w1, wide_x, acc0, acc1);
-    (acc0, acc1)
+fn load_rows<const BITS: usize, const R: usize>(
+    w_q: Src<u32>,
+    rows: [usize; R],
+    at: usize,
+    wide: bool,
+    zero: [[u32; BITS]; R],
+) -> [[u32; BITS]; R] {
+    let mut w = zero;
+    let mut r = 0;
+    while r < R {
+        w[r] = load_words(w_q, rows[r] + at, wide, zero[r]);
+        r += 1;
+    }
+    w
 }
 
-/// Span `h` (codes `16h..16h + 16` of the unit): its scale and bias per row of `W`, then per
-/// chunk of `x` the chunk's codes dequantized for both rows and multiplied into every row of
-/// `x`.
+/// One unit (32 codes from column `col`) of every row of a group against every row of `x`.
+/// Per chunk of 8 codes, each row of `x` is widened once and meets the chunk's centred code
+/// floats `f − 1.5` of every row of `W` (`f = 1 + q·2^-BITS`) in one FMA each; per scale span
+/// (16 codes for groups of 16, else the unit) the sums are folded in as
+/// `s·2^BITS·Σ(f − 1.5)·x + (b + s·2^(BITS−1))·Σx = Σ(s·q + b)·x`, so the scale costs nothing
+/// per code.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn span<T: Element, const BITS: usize, const M: usize>(
+fn unit<T: Element, const BITS: usize, const M: usize, const R: usize>(
     p: &QLinearParams,
     x: Src<T>,
     scales: Src<u32>,
     biases: Src<u32>,
-    at: At,
-    h: usize,
-    w0: [u32; BITS],
-    w1: [u32; BITS],
+    groups_at: [usize; R],
+    col: usize,
+    w: [[u32; BITS]; R],
     wide_x: bool,
-    acc0: [f32; M],
-    acc1: [f32; M],
-) -> ([f32; M], [f32; M]) {
+    acc: [[f32; M]; R],
+) -> [[f32; M]; R] {
+    let split = p.group_size as usize == SPAN;
+    let levels = (1u32 << BITS as u32) as f32;
+    // The chunks are four calls, not a loop: at every width and size each chunk's word
+    // indices are then constants, and no instance leaves the words in local memory.
+    let mut acc = acc;
+    let (mut dot, mut xs) = chunk(p, x, w, col, 0, wide_x, zeroed(acc), zeroed_row(acc[0]));
+    (dot, xs) = chunk(p, x, w, col, X_CHUNK, wide_x, dot, xs);
+    if split {
+        let group = col >> p.group_log2;
+        acc = fold(p, scales, biases, groups_at, group, levels, dot, xs, acc);
+        dot = zeroed(dot);
+        xs = zeroed_row(xs);
+    }
+    (dot, xs) = chunk(p, x, w, col, 2 * X_CHUNK, wide_x, dot, xs);
+    (dot, xs) = chunk(p, x, w, col, 3 * X_CHUNK, wide_x, dot, xs);
+    let group = (col + UNIT - 1) >> p.group_log2;
+    fold(p, scales, biases, groups_at, group, levels, dot, xs, acc)
+}
+
+/// The chunk of 8 codes at `first` of a unit (from column `col`): each row of `x` widened
+/// once, added to `xs`, and met by the chunk's centred codes of every row of `W` in `dot`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn chunk<T: Element, const BITS: usize, const M: usize, const R: usize>(
+    p: &QLinearParams,
+    x: Src<T>,
+    w: [[u32; BITS]; R],
+    col: usize,
+    first: usize,
+    wide_x: bool,
+    dot: [[f32; M]; R],
+    xs: [f32; M],
+) -> ([[f32; M]; R], [f32; M]) {
     let k = p.k as usize;
     let last_m = p.m as usize - 1;
-    let group = (at.col + h * SPAN) >> p.group_log2;
-    let levels = (1u32 << BITS as u32) as f32;
-    let (sc0, of0) = scale_pair(p, scales, biases, at.row0_groups + group, levels);
-    let (sc1, of1) = scale_pair(p, scales, biases, at.row1_groups + group, levels);
-    let mut acc0 = acc0;
-    let mut acc1 = acc1;
-    let mut c = 0;
-    while c < SPAN / X_CHUNK {
-        let first = h * SPAN + c * X_CHUNK;
-        let mut v0 = [0.0f32; X_CHUNK];
-        let mut v1 = [0.0f32; X_CHUNK];
+    let mut dot = dot;
+    let mut xs = xs;
+    let mut m = 0;
+    while m < M {
+        let row = if m < last_m { m } else { last_m };
+        let xc = x_chunk(x, row * k + col + first, wide_x);
+        let mut xf = [0.0f32; X_CHUNK];
         let mut j = 0;
         while j < X_CHUNK {
-            v0[j] = crate::mul_add(code_float(w0, first + j) - 1.0, sc0, of0);
-            v1[j] = crate::mul_add(code_float(w1, first + j) - 1.0, sc1, of1);
+            xf[j] = xc[j].widen();
+            xs[m] += xf[j];
             j += 1;
         }
-        let mut m = 0;
-        while m < M {
-            let row = if m < last_m { m } else { last_m };
-            let xc = x_chunk(x, row * k + at.col + first, wide_x);
+        let mut r = 0;
+        while r < R {
             let mut j = 0;
             while j < X_CHUNK {
-                let xv = xc[j].widen();
-                acc0[m] = crate::mul_add(v0[j], xv, acc0[m]);
-                acc1[m] = crate::mul_add(v1[j], xv, acc1[m]);
+                let centred = code_float(w[r], first + j) - 1.5;
+                dot[r][m] = crate::mul_add(centred, xf[j], dot[r][m]);
                 j += 1;
             }
+            r += 1;
+        }
+        m += 1;
+    }
+    (dot, xs)
+}
+
+/// `acc[r][m] += s·levels·dot[r][m] + (b + s·levels/2)·xs[m]` with row `r`'s scale and bias
+/// of group `group` (`levels = 2^bits`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn fold<const M: usize, const R: usize>(
+    p: &QLinearParams,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    groups_at: [usize; R],
+    group: usize,
+    levels: f32,
+    dot: [[f32; M]; R],
+    xs: [f32; M],
+    acc: [[f32; M]; R],
+) -> [[f32; M]; R] {
+    let mut acc = acc;
+    let mut r = 0;
+    while r < R {
+        let (sc, of) = scale_pair(p, scales, biases, groups_at[r] + group, levels);
+        // The weight at the centre code: `s·q + b = s·levels·(f − 1.5) + mid`.
+        let mid = crate::mul_add(sc, 0.5, of);
+        let mut m = 0;
+        while m < M {
+            let with_mid = crate::mul_add(mid, xs[m], acc[r][m]);
+            acc[r][m] = crate::mul_add(sc, dot[r][m], with_mid);
             m += 1;
         }
-        c += 1;
+        r += 1;
     }
-    (acc0, acc1)
+    acc
+}
+
+/// `a` with every element 0.
+#[inline(always)]
+fn zeroed<const M: usize, const R: usize>(a: [[f32; M]; R]) -> [[f32; M]; R] {
+    let mut a = a;
+    let mut r = 0;
+    while r < R {
+        a[r] = zeroed_row(a[r]);
+        r += 1;
+    }
+    a
+}
+
+/// `a` with every element 0.
+#[inline(always)]
+fn zeroed_row<const M: usize>(a: [f32; M]) -> [f32; M] {
+    let mut a = a;
+    let mut m = 0;
+    while m < M {
+        a[m] = 0.0;
+        m += 1;
+    }
+    a
 }
 
 /// `X_CHUNK` elements of `x` from `at`: one chunk load when `wide`.
