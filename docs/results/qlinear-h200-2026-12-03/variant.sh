@@ -1,19 +1,27 @@
 #!/bin/bash
-# usage: variant.sh name python-edit-expr   (edits qlinear.rs from qlinear-centred.rs, builds PTX, restores)
+# usage: variant.sh <base qlinear.rs> <name> ['old=>>new' ...]
+# Writes the base with each edit applied over shared-kernel-math/src/kernels/qlinear.rs, builds
+# qlinear_4bit's sm_90 PTX as `cargo xtask kernels` does (ptxone.sh beside this script), puts
+# the committed file back, and prints ptxas registers and spills with and without the launch
+# bound. Output: $OUTDIR/<name>.ptx (default /tmp).
 set -e
-N=$1; shift
-cd /work/main
-python3 - "$@" <<'PY'
+BASE=$(realpath "$1"); N=$2; shift 2
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel); OUTDIR=${OUTDIR:-/tmp}
+SRC=$ROOT/shared-kernel-math/src/kernels/qlinear.rs
+cp "$SRC" "$OUTDIR/qlinear.committed.rs"
+trap 'cp "$OUTDIR/qlinear.committed.rs" "$SRC"' EXIT
+python3 - "$BASE" "$SRC" "$@" <<'PY'
 import sys
-s=open('/tmp/qv/qlinear-centred.rs').read()
-for e in sys.argv[1:]:
+s=open(sys.argv[1]).read()
+for e in sys.argv[3:]:
     a,b=e.split('=>>')
     assert a in s, a
     s=s.replace(a,b)
-open('shared-kernel-math/src/kernels/qlinear.rs','w').write(s)
+open(sys.argv[2],'w').write(s)
 PY
-LLC_FLAGS="${LLC_FLAGS:-}" bash /tmp/qv/ptxone.sh qlinear_4bit /tmp/qv/$N.ptx 128 4 > /dev/null
-cp /tmp/qv/qlinear-centred.rs shared-kernel-math/src/kernels/qlinear.rs
-echo "$N: local $(grep -c 'ld.local\|st.local' /tmp/qv/$N.ptx)"
-ptxas -arch=sm_90 -v /tmp/qv/$N.ptx -o /tmp/qv/$N.cubin 2>&1 | grep -E "Used|spill" | paste - - | sed 's/ptxas info    ://' | awk '{print "  "$0}'
-sed '/^.maxntid/d;/^.minnctapersm/d' /tmp/qv/$N.ptx > /tmp/qv/${N}_nb.ptx; ptxas -arch=sm_90 -v /tmp/qv/${N}_nb.ptx -o /dev/null 2>&1 | grep -E "Used" | head -1 | sed 's/ptxas info    :/  uncapped:/'
+ROOT=$ROOT LLC_FLAGS="${LLC_FLAGS:-}" bash "$HERE/ptxone.sh" qlinear_4bit "$OUTDIR/$N.ptx" 128 4 > /dev/null
+echo "$N: local $(grep -c 'ld.local\|st.local' "$OUTDIR/$N.ptx")"
+ptxas -arch=sm_90 -v "$OUTDIR/$N.ptx" -o /dev/null 2>&1 | grep -E "Used|spill" | paste - - | sed 's/ptxas info    ://'
+sed '/^.maxntid/d;/^.minnctapersm/d' "$OUTDIR/$N.ptx" > "$OUTDIR/${N}_nb.ptx"
+ptxas -arch=sm_90 -v "$OUTDIR/${N}_nb.ptx" -o /dev/null 2>&1 | grep -E "Used" | head -1 | sed 's/ptxas info    :/  uncapped:/'

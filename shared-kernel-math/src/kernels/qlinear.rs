@@ -12,9 +12,9 @@
 //!
 //! Geometry: a block owns [`BLOCK_ROWS`] consecutive rows of `W`; its waves take them two at
 //! a time, so every `x` element a wave loads serves two rows (and a gate and up pair of the
-//! SwiGLU option is always reduced by one wave). The lanes of a wave stride over `K` in units of 32 codes
-//! (`bits` whole words at any width); for one or two rows of `x` a lane loads the next unit's
-//! words before reducing the current one.
+//! SwiGLU option is always reduced by one wave). The lanes of a wave stride over `K` in units
+//! of 32 codes (`bits` whole words at any width); for one or two rows of `x` a lane loads the
+//! next unit's words before reducing the current one.
 //! A code becomes a float without an integer conversion: its bits go to the top of an f32
 //! mantissa, `f = 1 + q·2^-bits` (a shift and one and-or), and `f − 1.5` is exact: the code
 //! centred on its range, `(q − 2^(bits−1))·2^-bits`. The scale and bias stay out of the
@@ -236,8 +236,9 @@ pub fn launch(p: &QLinearParams) -> Launch {
 /// The body at `BITS` bits (the length of `bits`, whose values are unused): dispatches on the
 /// rows of `x` to an instance whose accumulators are fixed-size arrays (1, 2, 4 or 8 rows of
 /// `x`; the rows past `M` of a padded instance re-read the last row of `x` and are not written)
-/// and on them to the rows of `W` a wave reduces at once (two: four measured 168 registers at
-/// one row of `x`, past the launch bound's 128).
+/// and on them to the rows of `W` a wave reduces at once (two: four at one row of `x` spilled
+/// more under the launch bound's 128 registers and ran no faster; see
+/// docs/results/qlinear-h200-2026-12-03.md).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qlinear<T: Element, B: Block, const BITS: usize>(
