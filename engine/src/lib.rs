@@ -105,6 +105,8 @@ pub mod rng;
 mod rocm_tests;
 #[cfg(feature = "harness")]
 pub mod timing;
+#[cfg(test)]
+mod wave_mma_tests;
 
 pub use backend::Backend;
 /// The cudarc driver API kiln is built against: an engine hands kiln its CUDA streams of this

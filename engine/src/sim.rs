@@ -24,7 +24,8 @@
 use crate::host::{block_index, halt_hung, panic_message, place, HostStop, Watchdog};
 use crate::host::{HostBuf, HostLaunch, ViewSource};
 use crate::DeviceError;
-use kiln_math::{scratch_words, Block, Probe, Rw, Scalar, SourceSite, View, ViewFault};
+use kiln_math::wave_mma::{mma_fragment_words, mma_from_fragments, MMA_FRAGMENT_WORDS};
+use kiln_math::{scratch_words, Block, Element, Probe, Rw, Scalar, SourceSite, View, ViewFault};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -82,6 +83,11 @@ struct Rendezvous {
 
 impl Rendezvous {
     fn new(what: &'static str, members: u32) -> Rendezvous {
+        Rendezvous::wide(what, members, 1)
+    }
+
+    /// A rendezvous where each member leaves `width` words.
+    fn wide(what: &'static str, members: u32, width: usize) -> Rendezvous {
         Rendezvous {
             what,
             members,
@@ -90,8 +96,8 @@ impl Rendezvous {
                 departed: 0,
                 generation: 0,
                 site: None,
-                slots: vec![0; members as usize],
-                published: vec![0; members as usize],
+                slots: vec![0; members as usize * width],
+                published: vec![0; members as usize * width],
                 failed: false,
             }),
             cv: Condvar::new(),
@@ -106,6 +112,19 @@ impl Rendezvous {
         site: Site,
         timeout: Duration,
     ) -> Result<u32, RvFail> {
+        self.meet(member, &[value], site, timeout, |all| all[pick as usize])
+    }
+
+    /// All members meet, each leaving `values` (the rendezvous's width of words); each leaves
+    /// with `read` of every member's words, member-major.
+    fn meet<R>(
+        &self,
+        member: u32,
+        values: &[u32],
+        site: Site,
+        timeout: Duration,
+        read: impl FnOnce(&[u32]) -> R,
+    ) -> Result<R, RvFail> {
         let what = self.what;
         let mut g = lock(&self.state);
         if g.failed {
@@ -127,7 +146,8 @@ impl Rendezvous {
             }
             Some(_) => {}
         }
-        g.slots[member as usize] = value;
+        let at = member as usize * values.len();
+        g.slots[at..at + values.len()].copy_from_slice(values);
         g.arrived += 1;
         if g.arrived == self.members {
             let RvState {
@@ -138,7 +158,7 @@ impl Rendezvous {
             g.site = None;
             g.generation += 1;
             self.cv.notify_all();
-            return Ok(g.published[pick as usize]);
+            return Ok(read(&g.published));
         }
         let generation = g.generation;
         let deadline = Instant::now() + timeout;
@@ -156,7 +176,7 @@ impl Rendezvous {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
             if g.generation != generation {
-                return Ok(g.published[pick as usize]);
+                return Ok(read(&g.published));
             }
             if g.failed {
                 return Err(RvFail::Aborted);
@@ -191,6 +211,8 @@ struct BlockState {
     timeout: Duration,
     block_rv: Rendezvous,
     wave_rv: Vec<Rendezvous>,
+    /// Per wave: the wave multiply's meeting, every lane's fragments at once.
+    mma_rv: Vec<Rendezvous>,
     shared: *mut u8,
     shared_len: usize,
     probe: NonNull<dyn Probe>,
@@ -384,6 +406,31 @@ impl<const W: u32> Block for SimLane<'_, W> {
             Err(f) => {
                 self.st.rv_fail(f);
                 v
+            }
+        }
+    }
+
+    /// The multiply from every lane's fragments at one meeting (the definition in
+    /// `kiln_math::wave_mma`; the shuffle version that other ports run is tested against it).
+    #[track_caller]
+    fn wave_mma<T: Element>(
+        &self,
+        a: [[u32; 2]; 2],
+        b: [u32; 2],
+        c: [[f32; 2]; 2],
+    ) -> [[f32; 2]; 2] {
+        let site = Location::caller();
+        self.st.watch(self.tid, site);
+        let lane = self.tid % W;
+        let rv = &self.st.mma_rv[(self.tid / W) as usize];
+        let mine = mma_fragment_words(a, b);
+        match rv.meet(lane, &mine, site, self.st.timeout, |all| {
+            mma_from_fragments::<T>(W, lane, all, c)
+        }) {
+            Ok(v) => v,
+            Err(f) => {
+                self.st.rv_fail(f);
+                c
             }
         }
     }
@@ -600,6 +647,9 @@ where
             block_rv: Rendezvous::new("barrier", l.block),
             wave_rv: (0..l.block / W)
                 .map(|_| Rendezvous::new("wave collective", W))
+                .collect(),
+            mma_rv: (0..l.block / W)
+                .map(|_| Rendezvous::wide("wave multiply", W, MMA_FRAGMENT_WORDS))
                 .collect(),
             shared: shm.as_mut_ptr() as *mut u8,
             shared_len: l.shared,

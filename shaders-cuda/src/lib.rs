@@ -20,7 +20,7 @@
 )]
 
 use core::arch::nvptx;
-use kiln_math::{scratch_words, Block, Rw, Scalar, View};
+use kiln_math::{is_bf16, scratch_words, Block, Element, Rw, Scalar, View};
 
 /// Lanes per CUDA warp (the engine checks the device's warp size against it when it opens).
 pub const WARP: u32 = 32;
@@ -110,6 +110,61 @@ impl Block for CudaBlock {
         // SAFETY: a full-warp butterfly shuffle; every lane of the warp executes it (block sizes
         // are multiples of the warp and collectives run in uniform control flow).
         unsafe { shfl_sync_bfly_i32(u32::MAX, v, mask, WARP - 1) }
+    }
+
+    #[inline(always)]
+    fn mma_col(&self, t: u32) -> u32 {
+        // `mma.m16n8k16`'s accumulator layout: lane `4g + q` holds columns `2q` and `2q + 1`.
+        2 * self.mma_class() + t
+    }
+
+    #[inline(always)]
+    fn wave_mma<T: Element>(
+        &self,
+        a: [[u32; 2]; 2],
+        b: [u32; 2],
+        c: [[f32; 2]; 2],
+    ) -> [[f32; 2]; 2] {
+        let mut d = [
+            c[0][0].to_bits(),
+            c[0][1].to_bits(),
+            c[1][0].to_bits(),
+            c[1][1].to_bits(),
+        ];
+        // The fragments in NVIDIA's order: a0 (row g, slots 0-1), a1 (row g + 8, slots 0-1),
+        // a2 and a3 the same rows at slots 2-3; b0, b1; c0, c1 row g, c2, c3 row g + 8.
+        if is_bf16::<T>() {
+            // SAFETY: a warp-wide `mma.sync` on registers only; every lane of the warp executes
+            // it (wave_mma is called in uniform control flow).
+            unsafe {
+                core::arch::asm!(
+                    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+                    d0 = inout(reg32) d[0], d1 = inout(reg32) d[1],
+                    d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+                    a0 = in(reg32) a[0][0], a1 = in(reg32) a[1][0],
+                    a2 = in(reg32) a[0][1], a3 = in(reg32) a[1][1],
+                    b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                    options(nomem, nostack),
+                );
+            }
+        } else {
+            // SAFETY: as above.
+            unsafe {
+                core::arch::asm!(
+                    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+                    d0 = inout(reg32) d[0], d1 = inout(reg32) d[1],
+                    d2 = inout(reg32) d[2], d3 = inout(reg32) d[3],
+                    a0 = in(reg32) a[0][0], a1 = in(reg32) a[1][0],
+                    a2 = in(reg32) a[0][1], a3 = in(reg32) a[1][1],
+                    b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                    options(nomem, nostack),
+                );
+            }
+        }
+        [
+            [f32::from_bits(d[0]), f32::from_bits(d[1])],
+            [f32::from_bits(d[2]), f32::from_bits(d[3])],
+        ]
     }
 
     #[inline(always)]

@@ -8,8 +8,9 @@
 //! of the block reaches the same call); never write 32 or 64 — fold from `B::WAVE / 2`, stride
 //! by `b.size()`. Block sizes are multiples of `WAVE`.
 
-use crate::element::Scalar;
+use crate::element::{Element, Scalar};
 use crate::view::Rw;
+use crate::wave_mma::{mma_classes, mma_groups, pair_dot, MMA_MAX_GROUPS};
 
 /// Number of u32 scratch words the collectives need for a block of `block` threads at `wave`.
 pub const fn scratch_words(block: u32, wave: u32) -> u32 {
@@ -73,6 +74,47 @@ pub trait Block: Sized {
     #[inline(always)]
     fn waves(&self) -> u32 {
         self.size().div_ceil(Self::WAVE)
+    }
+
+    /// This lane's class in the wave multiply ([`wave_mma`](Block::wave_mma)): the `k` slots
+    /// it holds.
+    #[inline(always)]
+    fn mma_class(&self) -> u32 {
+        self.lane() % mma_classes(Self::WAVE)
+    }
+    /// This lane's group in the wave multiply: its column of `B` and its rows `g`, `g + G` of
+    /// `A` and `C`.
+    #[inline(always)]
+    fn mma_group(&self) -> u32 {
+        (self.lane() / mma_classes(Self::WAVE)) % mma_groups(Self::WAVE)
+    }
+    /// This lane's set in the wave multiply (sets multiply independently).
+    #[inline(always)]
+    fn mma_set(&self) -> u32 {
+        self.lane() / (mma_classes(Self::WAVE) * mma_groups(Self::WAVE))
+    }
+    /// The column of `C[.][t]` this lane gets back from [`wave_mma`](Block::wave_mma), `t < 2`;
+    /// `mma_groups(WAVE)` or more: none.
+    #[inline(always)]
+    fn mma_col(&self, t: u32) -> u32 {
+        self.mma_class() + mma_classes(Self::WAVE) * t
+    }
+    /// One wave multiply `C += A·B` of 16-bit `T` values (f16 or bf16) with f32 sums, lane-local
+    /// in `k` (the geometry is in `wave_mma.rs`): `a[r]` is row `g + G·r` of this lane's slots,
+    /// `b` its column's, two pairs each (low half first); the result is this lane's `C[r][t]`
+    /// at column `mma_col(t)`. Called in uniform control flow.
+    ///
+    /// Provided on `shuffle_xor` ([`wave_mma_shuffled`]); CUDA has `mma.sync`, the SIMT emulator
+    /// the definition.
+    #[track_caller]
+    #[inline(always)]
+    fn wave_mma<T: Element>(
+        &self,
+        a: [[u32; 2]; 2],
+        b: [u32; 2],
+        c: [[f32; 2]; 2],
+    ) -> [[f32; 2]; 2] {
+        wave_mma_shuffled(self, a, b, c, T::from_bits32(0))
     }
 
     /// Sum over the wave; every lane gets the same bits.
@@ -212,6 +254,79 @@ pub trait Block: Sized {
         }
         (before + below, total)
     }
+}
+
+/// [`Block::wave_mma`] written on `shuffle_xor` alone (`_like` names `T`): each lane meets its
+/// own slots with the `B` of every group of its class, the classes' sums are folded by a
+/// butterfly, and each lane keeps the columns it owns. Every lane shuffles the same masks.
+#[track_caller]
+#[inline(always)]
+pub fn wave_mma_shuffled<T: Element, B: Block>(
+    bl: &B,
+    a: [[u32; 2]; 2],
+    bw: [u32; 2],
+    c: [[f32; 2]; 2],
+    _like: T,
+) -> [[f32; 2]; 2] {
+    let classes = mma_classes(B::WAVE);
+    let groups = mma_groups(B::WAVE);
+    let g = bl.mma_group();
+    // part[r][d]: row r of this lane against the column of group g ^ d.
+    let mut part = [[0.0f32; MMA_MAX_GROUPS]; 2];
+    let mut d = 0usize;
+    while d < MMA_MAX_GROUPS {
+        if (d as u32) < groups {
+            let b0 = bl.shuffle_xor(bw[0], d as u32 * classes);
+            let b1 = bl.shuffle_xor(bw[1], d as u32 * classes);
+            let mut r = 0usize;
+            while r < 2 {
+                part[r][d] = pair_dot::<T>(a[r][0], b0) + pair_dot::<T>(a[r][1], b1);
+                r += 1;
+            }
+        }
+        d += 1;
+    }
+    let mut r = 0usize;
+    while r < 2 {
+        let mut d = 0usize;
+        while d < MMA_MAX_GROUPS {
+            if (d as u32) < groups {
+                let mut v = part[r][d];
+                let mut m = classes / 2;
+                while m > 0 {
+                    v += f32::from_bits(bl.shuffle_xor(v.to_bits(), m));
+                    m /= 2;
+                }
+                part[r][d] = v;
+            }
+            d += 1;
+        }
+        r += 1;
+    }
+    let mut out = c;
+    let mut t = 0usize;
+    while t < 2 {
+        let col = bl.mma_col(t as u32);
+        if col < groups {
+            let want = (g ^ col) as usize;
+            let mut r = 0usize;
+            while r < 2 {
+                // A select per group, not an index: the partials stay in registers.
+                let mut v = 0.0f32;
+                let mut d = 0usize;
+                while d < MMA_MAX_GROUPS {
+                    if d == want {
+                        v = part[r][d];
+                    }
+                    d += 1;
+                }
+                out[r][t] += v;
+                r += 1;
+            }
+        }
+        t += 1;
+    }
+    out
 }
 
 /// Lane 0 of each wave publishes `words` into its slot of the scratch (`N` words per wave);

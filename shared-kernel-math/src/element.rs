@@ -212,6 +212,19 @@ impl Element for Bf16 {
     }
 }
 
+/// Whether `T` is stored in 16 bits (f16 or bf16): a test on bits that every compiler folds
+/// (kernels branch on it where the WGSL subset has no `T::DTYPE`).
+#[inline(always)]
+pub fn is_16bit<T: Element>() -> bool {
+    T::from_bits32(0x1_0000).to_bits32() == 0
+}
+
+/// Whether `T` is bf16: `0x3f80` is 1.0 only there.
+#[inline(always)]
+pub fn is_bf16<T: Element>() -> bool {
+    is_16bit::<T>() && T::from_bits32(0x3f80).widen() == 1.0
+}
+
 /// f32 → bf16 bits, round to nearest even; NaN stays a quiet NaN with its sign.
 #[inline(always)]
 pub fn f32_to_bf16_bits(v: f32) -> u16 {

@@ -30,11 +30,14 @@ mod non_finite;
 pub mod random;
 pub mod sampling;
 mod view;
+pub mod wave_mma;
 
-pub use block::{argmax_beats, max_total, scratch_words, shared_bytes_total, Block};
+pub use block::{
+    argmax_beats, max_total, scratch_words, shared_bytes_total, wave_mma_shuffled, Block,
+};
 pub use element::{
     f16_bits_to_f32, f16_bits_to_f32_soft, f32_to_bf16_bits, f32_to_f16_bits, f32_to_f16_bits_soft,
-    Bf16, DType, Element, Scalar, F16,
+    is_16bit, is_bf16, Bf16, DType, Element, Scalar, F16,
 };
 pub use fast_math::{exp2_approx, exp2_poly, ln_1p_unit, mul_add};
 /// The `half` crate, whose `f16` and `bf16` are [`Scalar`]s with the `half` feature.
