@@ -5,8 +5,9 @@
 //! [`Probe`], which records the fault for the launch (`DeviceError::KernelFault`); the access
 //! reads zero or writes nothing and the body runs on, so faults need no unwinding and a build
 //! with `panic = "abort"` still gets the error. A host view without a probe panics instead.
-//! `*_unchecked` accessors skip the check and are `unsafe`: their callers name the
-//! host-validated precondition in a comment.
+//! `*_unchecked` accessors skip the check on GPU targets and are `unsafe`: their callers name
+//! the host-validated precondition in a comment. The host ports check them like the others, so
+//! a cpu or sim run of the body verifies what the GPU ports trust.
 //!
 //! The SIMT emulator's probe also sees every write (and every read of a writable buffer) and
 //! reports races; the cpu's sees faults only.
@@ -422,11 +423,23 @@ impl<T: Scalar> Src<T> {
         // SAFETY: checked above; the pointer is valid for `len` elements (View::from_raw_parts).
         unsafe { *self.ptr.add(i) }
     }
+    /// [`get`](Self::get) without its bounds check on GPU targets; the host ports still check
+    /// it (and report a refused access to the probe), so the cpu and sim runs of a body verify
+    /// the precondition its GPU ports trust.
+    ///
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub unsafe fn get_unchecked(&self, i: usize) -> T {
-        unsafe { *self.ptr.add(i) }
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { *self.ptr.add(i) };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.get(i)
     }
 }
 
@@ -452,6 +465,27 @@ impl<T: Scalar> Src<T> {
     }
 }
 
+impl<T: Scalar> Src<T> {
+    /// [`get_chunk`](Src::get_chunk) without its bounds and alignment checks on GPU targets:
+    /// one wide load. The host ports still check every access (and report a refused one to the
+    /// probe), so the cpu and sim runs of a body verify the precondition its GPU ports trust.
+    ///
+    /// # Safety
+    /// `i + N <= len()` and `chunk_aligned::<N>(i)`.
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
+    pub unsafe fn get_chunk_unchecked<const N: usize>(&self, i: usize) -> [T; N] {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { load_chunk(self.ptr.add(i)) };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.get_chunk::<N>(i)
+    }
+}
+
 impl<T: Scalar> Dst<T> {
     /// Writes elements `i..i + N` as one chunk (`chunk_aligned::<N>(i)` must hold, else the kernel traps).
     #[inline(always)]
@@ -473,6 +507,26 @@ impl<T: Scalar> Dst<T> {
         }
         // SAFETY: checked above.
         unsafe { store_chunk(self.ptr.add(i), v) }
+    }
+}
+
+impl<T: Scalar> Rw<T> {
+    /// [`get_chunk`](Rw::get_chunk) without its bounds and alignment checks on GPU targets;
+    /// checked on the host ports, as [`Src::get_chunk_unchecked`].
+    ///
+    /// # Safety
+    /// `i + N <= len()` and `chunk_aligned::<N>(i)`.
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
+    pub unsafe fn get_chunk_unchecked<const N: usize>(&self, i: usize) -> [T; N] {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { load_chunk(self.ptr.add(i)) };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.get_chunk::<N>(i)
     }
 }
 
@@ -547,11 +601,21 @@ impl<T: Scalar> Dst<T> {
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) = v }
     }
+    /// [`set`](Self::set) without its bounds check on GPU targets; checked on the host ports.
+    ///
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub unsafe fn set_unchecked(&self, i: usize, v: T) {
-        unsafe { *self.ptr.add(i) = v }
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { *self.ptr.add(i) = v };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.set(i, v)
     }
 }
 
@@ -606,16 +670,38 @@ impl<T: Scalar> Rw<T> {
         // SAFETY: checked above.
         unsafe { *self.ptr.add(i) = v }
     }
+    /// [`get`](Self::get) without its bounds check on GPU targets; the host ports still check
+    /// it (and report a refused access to the probe), so the cpu and sim runs of a body verify
+    /// the precondition its GPU ports trust.
+    ///
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub unsafe fn get_unchecked(&self, i: usize) -> T {
-        unsafe { *self.ptr.add(i) }
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { *self.ptr.add(i) };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.get(i)
     }
+    /// [`set`](Self::set) without its bounds check on GPU targets; checked on the host ports.
+    ///
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
     pub unsafe fn set_unchecked(&self, i: usize, v: T) {
-        unsafe { *self.ptr.add(i) = v }
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { *self.ptr.add(i) = v };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.set(i, v)
     }
 }
