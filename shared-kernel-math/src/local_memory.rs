@@ -125,6 +125,16 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         reason: QLINEAR_SPILLS,
     },
     LocalMemory {
+        kernel: KernelId::QLinearMma4Bit,
+        ptx_bytes: 8,
+        scratch_bytes: 500,
+        reason: "PTX: libm's expf force_eval! in the SwiGLU option (act 1), as for qlinear. Code \
+                 objects: the wave multiply there is the shuffle version (each lane's partials \
+                 against every group's column, folded by butterflies), which spills under the \
+                 128-VGPR (gfx942) budget and spills SGPRs on gfx1151; the host picks this \
+                 kernel only where the multiply is hardware (CUDA), so these entries serve parity",
+    },
+    LocalMemory {
         kernel: KernelId::BitLinear,
         ptx_bytes: 0,
         scratch_bytes: 356,

@@ -1,7 +1,8 @@
 //! The `qlinear_<b>bit` kernels through `ops::qlinear` and their generated launchers: bad
 //! weights and shapes are typed invalid-input errors found before any launch (the output is
 //! left untouched); the body is exact at any block and wave where every value is exactly
-//! representable; the SwiGLU pair in one pass equals the unfused gate, up and `fused_silu_mul`.
+//! representable, and so is `qlinear_mma_4bit` (the same contract on the wave multiply); the
+//! SwiGLU pair in one pass equals the unfused gate, up and `fused_silu_mul`.
 
 use kiln::math::kernels::fused_silu_mul::SiluMulParams;
 use kiln::math::kernels::qlinear::QLinearParams;
@@ -205,30 +206,7 @@ fn small_ints(n: usize, salt: usize) -> Vec<f32> {
 
 #[test]
 fn qlinear_is_exact_at_any_block_and_wave() {
-    let devices: Vec<(String, Device)> = [
-        (1, 1),
-        (1, 3),
-        (2, 6),
-        (4, 4),
-        (4, 12),
-        (8, 8),
-        (8, 72),
-        (32, 96),
-        (64, 64),
-    ]
-    .into_iter()
-    .map(|(wave, block)| {
-        let cfg = SimConfig {
-            block: Some(block),
-            ..SimConfig::new(wave)
-        };
-        (
-            format!("sim wave {wave} block {block}"),
-            Device::sim_with(cfg).unwrap(),
-        )
-    })
-    .chain([("cpu".to_string(), Device::cpu())])
-    .collect();
+    let devices = host_devices();
     // (bits, group, scale dtype, m, k, n, bias): every width, each group size, N short of and
     // past a block's rows, odd N (a pair's second row past N).
     let cases = [
@@ -262,6 +240,109 @@ fn qlinear_is_exact_at_any_block_and_wave() {
                 want,
                 "{label} q{bits} g{gs} {m}x{k}->{n}"
             );
+        }
+    }
+}
+
+/// The sim at waves 1–64 with several block sizes per wave (ragged ones too), and the cpu.
+fn host_devices() -> Vec<(String, Device)> {
+    [
+        (1, 1),
+        (1, 3),
+        (2, 6),
+        (4, 4),
+        (4, 12),
+        (8, 8),
+        (8, 72),
+        (32, 96),
+        (64, 64),
+    ]
+    .into_iter()
+    .map(|(wave, block)| {
+        let cfg = SimConfig {
+            block: Some(block),
+            ..SimConfig::new(wave)
+        };
+        (
+            format!("sim wave {wave} block {block}"),
+            Device::sim_with(cfg).unwrap(),
+        )
+    })
+    .chain([("cpu".to_string(), Device::cpu())])
+    .collect()
+}
+
+/// `qlinear_mma_4bit` (the wave multiply: f16 and bf16 activations) is exact where every
+/// value is: at every wave its multiply is laid out differently (classes, groups, sets per
+/// wave, passes of columns), and every group size puts its steps' groups in other columns.
+#[test]
+fn qlinear_mma_is_exact_at_any_block_and_wave() {
+    let devices = host_devices();
+    // (group, scale dtype, m, k, n, bias, SwiGLU): every group size, 1..8 rows of x (one and
+    // two passes per sweep, several sweeps), K of one step and several, N short of a block
+    // and past two.
+    let cases = [
+        (64, DType::F16, 1, 128, 8, true, false),
+        (32, DType::F32, 3, 96, 13, false, false),
+        (16, DType::Bf16, 8, 64, 9, true, false),
+        (128, DType::F16, 2, 384, 1, true, false),
+        (16, DType::F32, 5, 160, 33, false, false),
+        (32, DType::Bf16, 4, 256, 20, true, true),
+    ];
+    for (gs, sd, m, k, n, has_bias, silu) in cases {
+        let (host_w, w) = exact_weight(4, gs, sd, n, k);
+        let (xs, bs) = (small_ints(m * k, 1), small_ints(n, 3));
+        let dot = |r: usize, c: usize| -> f32 {
+            let d: f32 = (0..k).map(|j| xs[r * k + j] * w[c * k + j]).sum();
+            d + if has_bias { bs[c] } else { 0.0 }
+        };
+        let out_n = if silu { n / 2 } else { n };
+        for dtype in [DType::F16, DType::Bf16] {
+            let round = |v: f32| {
+                let t = Tensor::from_f32(&Device::cpu(), dtype, &[1], &[v]).unwrap();
+                t.to_f32_vec().unwrap()[0]
+            };
+            let want: Vec<f32> = (0..m * out_n)
+                .map(|i| {
+                    let (r, c) = (i / out_n, i % out_n);
+                    if silu {
+                        let (g, u) = (round(dot(r, 2 * c)), round(dot(r, 2 * c + 1)));
+                        round(g / (1.0 + (-g).exp()) * u)
+                    } else {
+                        round(dot(r, c))
+                    }
+                })
+                .collect();
+            let p = QLinearParams {
+                has_bias: has_bias as u32,
+                group_size: gs,
+                scale_dtype: kiln::math::kernels::qlinear::scale_code(sd),
+                act: silu as u32,
+                ..QLinearParams::default()
+            };
+            for (label, dev) in &devices {
+                let qw = QuantizedWeight::upload(dev, &host_w).unwrap();
+                let (w_q, scales, biases) = qw.buffers();
+                let x = Tensor::from_f32(dev, dtype, &[m, k], &xs).unwrap();
+                let bias = Tensor::from_f32(dev, dtype, &[n], &bs).unwrap();
+                let mut y = filled(dev, dtype, &[m, out_n], f32::NAN);
+                let what = format!("{label} {} g{gs} {m}x{k}->{n}", dtype.name());
+                ops::kernel::qlinear_mma_4bit(dev, &p, &x, w_q, scales, biases, &bias, &mut y)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let got = y.to_f32_vec().unwrap();
+                if silu {
+                    // silu's exp is libm's on every port here, but the reference's is std's:
+                    // within an ulp of T, not bit for bit.
+                    for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - e).abs() <= e.abs() / 128.0,
+                            "{what}: y[{i}] {g} vs {e}"
+                        );
+                    }
+                } else {
+                    assert_eq!(got, want, "{what}");
+                }
+            }
         }
     }
 }

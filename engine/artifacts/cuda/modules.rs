@@ -39,6 +39,8 @@
     PtxModule { kernel: "qlinear_6bit", target: "sm_90", text: concat!(include_str!("sm_90/qlinear_6bit.ptx"), "\0") },
     PtxModule { kernel: "qlinear_8bit", target: "sm_80", text: concat!(include_str!("sm_80/qlinear_8bit.ptx"), "\0") },
     PtxModule { kernel: "qlinear_8bit", target: "sm_90", text: concat!(include_str!("sm_90/qlinear_8bit.ptx"), "\0") },
+    PtxModule { kernel: "qlinear_mma_4bit", target: "sm_80", text: concat!(include_str!("sm_80/qlinear_mma_4bit.ptx"), "\0") },
+    PtxModule { kernel: "qlinear_mma_4bit", target: "sm_90", text: concat!(include_str!("sm_90/qlinear_mma_4bit.ptx"), "\0") },
     PtxModule { kernel: "embedding", target: "sm_80", text: concat!(include_str!("sm_80/embedding.ptx"), "\0") },
     PtxModule { kernel: "embedding", target: "sm_90", text: concat!(include_str!("sm_90/embedding.ptx"), "\0") },
     PtxModule { kernel: "embedding_affine", target: "sm_80", text: concat!(include_str!("sm_80/embedding_affine.ptx"), "\0") },

@@ -39,6 +39,8 @@
     CodeObject { kernel: "qlinear_6bit", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/qlinear_6bit.hsaco")).0 },
     CodeObject { kernel: "qlinear_8bit", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/qlinear_8bit.hsaco")).0 },
     CodeObject { kernel: "qlinear_8bit", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/qlinear_8bit.hsaco")).0 },
+    CodeObject { kernel: "qlinear_mma_4bit", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/qlinear_mma_4bit.hsaco")).0 },
+    CodeObject { kernel: "qlinear_mma_4bit", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/qlinear_mma_4bit.hsaco")).0 },
     CodeObject { kernel: "embedding", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/embedding.hsaco")).0 },
     CodeObject { kernel: "embedding", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/embedding.hsaco")).0 },
     CodeObject { kernel: "embedding_affine", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/embedding_affine.hsaco")).0 },

@@ -4,7 +4,7 @@
 
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::quant::{pack_le_words, AffineFormat, AffineTensor};
-use crate::{Device, PortError, Tensor};
+use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::qlinear::{scale_code, scale_words, QLinearParams, ACT_SILU_MUL};
 use kiln_math::{DType, KernelId, Params};
 
@@ -116,9 +116,22 @@ impl QuantizedWeight {
         self.cols
     }
 
-    /// The kernel this weight's calls run (its bit width's).
+    /// The kernel of this weight's bit width (`qlinear_<b>bit`).
     pub fn kernel(&self) -> KernelId {
         kernel_of(self.format.bits()).expect("checked at construction")
+    }
+
+    /// The kernel a call on `dev` with `dtype` activations runs: at 4 bits with 16-bit
+    /// activations on a device whose wave multiply is hardware (CUDA's `mma.sync`),
+    /// `qlinear_mma_4bit`; elsewhere the bit width's FMA kernel (the multiply is emulated with
+    /// shuffles there, correct but slower).
+    pub fn kernel_on(&self, dev: &Device, dtype: DType) -> KernelId {
+        let sixteen_bit = matches!(dtype, DType::F16 | DType::Bf16);
+        if self.format.bits() == 4 && sixteen_bit && dev.backend() == Backend::Cuda {
+            KernelId::QLinearMma4Bit
+        } else {
+            self.kernel()
+        }
     }
 
     /// The packed codes, scales and biases.
@@ -154,7 +167,13 @@ impl QuantizedWeight {
             Arg::In(bias.unwrap_or(x)),
             Arg::Out(y),
         ];
-        launch(dev, self.kernel(), p.words(), &mut args, Mode::Auto)
+        launch(
+            dev,
+            self.kernel_on(dev, x.dtype()),
+            p.words(),
+            &mut args,
+            Mode::Auto,
+        )
     }
 }
 

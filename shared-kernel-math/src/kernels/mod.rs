@@ -12,6 +12,8 @@
 pub mod decode_attention;
 // The body of the `qlinear_<b>bit` entries.
 pub mod qlinear;
+// The body of `qlinear_mma_4bit`: qlinear on the wave multiply.
+pub mod qlinear_mma;
 // Per-element decoding of the affine layout, for `embedding_affine`; its docs are its own `//!`.
 pub mod affine_codes;
 
@@ -75,6 +77,11 @@ macro_rules! for_each_kernel {
                 (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
                  y: Dst<T>);
             qlinear_8bit: QLinear8Bit [f32, f16, bf16]
+                (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
+                 y: Dst<T>);
+            // qlinear_4bit on the wave multiply, for 16-bit activations (the host picks it
+            // where the multiply is hardware); the body is `qlinear_mma`.
+            qlinear_mma_4bit: QLinearMma4Bit [f16, bf16]
                 (x: Src<T>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>, bias: Src<T>,
                  y: Dst<T>);
             // Rows of an embedding table for a batch of token ids (an id ≥ V gives zeros).
