@@ -107,9 +107,12 @@ pub fn generate(
         return Err(DecodeError::Tokenizer("the prompt has no tokens".into()));
     }
     let t0 = Instant::now();
-    for (position, &id) in prompt.iter().enumerate() {
-        model.step(id, position, sampler.logits_mut())?;
+    // Only the last prompt token's logits are read.
+    let (&last, head) = prompt.split_last().expect("checked non-empty");
+    for (position, &id) in head.iter().enumerate() {
+        model.prefill_step(id, position)?;
     }
+    model.step(last, head.len(), sampler.logits_mut())?;
     let mut report = GenerateReport {
         prompt_tokens: prompt.len(),
         generated: Vec::new(),

@@ -50,7 +50,11 @@ pub struct ModelFile {
 impl ModelFile {
     /// Opens `path` and reads its config and tokenizer (no tensor data yet).
     pub fn open(path: impl AsRef<Path>) -> Result<ModelFile, DecodeError> {
-        let file = GgufFile::open(path)?;
+        ModelFile::from_gguf(GgufFile::open(path)?)
+    }
+
+    /// Reads the config and tokenizer of a parsed file (one in memory, say).
+    pub fn from_gguf(file: GgufFile) -> Result<ModelFile, DecodeError> {
         let config = LlamaConfig::from_gguf(&file)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
         if tokenizer.vocab() != config.vocab {

@@ -129,6 +129,21 @@ impl Model {
         position: usize,
         logits: &mut Tensor,
     ) -> Result<(), DecodeError> {
+        self.run(token, position, Some(logits))
+    }
+
+    /// [`Model::step`] for a prompt token whose logits nobody reads: its K and V join the
+    /// cache, and the final norm and the LM head (a vocabulary-wide projection) are skipped.
+    pub fn prefill_step(&mut self, token: u32, position: usize) -> Result<(), DecodeError> {
+        self.run(token, position, None)
+    }
+
+    fn run(
+        &mut self,
+        token: u32,
+        position: usize,
+        logits: Option<&mut Tensor>,
+    ) -> Result<(), DecodeError> {
         let cfg = &self.cfg;
         if token as usize >= cfg.vocab {
             return Err(DecodeError::TokenOutOfVocab {
@@ -162,7 +177,7 @@ impl Model {
                 }
                 QkvProjection::Split(ms) => {
                     let mut col = 0;
-                    for m in ms {
+                    for m in ms.iter() {
                         let mut part = a.qkv.view(col, &[1, m.rows()])?;
                         m.apply(dev, &a.h, &mut part)?;
                         col += m.rows();
@@ -209,6 +224,9 @@ impl Model {
             w.down.apply(dev, &a.act, &mut a.down)?;
             x = &a.down;
         }
+        let Some(logits) = logits else {
+            return Ok(());
+        };
         let norm = &self.weights.output_norm;
         ops::fused_add_rms_norm(dev, x, &mut a.residual, norm, eps, &mut a.h)?;
         let head = self.weights.lm_head.as_ref().unwrap_or(&self.weights.embed);

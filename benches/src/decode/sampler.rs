@@ -323,11 +323,11 @@ mod tests {
         assert_eq!(s.sample().unwrap(), 1234);
         // A peaked row: every sampler lands on the peak; a seed repeats its draws.
         logits[2345] = 40.0;
-        let draws = |params: SamplingParams| -> Vec<u32> {
+        let draws_from = |logits: &[f32], params: SamplingParams| -> Vec<u32> {
             let mut s = Sampler::new(&dev, vocab, params).unwrap();
             (0..4)
                 .map(|_| {
-                    s.logits_mut().write(&logits).unwrap();
+                    s.logits_mut().write(logits).unwrap();
                     s.sample().unwrap()
                 })
                 .collect()
@@ -337,6 +337,7 @@ mod tests {
             seed: 9,
             ..Default::default()
         };
+        let draws = |params| draws_from(&logits, params);
         assert_eq!(draws(hot), vec![2345; 4]);
         let filtered = SamplingParams {
             top_k: 3,
@@ -345,7 +346,8 @@ mod tests {
         };
         assert_eq!(draws(filtered), vec![2345; 4]);
         // A flat row: the draws depend on the seed alone.
-        logits.iter_mut().for_each(|l| *l = 0.0);
+        let flat_row = vec![0.0f32; vocab];
+        let draws = |params| draws_from(&flat_row, params);
         let flat = SamplingParams {
             temperature: 1.0,
             seed: 5,

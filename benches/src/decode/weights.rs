@@ -138,7 +138,7 @@ pub enum QkvProjection {
     /// q, k and v rows stacked: one launch writes `[M, (Hq + 2·Hkv)·D]`.
     Fused(Matrix),
     /// Three matrices of different layouts, each writing its columns of the qkv row.
-    Split([Matrix; 3]),
+    Split(Box<[Matrix; 3]>),
 }
 
 /// The MLP's gate and up projections.
@@ -203,7 +203,9 @@ impl Weights {
             let v = read_matrix(f, &name("attn_v"), kvw, h)?;
             let qkv = match HostMatrix::stack(&[&q, &k, &v]) {
                 Some(m) => QkvProjection::Fused(m.upload(dev)?),
-                None => QkvProjection::Split([q.upload(dev)?, k.upload(dev)?, v.upload(dev)?]),
+                None => {
+                    QkvProjection::Split(Box::new([q.upload(dev)?, k.upload(dev)?, v.upload(dev)?]))
+                }
             };
             let gate = read_matrix(f, &name("ffn_gate"), cfg.ffn, h)?;
             let up = read_matrix(f, &name("ffn_up"), cfg.ffn, h)?;
