@@ -295,8 +295,8 @@ fn greedy(path: &Path, dev: &Device, prompt: &[u32], tokens: usize) -> (Vec<u32>
     let mut model = file.load(dev, prompt.len() + tokens).unwrap();
     let mut sampler = Sampler::new(dev, file.config.vocab, SamplingParams::default()).unwrap();
     let (mut ids, mut rows) = (prompt.to_vec(), Vec::new());
-    for pos in 0..prompt.len() - 1 {
-        model.prefill_step(ids[pos], pos).unwrap();
+    for (pos, &id) in prompt[..prompt.len() - 1].iter().enumerate() {
+        model.prefill_step(id, pos).unwrap();
     }
     for pos in prompt.len() - 1..prompt.len() + tokens - 1 {
         model.step(ids[pos], pos, sampler.logits_mut()).unwrap();
