@@ -8,6 +8,7 @@
 //! which the device name then says) after a warm-up pass; inputs rotate over enough copies that
 //! a pass does not fit in the last-level cache.
 
+pub mod decode;
 pub mod paged;
 
 use kiln::launch::{default_params, set_param, Arg};

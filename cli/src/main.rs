@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod check;
+mod generate;
 mod parity;
 mod ports;
 mod run;
@@ -38,6 +39,9 @@ enum Cmd {
     /// A kernel author's check: WGSL for every dtype × variant validated by naga, then parity
     /// on the cpu and on the sim at waves 4, 8, 32, 64 and several block sizes.
     Check(check::Args),
+    /// Generates text with a GGUF model (Llama architecture) through kiln's ops, streamed to
+    /// stdout.
+    Generate(generate::Args),
 }
 
 /// Prints an error as its chain of causes on one line and exits 1: returning it from `main`
@@ -67,5 +71,6 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Run(a) => run::main(a),
         Cmd::Bench(a) => bench::main(a),
         Cmd::Check(a) => check::main(a),
+        Cmd::Generate(a) => generate::main(a),
     }
 }

