@@ -8,6 +8,12 @@ use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::qlinear::{scale_code, scale_words, QLinearParams, ACT_SILU_MUL};
 use kiln_math::{DType, KernelId, Params};
 
+/// Most rows of `x` `qlinear_mma_4bit` is picked for (see [`QuantizedWeight::kernel_on`]).
+const MMA_MAX_ROWS_OF_X: usize = 2;
+
+/// Fewest output rows `qlinear_mma_4bit` is picked for.
+const MMA_MIN_ROWS: usize = 5120;
+
 /// An `[N, K]` matrix in MLX's affine layout on a device: `w_q [N, K·bits/32]` u32 words, and
 /// `scales` / `biases`, `N·K/group_size` values of the format's scale dtype packed
 /// little-endian into u32 words (16-bit values two per word, the last word zero-padded).
@@ -121,13 +127,21 @@ impl QuantizedWeight {
         kernel_of(self.format.bits()).expect("checked at construction")
     }
 
-    /// The kernel a call on `dev` with `dtype` activations runs: at 4 bits with 16-bit
-    /// activations on a device whose wave multiply is hardware (CUDA's `mma.sync`),
-    /// `qlinear_mma_4bit`; elsewhere the bit width's FMA kernel (the multiply is emulated with
-    /// shuffles there, correct but slower).
-    pub fn kernel_on(&self, dev: &Device, dtype: DType) -> KernelId {
-        let sixteen_bit = matches!(dtype, DType::F16 | DType::Bf16);
-        if self.format.bits() == 4 && sixteen_bit && dev.backend() == Backend::Cuda {
+    /// The kernel a call on `dev` with activations `x` runs: `qlinear_mma_4bit` at 4 bits with
+    /// f16/bf16 activations on a device whose wave multiply is hardware (CUDA's `mma.sync`),
+    /// for one or two rows of `x` and 5120 output rows or more — where it measured faster than
+    /// `qlinear_4bit` on the H200 (docs/results/qlinear-mma-h200-2026-12-04.md: every such
+    /// Llama-3.1-8B and Qwen3 shape, and none outside); elsewhere the bit width's FMA kernel
+    /// (on other devices the multiply is the shuffle version: correct, slower).
+    pub fn kernel_on(&self, dev: &Device, x: &Tensor) -> KernelId {
+        let sixteen_bit = matches!(x.dtype(), DType::F16 | DType::Bf16);
+        let rows_of_x = x.shape().first().copied().unwrap_or(0);
+        if self.format.bits() == 4
+            && sixteen_bit
+            && dev.backend() == Backend::Cuda
+            && rows_of_x <= MMA_MAX_ROWS_OF_X
+            && self.rows >= MMA_MIN_ROWS
+        {
             KernelId::QLinearMma4Bit
         } else {
             self.kernel()
@@ -169,7 +183,7 @@ impl QuantizedWeight {
         ];
         launch(
             dev,
-            self.kernel_on(dev, x.dtype()),
+            self.kernel_on(dev, x),
             p.words(),
             &mut args,
             Mode::Auto,
