@@ -127,7 +127,7 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinearMma4Bit,
         ptx_bytes: 8,
-        scratch_bytes: 500,
+        scratch_bytes: 524,
         reason: "PTX: libm's expf force_eval! in the SwiGLU option (act 1), as for qlinear. Code \
                  objects: the wave multiply there is the shuffle version (each lane's partials \
                  against every group's column, folded by butterflies), which spills under the \
