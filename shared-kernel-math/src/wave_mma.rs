@@ -1,6 +1,6 @@
-//! The wave matrix multiply behind [`Block::wave_mma`]: its lane geometry and its definition
-//! over every lane's fragments (the version on `shuffle_xor` that ports without a native one
-//! run is the trait's provided method).
+//! The wave matrix multiply behind [`Block::wave_mma`](crate::Block::wave_mma): its lane
+//! geometry and its definition over every lane's fragments (the version on `shuffle_xor` that
+//! ports without a native one run is the trait's provided method).
 //!
 //! A wave is split into sets of `mma_classes(WAVE) × mma_groups(WAVE)` lanes; lane `l` of a set
 //! has class `q = l % Q` and group `g = l / Q`. One call multiplies per set
@@ -66,7 +66,7 @@ pub fn mma_fragment_words(a: [[u32; 2]; 2], b: [u32; 2]) -> [u32; MMA_FRAGMENT_W
 /// The wave multiply by its definition, for lane `lane` of a `wave`-wide wave, from every
 /// lane's [`mma_fragment_words`] (lane-major) and this lane's `c`: what a host emulator that
 /// sees all lanes at once returns, and what the shuffle version is tested against. Column `t`
-/// is the one [`Block::mma_col`] names by default (`q + Q·t`).
+/// is the one [`Block::mma_col`](crate::Block::mma_col) names by default (`q + Q·t`).
 pub fn mma_from_fragments<T: Element>(
     wave: u32,
     lane: u32,

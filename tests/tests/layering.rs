@@ -623,6 +623,7 @@ const ENGINE_LAYERS: &[(&str, &[&str], &[&str])] = &[
             "rng",
             "collective_tests",
             "rocm_tests",
+            "wave_mma_tests",
         ],
         &[
             "vocabulary",
