@@ -91,6 +91,18 @@ pub enum PortError {
         /// The rows of the table.
         vocab: usize,
     },
+    /// An expert id at or past the experts a MoE layer stacks; found before any launch.
+    #[error("[{kernel}] expert {id} at slot {position} is outside the layer's {experts} experts")]
+    ExpertOutOfRange {
+        /// The kernel.
+        kernel: &'static str,
+        /// Which slot (token·K + k) holds it.
+        position: usize,
+        /// The id.
+        id: u32,
+        /// Experts in the layer.
+        experts: usize,
+    },
     /// The device failed: a driver error, a trapped kernel, or an emulator finding.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -123,6 +135,7 @@ impl PortError {
                 | PortError::Shape { .. }
                 | PortError::InvalidShape { .. }
                 | PortError::IdOutOfRange { .. }
+                | PortError::ExpertOutOfRange { .. }
         )
     }
 

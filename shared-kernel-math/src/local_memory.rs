@@ -47,6 +47,24 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
+        kernel: KernelId::MoeGateup4Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::MoeGateup8Bit,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
+        kernel: KernelId::MoeRoute,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
         kernel: KernelId::CausalConv1dUpdate,
         ptx_bytes: 8,
         scratch_bytes: 12,

@@ -41,17 +41,22 @@ pub fn seed(test: &str) -> u64 {
 }
 
 /// The kernels a parity run covers on `dev`: all of them, except that a software Vulkan
-/// (lavapipe, whose LLVM spends over a minute per qlinear module) runs `qlinear_4bit` for its
-/// five siblings (one body, the bit width a constant); they run on every other backend and on
-/// every hardware wgpu device.
+/// (lavapipe, whose LLVM spends over a minute per qlinear module and ~8 s per MoE gate/up
+/// module) runs `qlinear_4bit` for its five siblings and the 4-bit MoE gate/up and fc1 for
+/// their 8-bit ones (one body each, the bit width a constant); they run on every other backend
+/// and on every hardware wgpu device.
 pub fn parity_kernels(dev: &Device) -> Vec<kiln::KernelId> {
+    use kiln::KernelId;
     let software = dev.gpu().is_some_and(|g| g.is_software());
-    kiln::KernelId::ALL
+    let sibling = |k: KernelId| {
+        (k.name().starts_with("qlinear_") && k != KernelId::QLinear4Bit)
+            || k == KernelId::MoeGateup8Bit
+            || k == KernelId::MoeFc1Relu28Bit
+    };
+    KernelId::ALL
         .iter()
         .copied()
-        .filter(|k| {
-            !software || !k.name().starts_with("qlinear_") || *k == kiln::KernelId::QLinear4Bit
-        })
+        .filter(|&k| !software || !sibling(k))
         .collect()
 }
 

@@ -6,11 +6,16 @@ mod bitlinear;
 mod embedding;
 mod gated_delta;
 pub mod kernel;
+mod moe;
 mod qlinear;
 mod ssm;
 pub use bitlinear::bitlinear;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use gated_delta::gated_delta_step;
+pub use moe::{
+    moe_experts, moe_experts_routed, moe_route, moe_scratch_bytes, MoeActivation, MoeExperts,
+    MoeRan, MoeRouter,
+};
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 pub use ssm::{
     causal_conv1d_update, gated_rms_norm, mamba1_selective_scan, ssm_update, TimeStepLimits,

@@ -14,6 +14,8 @@ pub mod decode_attention;
 pub mod qlinear;
 // The body of `qlinear_mma_4bit`: qlinear on the wave multiply.
 pub mod qlinear_mma;
+// The body of the MoE expert entries.
+pub mod moe_experts;
 // Per-element decoding of the affine layout, for `embedding_affine`; its docs are its own `//!`.
 pub mod affine_codes;
 
@@ -90,6 +92,39 @@ macro_rules! for_each_kernel {
             embedding_affine: EmbeddingAffine [f32, f16, bf16]
                 (ids: Src<u32>, w_q: Src<u32>, scales: Src<u32>, biases: Src<u32>,
                  out: Dst<T>);
+            // Fused decode MoE (spec §7), one entry per bit width; the body is `moe_experts`.
+            // Gate and up with SwiGLU or GeGLU, f32 activations out.
+            moe_gateup_4bit: MoeGateup4Bit [f32, f16, bf16]
+                (x: Src<T>, indices: Src<u32>, gate_q: Src<u32>, gate_scales: Src<u32>,
+                 gate_biases: Src<u32>, up_q: Src<u32>, up_scales: Src<u32>,
+                 up_biases: Src<u32>, act_g: Dst<f32>);
+            moe_gateup_8bit: MoeGateup8Bit [f32, f16, bf16]
+                (x: Src<T>, indices: Src<u32>, gate_q: Src<u32>, gate_scales: Src<u32>,
+                 gate_biases: Src<u32>, up_q: Src<u32>, up_scales: Src<u32>,
+                 up_biases: Src<u32>, act_g: Dst<f32>);
+            // Nemotron-H's one-projection experts with relu².
+            moe_fc1_relu2_4bit: MoeFc1Relu24Bit [f32, f16, bf16]
+                (x: Src<T>, indices: Src<u32>, fc1_q: Src<u32>, fc1_scales: Src<u32>,
+                 fc1_biases: Src<u32>, act_g: Dst<f32>);
+            moe_fc1_relu2_8bit: MoeFc1Relu28Bit [f32, f16, bf16]
+                (x: Src<T>, indices: Src<u32>, fc1_q: Src<u32>, fc1_scales: Src<u32>,
+                 fc1_biases: Src<u32>, act_g: Dst<f32>);
+            // Down with the scores applied, f32 partials per slot; every buffer but the
+            // weights is f32, T is f32.
+            moe_down_4bit: MoeDown4Bit [f32]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<T>, scores: Src<T>, partial: Dst<T>);
+            moe_down_6bit: MoeDown6Bit [f32]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<T>, scores: Src<T>, partial: Dst<T>);
+            moe_down_8bit: MoeDown8Bit [f32]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<T>, scores: Src<T>, partial: Dst<T>);
+            // Each token's top-k experts and their scores from its router logits.
+            moe_route: MoeRoute [f32, f16, bf16]
+                (logits: Src<T>, correction_bias: Src<f32>, ids: Dst<u32>, scores: Dst<f32>);
+            // The K-sum of the partials in f32, rounded to T once.
+            moe_combine: MoeCombine [f32, f16, bf16] (partial: Src<f32>, out: Dst<T>);
             // Mamba2's single-token state update (spec §8); the dtypes of the packed inputs
             // are params, the state is f32.
             ssm_update: SsmUpdate [f32, f16, bf16]

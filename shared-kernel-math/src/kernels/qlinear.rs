@@ -498,7 +498,7 @@ fn bias_of<T: Element>(p: &QLinearParams, bias: Src<T>, n: usize) -> f32 {
 
 /// The `BITS` words of one unit (32 codes) starting at word `at`: 16-byte loads when `wide`.
 #[inline(always)]
-fn load_words<const BITS: usize>(
+pub fn load_words<const BITS: usize>(
     w_q: Src<u32>,
     at: usize,
     wide: bool,
@@ -702,7 +702,7 @@ pub fn x_chunk<T: Element>(x: Src<T>, at: usize, wide: bool) -> [T; X_CHUNK] {
 /// Code `i` of a unit's words as `1 + q·2^-BITS`: the code's bits moved to the top of an f32
 /// mantissa under the exponent of 1 (a shift and a mask; no integer-to-float conversion).
 #[inline(always)]
-fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
+pub fn code_float<const BITS: usize>(w: [u32; BITS], i: usize) -> f32 {
     let bit = i * BITS;
     let word = bit / 32;
     let shift = (bit % 32) as u32;

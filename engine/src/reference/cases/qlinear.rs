@@ -62,7 +62,7 @@ fn checks(dtype: DType) -> Vec<Check> {
 
 /// `len` normal draws from a seed fixed by `label` (splitmix64 and Box–Muller: the weights are
 /// part of the case, like its shapes; the harness's seed draws `x` and the bias).
-fn normal_weights(label: &str, len: usize) -> Vec<f32> {
+pub(super) fn normal_weights(label: &str, len: usize) -> Vec<f32> {
     let mut state = label.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     });

@@ -1,0 +1,15 @@
+//! The parity and bench cases of `moe_gateup_8bit`: [`moe`](super::moe)'s at 8 bits.
+
+use super::moe::Kind;
+use crate::case::Case;
+use kiln_math::DType;
+
+/// The parity cases (the same at every dtype: the outputs are f32).
+pub fn cases(_dtype: DType) -> Vec<Case> {
+    super::moe::cases(Kind::GateUp, 8)
+}
+
+/// One token at model shapes.
+pub fn bench_cases(dtype: DType) -> Vec<Case> {
+    super::moe::bench_cases(Kind::GateUp, 8, dtype)
+}

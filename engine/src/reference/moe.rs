@@ -1,0 +1,126 @@
+//! The MoE experts, unfused: every selected expert's rows dequantized as spec §13 writes them
+//! (scale and bias widened exactly from their stored dtype), the dot products and activations
+//! in f64, each stored tensor (`act_g`, `partial`: f32; `out`: `T`) rounded once. Shared by the
+//! `moe_gateup_<b>bit`, `moe_fc1_relu2_<b>bit` and `moe_down_<b>bit` references; an expert id
+//! ≥ E gives zeros, the kernels' documented answer.
+
+use super::qlinear::packed_scale;
+use crate::quant::unpack_code;
+use kiln_math::kernels::moe_experts::{MoeParams, ACT_GEGLU};
+use kiln_math::Element;
+
+/// Row `row` of a stacked projection with `cols` columns, dequantized.
+fn dequant_row(
+    p: &MoeParams,
+    bits: u32,
+    w_q: &[u32],
+    scales: &[u32],
+    biases: &[u32],
+    row: usize,
+    cols: usize,
+) -> Vec<f64> {
+    let gs = p.group_size as usize;
+    let words_per_row = cols * bits as usize / 32;
+    let words = &w_q[row * words_per_row..(row + 1) * words_per_row];
+    (0..cols)
+        .map(|i| {
+            let e = row * (cols / gs) + i / gs;
+            let q = unpack_code(words, bits, i).expect("the row holds its codes") as f64;
+            packed_scale(scales, p.scale_dtype, e) * q + packed_scale(biases, p.scale_dtype, e)
+        })
+        .collect()
+}
+
+/// The expert of slot `s`, if it is in range.
+fn expert(p: &MoeParams, indices: &[u32], s: usize) -> Option<usize> {
+    let e = indices[s] as usize;
+    (e < p.experts as usize).then_some(e)
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// `silu(g)·u`, `gelu_tanh(g)·u` (spec §7.1's constants) or, without `up`, `max(g, 0)²`
+/// (NaN for a non-finite `g`).
+pub fn activation(act: u32, g: f64, u: Option<f64>) -> f64 {
+    match u {
+        // Non-finite `g` (NaN, ±inf) gives NaN, as the kernels document.
+        None if !g.is_finite() => f64::NAN,
+        None => g.max(0.0).powi(2),
+        Some(u) if act == ACT_GEGLU => {
+            0.5 * g * (1.0 + (0.797_884_56 * (g + 0.044_715 * g * g * g)).tanh()) * u
+        }
+        Some(u) => g / (1.0 + (-g).exp()) * u,
+    }
+}
+
+/// `act_g [T, K, Dff]` of gate (and up, when given) over `x [T, Din]`.
+#[allow(clippy::too_many_arguments)]
+pub fn up<T: Element>(
+    p: &MoeParams,
+    bits: u32,
+    x: &[T],
+    indices: &[u32],
+    gate: (&[u32], &[u32], &[u32]),
+    up: Option<(&[u32], &[u32], &[u32])>,
+    act_g: &mut [f32],
+) {
+    let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    for s in 0..p.tokens as usize * k {
+        let xs: Vec<f64> = x[s / k * din..(s / k + 1) * din]
+            .iter()
+            .map(|v| v.to_f32() as f64)
+            .collect();
+        for f in 0..dff {
+            act_g[s * dff + f] = match expert(p, indices, s) {
+                None => 0.0,
+                Some(e) => {
+                    let g = dot(
+                        &xs,
+                        &dequant_row(p, bits, gate.0, gate.1, gate.2, e * dff + f, din),
+                    );
+                    let u = up.map(|(w, sc, bi)| {
+                        dot(&xs, &dequant_row(p, bits, w, sc, bi, e * dff + f, din))
+                    });
+                    activation(p.act, g, u) as f32
+                }
+            };
+        }
+    }
+}
+
+/// `partial [T, K, Din] = scores[t, k]·(down_e · act_g[t, k, :])`.
+#[allow(clippy::too_many_arguments)]
+pub fn down<T: Element>(
+    p: &MoeParams,
+    bits: u32,
+    indices: &[u32],
+    w_q: &[u32],
+    scales: &[u32],
+    biases: &[u32],
+    act_g: &[T],
+    scores: &[T],
+    partial: &mut [T],
+) {
+    let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    for s in 0..p.tokens as usize * k {
+        let a: Vec<f64> = act_g[s * dff..(s + 1) * dff]
+            .iter()
+            .map(|v| v.to_f32() as f64)
+            .collect();
+        for h in 0..din {
+            let v = match expert(p, indices, s) {
+                None => 0.0,
+                Some(e) => {
+                    let d = dot(
+                        &a,
+                        &dequant_row(p, bits, w_q, scales, biases, e * din + h, dff),
+                    );
+                    scores[s].to_f32() as f64 * d
+                }
+            };
+            partial[s * din + h] = T::from_f32(v as f32);
+        }
+    }
+}

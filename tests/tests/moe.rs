@@ -1,0 +1,532 @@
+//! The fused decode MoE experts through `ops::moe_experts` (spec §7.9): against an all-f32
+//! dense reference written here from the spec (every selected expert dequantized in f32, f32
+//! matmuls, f32 activation, f32 score-weighted K-sum, rounded to bf16 once) at the spec's model
+//! shapes; bitwise determinism over reruns and invariance over rows per block on every
+//! backend present; bad inputs refused before any launch with the output untouched.
+
+use kiln::math::Element;
+use kiln::ops::{self, MoeActivation, MoeExperts, QuantizedWeight};
+use kiln::quant::{dequantize, quantize, AffineFormat, AffineTensor};
+use kiln::{Backend, DType, Device, PortError, SimConfig, Tensor};
+use kiln_tests::{poisoned, seed, test_devices, untouched};
+
+/// One MoE layer on the host: the stacked projections as `[E·R, C]` matrices.
+struct Layer {
+    experts: usize,
+    din: usize,
+    dff: usize,
+    activation: MoeActivation,
+    first: AffineTensor,
+    up: Option<AffineTensor>,
+    down: AffineTensor,
+}
+
+/// `len` roughly normal values (a sum of four uniforms, unit variance) from `state`.
+fn weights(state: &mut u64, len: usize) -> Vec<f32> {
+    let mut next = || {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+    };
+    (0..len)
+        .map(|_| (next() + next() + next() + next() - 2.0) * 3f32.sqrt())
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn layer(
+    s: u64,
+    experts: usize,
+    din: usize,
+    dff: usize,
+    activation: MoeActivation,
+    first_bits: u32,
+    down_bits: u32,
+    gs: u32,
+    scale_dtype: DType,
+) -> Layer {
+    let mut state = s;
+    let fmt = |bits| AffineFormat::new(bits, gs, scale_dtype).unwrap();
+    let mut matrix = |rows: usize, cols: usize, bits: u32| {
+        quantize(&weights(&mut state, rows * cols), rows, cols, fmt(bits)).unwrap()
+    };
+    let first = matrix(experts * dff, din, first_bits);
+    let up = (activation != MoeActivation::Relu2).then(|| matrix(experts * dff, din, first_bits));
+    let down = matrix(experts * din, dff, down_bits);
+    Layer {
+        experts,
+        din,
+        dff,
+        activation,
+        first,
+        up,
+        down,
+    }
+}
+
+fn upload(dev: &Device, l: &Layer) -> MoeExperts {
+    let q = |t: &AffineTensor| QuantizedWeight::upload(dev, t).unwrap();
+    MoeExperts::new(
+        l.experts,
+        l.activation,
+        q(&l.first),
+        l.up.as_ref().map(q),
+        q(&l.down),
+    )
+    .unwrap()
+}
+
+/// The all-f32 dense chain of spec §7.9 for `x [T, Din]` (f32 values), rounded to bf16 once.
+#[allow(clippy::excessive_precision)] // spec §7.1's constant as written
+fn dense_reference(l: &Layer, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec<f32> {
+    let (din, dff) = (l.din, l.dff);
+    let first = dequantize(&l.first);
+    let up = l.up.as_ref().map(dequantize);
+    let down = dequantize(&l.down);
+    let tokens = x.len() / din;
+    let k = ids.len() / tokens;
+    let dot = |w: &[f32], v: &[f32]| w.iter().zip(v).map(|(a, b)| a * b).sum::<f32>();
+    let mut out = vec![0f32; tokens * din];
+    for t in 0..tokens {
+        let xt = &x[t * din..(t + 1) * din];
+        for s in 0..k {
+            let e = ids[t * k + s] as usize;
+            let act: Vec<f32> = (0..dff)
+                .map(|f| {
+                    let row = (e * dff + f) * din;
+                    let g = dot(&first[row..row + din], xt);
+                    match (&up, l.activation) {
+                        (Some(u), MoeActivation::GeGlu) => {
+                            let inner = 0.797_884_56 * (g + 0.044_715 * g * g * g);
+                            0.5 * g * (1.0 + inner.tanh()) * dot(&u[row..row + din], xt)
+                        }
+                        (Some(u), _) => g / (1.0 + (-g).exp()) * dot(&u[row..row + din], xt),
+                        (None, _) => g.max(0.0).powi(2),
+                    }
+                })
+                .collect();
+            for h in 0..din {
+                let row = (e * din + h) * dff;
+                out[t * din + h] += scores[t * k + s] * dot(&down[row..row + dff], &act);
+            }
+        }
+    }
+    out.iter().map(|&v| bf16(v)).collect()
+}
+
+/// `v` rounded to bf16 (nearest, ties to even).
+fn bf16(v: f32) -> f32 {
+    kiln::math::Bf16::from_f32(v).to_f32()
+}
+
+/// `nrms` and `nmax` of spec §0.2.
+fn deviation(got: &[f32], want: &[f32]) -> (f64, f64) {
+    let g: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+    let w: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+    kiln::parity::normalized_deviation(&g, &w)
+}
+
+/// Routing of `tokens` tokens to `k` distinct experts each, and normalized scores.
+fn routing(state: &mut u64, tokens: usize, k: usize, experts: usize) -> (Vec<u32>, Vec<f32>) {
+    let mut ids = Vec::new();
+    let mut scores = Vec::new();
+    for t in 0..tokens {
+        let start = (t * 5 + *state as usize % experts) % experts;
+        let mine: Vec<u32> = (0..k).map(|i| ((start + i * 3) % experts) as u32).collect();
+        let raw: Vec<f32> = weights(state, k).iter().map(|w| w.abs() + 0.1).collect();
+        let sum: f32 = raw.iter().sum();
+        ids.extend(&mine);
+        scores.extend(raw.iter().map(|r| r / sum));
+    }
+    (ids, scores)
+}
+
+/// Runs the layer on `dev` for bf16 `x` and returns `out` as f32 values.
+fn run(dev: &Device, l: &Layer, x: &[f32], ids: &[u32], scores: &[f32], rpb: u32) -> Vec<f32> {
+    let tokens = x.len() / l.din;
+    let experts = upload(dev, l);
+    let xt = Tensor::from_f32(dev, DType::Bf16, &[tokens, l.din], x).unwrap();
+    let mut out = poisoned(dev, DType::Bf16, &[tokens, l.din]);
+    let ran = ops::moe_experts(dev, &xt, &experts, ids, scores, rpb, &mut out).unwrap();
+    assert!(!ran.up.is_fallback() && !ran.down.is_fallback() && !ran.combine.is_fallback());
+    out.to_f32_vec().unwrap()
+}
+
+/// Devices for the model shapes: every backend present but the sim, whose one thread per lane
+/// is too slow at them (the parity cases and the invariance test run it at small shapes).
+fn model_shape_devices() -> Vec<Device> {
+    test_devices()
+        .into_iter()
+        .filter(|d| d.backend() != Backend::Sim)
+        .collect()
+}
+
+#[test]
+fn moe_experts_match_the_dense_f32_reference_at_model_shapes() {
+    let s = seed("moe_experts_match_the_dense_f32_reference_at_model_shapes");
+    // (name, E, K, Din, Dff, activation, gate/up bits, down bits). Every expert of a shape is
+    // routed to (E = K, in a rotated order): E only indexes, and all-routed keeps the stacked
+    // weights the size of the selected ones.
+    let shapes = [
+        (
+            "gemma-4-26b-a4b geglu",
+            8,
+            8,
+            2816,
+            704,
+            MoeActivation::GeGlu,
+            4,
+            4,
+        ),
+        (
+            "qwen3-30b-a3b swiglu (4,4)",
+            8,
+            8,
+            2048,
+            768,
+            MoeActivation::SwiGlu,
+            4,
+            4,
+        ),
+        (
+            "qwen3-30b-a3b swiglu (8,8)",
+            8,
+            8,
+            2048,
+            768,
+            MoeActivation::SwiGlu,
+            8,
+            8,
+        ),
+        (
+            "qwen3-30b-a3b swiglu (4,6)",
+            8,
+            8,
+            2048,
+            768,
+            MoeActivation::SwiGlu,
+            4,
+            6,
+        ),
+        (
+            "320/192 K4 swiglu",
+            6,
+            4,
+            320,
+            192,
+            MoeActivation::SwiGlu,
+            4,
+            4,
+        ),
+        (
+            "320/192 K4 relu2 (4,4)",
+            6,
+            4,
+            320,
+            192,
+            MoeActivation::Relu2,
+            4,
+            4,
+        ),
+        (
+            "320/192 K4 relu2 (8,8)",
+            6,
+            4,
+            320,
+            192,
+            MoeActivation::Relu2,
+            8,
+            8,
+        ),
+    ];
+    let devices = model_shape_devices();
+    for (i, &(name, e, k, din, dff, act, fb, db)) in shapes.iter().enumerate() {
+        let l = layer(s ^ i as u64, e, din, dff, act, fb, db, 64, DType::Bf16);
+        let mut state = s.wrapping_add(i as u64);
+        let x: Vec<f32> = weights(&mut state, din).iter().map(|&v| bf16(v)).collect();
+        let (ids, scores) = routing(&mut state, 1, k, e);
+        let want = dense_reference(&l, &x, &ids, &scores);
+        assert!(
+            want.iter().any(|&v| v != 0.0),
+            "{name}: an all-zero reference"
+        );
+        for dev in &devices {
+            let got = run(dev, &l, &x, &ids, &scores, 8);
+            let (nrms, nmax) = deviation(&got, &want);
+            eprintln!("{name} on {}: nrms {nrms:.3e} nmax {nmax:.3e}", dev.name());
+            assert!(
+                nrms < 5e-4 && nmax < 2e-2,
+                "{name} on {}: nrms {nrms:.3e} (bound 5e-4), nmax {nmax:.3e} (bound 2e-2)",
+                dev.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn moe_experts_are_bitwise_deterministic_and_independent_of_rows_per_block() {
+    let s = seed("moe_experts_are_bitwise_deterministic_and_independent_of_rows_per_block");
+    // Every backend present but the default sims, and the sim at each wave with a block of a
+    // few waves that is not a power of two (its waves take a block's rows in turns): the
+    // sim's one thread per lane makes the default 256-thread blocks slow to run many times.
+    let mut devices: Vec<Device> = test_devices()
+        .into_iter()
+        .filter(|d| d.backend() != Backend::Sim)
+        .collect();
+    for (wave, block) in [(4, 12), (8, 24), (32, 96), (64, 192)] {
+        let cfg = SimConfig {
+            block: Some(block),
+            ..SimConfig::new(wave)
+        };
+        devices.push(Device::sim_with(cfg).unwrap());
+    }
+    let cases = [
+        (MoeActivation::SwiGlu, 4, 6, 2),
+        (MoeActivation::GeGlu, 8, 4, 1),
+        (MoeActivation::Relu2, 4, 8, 2),
+    ];
+    for (i, &(act, fb, db, tokens)) in cases.iter().enumerate() {
+        let (e, k, din, dff) = (4, 2, 64, 32);
+        let l = layer(
+            s ^ (i as u64 + 100),
+            e,
+            din,
+            dff,
+            act,
+            fb,
+            db,
+            32,
+            DType::F16,
+        );
+        let mut state = s.wrapping_add(17 * i as u64);
+        let x: Vec<f32> = weights(&mut state, tokens * din)
+            .iter()
+            .map(|&v| bf16(v))
+            .collect();
+        let (ids, scores) = routing(&mut state, tokens, k, e);
+        for dev in &devices {
+            let first = run(dev, &l, &x, &ids, &scores, 8);
+            assert!(
+                first.iter().any(|&v| v != 0.0),
+                "{act:?}: an all-zero answer"
+            );
+            // A rerun with another temporary allocated in between.
+            let _churn = Tensor::zeros(dev, DType::F32, &[1000]).unwrap();
+            let again = run(dev, &l, &x, &ids, &scores, 8);
+            assert!(
+                bits(&again) == bits(&first),
+                "{act:?} on {}: a rerun differs",
+                dev.name()
+            );
+            for rpb in [1, 3, 32] {
+                let other = run(dev, &l, &x, &ids, &scores, rpb);
+                assert!(
+                    bits(&other) == bits(&first),
+                    "{act:?} on {}: rows per block {rpb} differs from 8",
+                    dev.name()
+                );
+            }
+        }
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn moe_experts_refuse_bad_inputs_before_any_launch() {
+    let dev = Device::cpu();
+    let l = layer(7, 4, 64, 32, MoeActivation::SwiGlu, 4, 4, 32, DType::F16);
+    let experts = upload(&dev, &l);
+    let x = Tensor::from_f32(&dev, DType::F32, &[1, 64], &[0.5; 64]).unwrap();
+    let mut out = poisoned(&dev, DType::F32, &[1, 64]);
+    let mut check =
+        |what: &str, ids: &[u32], scores: &[f32], rpb: u32, want: fn(&PortError) -> bool| {
+            match ops::moe_experts(&dev, &x, &experts, ids, scores, rpb, &mut out) {
+                Err(e) if want(&e) => eprintln!("{what}: refused: {e}"),
+                other => panic!("{what}: expected a refusal, got {other:?}"),
+            }
+            assert!(untouched(&out), "{what}: a refused call wrote out");
+        };
+    let invalid: fn(&PortError) -> bool = |e| e.is_invalid_input();
+    check("expert id ≥ E", &[1, 4], &[0.5, 0.5], 8, |e| {
+        matches!(
+            e,
+            PortError::ExpertOutOfRange {
+                id: 4,
+                position: 1,
+                experts: 4,
+                ..
+            }
+        )
+    });
+    check("K > E", &[0, 1, 2, 3, 0], &[0.2; 5], 8, invalid);
+    check("scores of another length", &[0, 1], &[1.0], 8, invalid);
+    check("rows per block 0", &[0, 1], &[0.5, 0.5], 0, invalid);
+    check("rows per block 33", &[0, 1], &[0.5, 0.5], 33, invalid);
+    check("no ids", &[], &[], 8, invalid);
+
+    // Formats the fused experts do not read, and layers that do not fit together.
+    let q = |t: &AffineTensor| QuantizedWeight::upload(&dev, t).unwrap();
+    let f16 = |bits| AffineFormat::new(bits, 32, DType::F16).unwrap();
+    let m = |rows: usize, cols: usize, bits: u32| {
+        quantize(&vec![0.25; rows * cols], rows, cols, f16(bits)).unwrap()
+    };
+    let refused = |what: &str, r: Result<MoeExperts, PortError>| match r {
+        Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
+        other => panic!("{what}: expected a refusal, got {:?}", other.map(|_| ())),
+    };
+    let gated = MoeActivation::SwiGlu;
+    refused(
+        "2-bit gate/up",
+        MoeExperts::new(
+            4,
+            gated,
+            q(&m(128, 64, 2)),
+            Some(q(&m(128, 64, 2))),
+            q(&m(256, 32, 4)),
+        ),
+    );
+    refused(
+        "6-bit gate/up",
+        MoeExperts::new(
+            4,
+            gated,
+            q(&m(128, 64, 6)),
+            Some(q(&m(128, 64, 6))),
+            q(&m(256, 32, 4)),
+        ),
+    );
+    refused(
+        "3-bit down",
+        MoeExperts::new(
+            4,
+            gated,
+            q(&m(128, 64, 4)),
+            Some(q(&m(128, 64, 4))),
+            q(&m(256, 32, 3)),
+        ),
+    );
+    refused(
+        "gated without up",
+        MoeExperts::new(4, gated, q(&m(128, 64, 4)), None, q(&m(256, 32, 4))),
+    );
+    refused(
+        "relu² with up",
+        MoeExperts::new(
+            4,
+            MoeActivation::Relu2,
+            q(&m(128, 64, 4)),
+            Some(q(&m(128, 64, 4))),
+            q(&m(256, 32, 4)),
+        ),
+    );
+    refused(
+        "rows not E experts of equal height",
+        MoeExperts::new(
+            3,
+            gated,
+            q(&m(128, 64, 4)),
+            Some(q(&m(128, 64, 4))),
+            q(&m(192, 32, 4)),
+        ),
+    );
+    refused(
+        "down of the wrong shape",
+        MoeExperts::new(
+            4,
+            gated,
+            q(&m(128, 64, 4)),
+            Some(q(&m(128, 64, 4))),
+            q(&m(256, 64, 4)),
+        ),
+    );
+}
+
+#[test]
+fn routing_on_the_device_feeds_the_experts_as_host_routing_does() {
+    let s = seed("routing_on_the_device_feeds_the_experts_as_host_routing_does");
+    let (e, k, din, dff, tokens) = (6, 2, 64, 32, 3);
+    let l = layer(s, e, din, dff, MoeActivation::SwiGlu, 4, 4, 32, DType::Bf16);
+    let mut state = s ^ 0x5eed;
+    let x: Vec<f32> = weights(&mut state, tokens * din)
+        .iter()
+        .map(|&v| bf16(v))
+        .collect();
+    let logits: Vec<f32> = weights(&mut state, tokens * e);
+    for dev in test_devices() {
+        let experts = upload(&dev, &l);
+        let lt = Tensor::from_f32(&dev, DType::F32, &[tokens, e], &logits).unwrap();
+        let mut ids = Tensor::zeros(&dev, DType::U32, &[tokens, k]).unwrap();
+        let mut scores = poisoned(&dev, DType::F32, &[tokens, k]);
+        let router = ops::MoeRouter::Softmax { renormalize: true };
+        ops::moe_route(&dev, &lt, router, None, &mut ids, &mut scores).unwrap();
+        let (host_ids, host_scores) = (
+            ids.to_vec::<u32>().unwrap(),
+            scores.to_vec::<f32>().unwrap(),
+        );
+        // Best first, distinct, in range; renormalized scores sum to 1.
+        for t in 0..tokens {
+            let row = &host_ids[t * k..(t + 1) * k];
+            assert!(row[0] != row[1] && row.iter().all(|&i| (i as usize) < e));
+            let l0 = logits[t * e + row[0] as usize];
+            let l1 = logits[t * e + row[1] as usize];
+            assert!(l0 >= l1, "{}: picks not best first", dev.name());
+            let sum: f32 = host_scores[t * k..(t + 1) * k].iter().sum();
+            assert!(
+                (sum - 1.0).abs() < 1e-6,
+                "{}: scores sum to {sum}",
+                dev.name()
+            );
+        }
+        let xt = Tensor::from_f32(&dev, DType::Bf16, &[tokens, din], &x).unwrap();
+        let mut routed = poisoned(&dev, DType::Bf16, &[tokens, din]);
+        ops::moe_experts_routed(&dev, &xt, &experts, &ids, &scores, 4, &mut routed).unwrap();
+        let direct = run(&dev, &l, &x, &host_ids, &host_scores, 4);
+        assert!(
+            bits(&routed.to_f32_vec().unwrap()) == bits(&direct),
+            "{}: the device-routed experts differ from the host-routed ones",
+            dev.name()
+        );
+    }
+}
+
+#[test]
+fn moe_route_refuses_bad_inputs_before_any_launch() {
+    let dev = Device::cpu();
+    let logits = Tensor::from_f32(&dev, DType::F32, &[2, 4], &[0.5; 8]).unwrap();
+    let bias = Tensor::from_f32(&dev, DType::F32, &[4], &[0.0; 4]).unwrap();
+    let softmax = ops::MoeRouter::Softmax { renormalize: false };
+    let sigmoid = ops::MoeRouter::SigmoidBias {
+        renormalize: true,
+        scaling_factor: 1.0,
+    };
+    let cases: [(&str, ops::MoeRouter, Option<&Tensor>, usize); 5] = [
+        ("K > E", softmax, None, 5),
+        ("a bias with softmax", softmax, Some(&bias), 2),
+        ("sigmoid without its bias", sigmoid, None, 2),
+        (
+            "a non-finite scaling factor",
+            ops::MoeRouter::SigmoidBias {
+                renormalize: false,
+                scaling_factor: f32::NAN,
+            },
+            Some(&bias),
+            2,
+        ),
+        ("the bias of another length", sigmoid, Some(&logits), 2),
+    ];
+    for (what, router, b, k) in cases {
+        let mut ids = Tensor::from_slice(&dev, &[2, k], &vec![7u32; 2 * k]).unwrap();
+        let mut scores = poisoned(&dev, DType::F32, &[2, k]);
+        match ops::moe_route(&dev, &logits, router, b, &mut ids, &mut scores) {
+            Err(e) if e.is_invalid_input() => eprintln!("{what}: refused: {e}"),
+            other => panic!("{what}: expected a refusal, got {other:?}"),
+        }
+        assert!(untouched(&scores), "{what}: a refused call wrote scores");
+        assert!(ids.to_vec::<u32>().unwrap().iter().all(|&i| i == 7));
+    }
+}
