@@ -6,13 +6,13 @@
 
 use super::kernel;
 use super::QuantizedWeight;
-use crate::launch::Ran;
+use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::moe_combine::MoeCombineParams;
 use kiln_math::kernels::moe_experts::{MoeParams, ACT_GEGLU, ACT_SWIGLU};
 use kiln_math::kernels::moe_route::{MoeRouteParams, MODE_SIGMOID_BIAS, MODE_SOFTMAX};
 use kiln_math::kernels::qlinear::scale_code;
-use kiln_math::{DType, KernelId};
+use kiln_math::{DType, KernelId, Params};
 
 /// The activation of a MoE layer's experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,15 +68,16 @@ impl MoeExperts {
         up: Option<QuantizedWeight>,
         down: QuantizedWeight,
     ) -> Result<MoeExperts, PortError> {
-        let kernel =
-            first_kernel(activation, first.format().bits()).unwrap_or(KernelId::MoeGateup4Bit);
+        let Some(kernel) = first_kernel(activation, first.format().bits()) else {
+            return Err(PortError::invalid(
+                KernelId::MoeGateup4Bit,
+                format!(
+                    "gate/up/fc1 at {} bits: the fused experts read 4 or 8",
+                    first.format().bits()
+                ),
+            ));
+        };
         let bad = |msg: String| PortError::invalid(kernel, msg);
-        if first_kernel(activation, first.format().bits()).is_none() {
-            return Err(bad(format!(
-                "gate/up/fc1 at {} bits: the fused experts read 4 or 8",
-                first.format().bits()
-            )));
-        }
         if down_kernel(down.format().bits()).is_none() {
             return Err(bad(format!(
                 "down at {} bits: the fused experts read 4, 6 or 8",
@@ -383,30 +384,47 @@ impl MoeExperts {
                 } else {
                     ACT_SWIGLU
                 };
+                let mut args = [
+                    Arg::In(x),
+                    Arg::In(ids),
+                    Arg::In(&fq),
+                    Arg::In(fs),
+                    Arg::In(fb),
+                    Arg::In(&uq),
+                    Arg::In(us),
+                    Arg::In(ub),
+                    Arg::Out(act_g),
+                ];
                 let p = params(&self.first, code);
-                if self.first.format().bits() == 4 {
-                    kernel::moe_gateup_4bit(dev, &p, x, ids, &fq, fs, fb, &uq, us, ub, act_g)?
-                } else {
-                    kernel::moe_gateup_8bit(dev, &p, x, ids, &fq, fs, fb, &uq, us, ub, act_g)?
-                }
+                launch(dev, self.first_kernel(), p.words(), &mut args, Mode::Auto)?
             }
             None => {
+                let mut args = [
+                    Arg::In(x),
+                    Arg::In(ids),
+                    Arg::In(&fq),
+                    Arg::In(fs),
+                    Arg::In(fb),
+                    Arg::Out(act_g),
+                ];
                 let p = params(&self.first, 0);
-                if self.first.format().bits() == 4 {
-                    kernel::moe_fc1_relu2_4bit(dev, &p, x, ids, &fq, fs, fb, act_g)?
-                } else {
-                    kernel::moe_fc1_relu2_8bit(dev, &p, x, ids, &fq, fs, fb, act_g)?
-                }
+                launch(dev, self.first_kernel(), p.words(), &mut args, Mode::Auto)?
             }
         };
         let dq = stacked(&self.down, self.din())?;
         let (_, ds, db) = self.down.buffers();
         let p = params(&self.down, 0);
-        let down = match self.down.format().bits() {
-            4 => kernel::moe_down_4bit(dev, &p, ids, &dq, ds, db, act_g, scores, partial)?,
-            6 => kernel::moe_down_6bit(dev, &p, ids, &dq, ds, db, act_g, scores, partial)?,
-            _ => kernel::moe_down_8bit(dev, &p, ids, &dq, ds, db, act_g, scores, partial)?,
-        };
+        let down_kernel = down_kernel(self.down.format().bits()).expect("checked at construction");
+        let mut args = [
+            Arg::In(ids),
+            Arg::In(&dq),
+            Arg::In(ds),
+            Arg::In(db),
+            Arg::In(act_g),
+            Arg::In(scores),
+            Arg::Out(partial),
+        ];
+        let down = launch(dev, down_kernel, p.words(), &mut args, Mode::Auto)?;
         let combine = kernel::moe_combine(dev, &MoeCombineParams::default(), partial, out)?;
         Ok(MoeRan { up, down, combine })
     }
