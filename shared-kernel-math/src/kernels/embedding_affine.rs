@@ -16,7 +16,7 @@
 //! nothing is gained by compiling a kernel per width.
 
 use super::affine_codes::{packed_scale, stream_code};
-use super::qlinear::{scale_words, GROUP_SIZES, SCALE_BF16};
+use super::qlinear::{check_format, scale_words};
 use crate::kernel::shape;
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
@@ -81,17 +81,7 @@ impl KernelDef for EmbeddingAffine {
         if !BITS.contains(&p.bits) {
             return Err(ShapeError::Invalid("bits must be 2, 3, 4, 5, 6 or 8"));
         }
-        if !GROUP_SIZES.contains(&p.group_size) {
-            return Err(ShapeError::Invalid("group_size must be 16, 32, 64 or 128"));
-        }
-        if p.scale_dtype > SCALE_BF16 {
-            return Err(ShapeError::Range {
-                what: "scale_dtype (0 f32, 1 f16, 2 bf16)",
-                got: p.scale_dtype as f64,
-                lo: 0.0,
-                hi: 2.0,
-            });
-        }
+        check_format(p.group_size, p.scale_dtype)?;
         if !d.is_multiple_of(32) {
             return Err(ShapeError::Invalid(
                 "D (the columns of out) must be a multiple of 32: a row of w_q is whole words",

@@ -33,9 +33,7 @@
 
 use super::affine_codes::packed_scale;
 use super::fused_silu_mul::silu;
-use super::qlinear::{
-    code_float, load_words, scale_words, x_chunk, GROUP_SIZES, SCALE_BF16, UNIT, X_CHUNK,
-};
+use super::qlinear::{check_format, code_float, load_words, scale_words, x_chunk, UNIT, X_CHUNK};
 use crate::kernel::shape;
 use crate::{Block, Dst, Element, Launch, ShapeError, Src};
 
@@ -81,17 +79,7 @@ crate::params! {
 
 /// The checks every expert kernel makes of its format and rows per block.
 fn bind_format(p: &mut MoeParams) -> Result<(), ShapeError> {
-    if !GROUP_SIZES.contains(&p.group_size) {
-        return Err(ShapeError::Invalid("group_size must be 16, 32, 64 or 128"));
-    }
-    if p.scale_dtype > SCALE_BF16 {
-        return Err(ShapeError::Range {
-            what: "scale_dtype (0 f32, 1 f16, 2 bf16)",
-            got: p.scale_dtype as f64,
-            lo: 0.0,
-            hi: 2.0,
-        });
-    }
+    check_format(p.group_size, p.scale_dtype)?;
     if p.rows_per_block == 0 || p.rows_per_block > MAX_ROWS_PER_BLOCK {
         return Err(ShapeError::Range {
             what: "rows_per_block",

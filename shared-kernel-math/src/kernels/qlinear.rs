@@ -104,6 +104,23 @@ pub const fn scale_words(code: u32, count: usize) -> usize {
     }
 }
 
+/// The checks of an affine format's params that every kernel reading the layout makes: a
+/// group size of [`GROUP_SIZES`] and a `scale_dtype` code of 0, 1 or 2.
+pub fn check_format(group_size: u32, scale_dtype: u32) -> Result<(), ShapeError> {
+    if !GROUP_SIZES.contains(&group_size) {
+        return Err(ShapeError::Invalid("group_size must be 16, 32, 64 or 128"));
+    }
+    if scale_dtype > SCALE_BF16 {
+        return Err(ShapeError::Range {
+            what: "scale_dtype (0 f32, 1 f16, 2 bf16)",
+            got: scale_dtype as f64,
+            lo: 0.0,
+            hi: 2.0,
+        });
+    }
+    Ok(())
+}
+
 /// The shape checks of every `qlinear_<b>bit` kernel at `bits`.
 pub fn bind(p: &mut QLinearParams, shapes: &[&[usize]], bits: u32) -> Result<(), ShapeError> {
     let [x, w_q, scales, biases, bias, y] = shapes else {
@@ -136,21 +153,11 @@ pub fn bind(p: &mut QLinearParams, shapes: &[&[usize]], bits: u32) -> Result<(),
             "K (the columns of x) must be a multiple of 32: the kernel reads 32 codes at a time",
         ));
     }
-    if !GROUP_SIZES.contains(&p.group_size) {
-        return Err(ShapeError::Invalid("group_size must be 16, 32, 64 or 128"));
-    }
+    check_format(p.group_size, p.scale_dtype)?;
     if !k.is_multiple_of(p.group_size as usize) {
         return Err(ShapeError::Invalid(
             "K (the columns of x) must be a multiple of group_size",
         ));
-    }
-    if p.scale_dtype > SCALE_BF16 {
-        return Err(ShapeError::Range {
-            what: "scale_dtype (0 f32, 1 f16, 2 bf16)",
-            got: p.scale_dtype as f64,
-            lo: 0.0,
-            hi: 2.0,
-        });
     }
     shape::eq(
         "words per row of w_q against K·bits/32",
