@@ -9,12 +9,13 @@
 //! a pass does not fit in the last-level cache.
 
 pub mod decode;
+pub mod moe_block;
 pub mod paged;
 
 use kiln::launch::{default_params, set_param, Arg};
 use kiln::parity::{bench_cases, draw, Case};
 use kiln::rng::Rng;
-use kiln::timing::{time_copy, time_kernel};
+use kiln::timing::{time_copy, time_kernel, Issue};
 use kiln::{DType, Device, KernelId, PortError, Tensor};
 use kiln_math::Access;
 use std::fmt::Write as _;
@@ -33,6 +34,8 @@ pub struct BenchOptions {
     pub copy_bytes: usize,
     /// Most bytes of rotated input copies kept per shape.
     pub max_rotation_bytes: usize,
+    /// How launches are issued while timed (replayed from a recording where the backend can).
+    pub issue: Issue,
 }
 
 impl BenchOptions {
@@ -46,6 +49,7 @@ impl BenchOptions {
             runs: if gpu { 50 } else { 5 },
             copy_bytes: 256 << 20,
             max_rotation_bytes: if gpu { 4 << 30 } else { 1 << 30 },
+            issue: Issue::default(),
         }
     }
 }
@@ -80,6 +84,8 @@ pub struct BenchRow {
 #[derive(Clone, Debug)]
 pub struct BenchReport {
     pub backend: String,
+    /// How the launches were issued (`Issue::name`).
+    pub issue: &'static str,
     pub device: String,
     pub copy: CopyBandwidth,
     pub rows: Vec<BenchRow>,
@@ -159,7 +165,8 @@ pub fn run_with(
                     .div_ceil(set_bytes.max(1))
                     .clamp(2, 512)
                     .min((opts.max_rotation_bytes / set_bytes.max(1)).max(1));
-                let median_s = bench_case(dev, kernel, dtype, &case, copies, opts.runs)?;
+                let median_s =
+                    bench_case(dev, kernel, dtype, &case, copies, opts.runs, opts.issue)?;
                 let bytes = bytes_moved(kernel, dtype, &case.shapes);
                 let gbps = bytes as f64 / median_s / 1e9;
                 rows.push(BenchRow {
@@ -179,6 +186,7 @@ pub fn run_with(
     }
     Ok(BenchReport {
         backend: dev.backend().to_string(),
+        issue: opts.issue.on(dev).name(),
         device: dev.name().to_string(),
         copy,
         rows,
@@ -193,6 +201,7 @@ fn bench_case(
     case: &Case,
     copies: usize,
     runs: usize,
+    issue: Issue,
 ) -> Result<f64, PortError> {
     let desc = kernel.buffers();
     let mut params = default_params(kernel);
@@ -229,13 +238,15 @@ fn bench_case(
                 .collect()
         })
         .collect();
-    Ok(median(time_kernel(dev, kernel, &params, &mut sets, runs)?))
+    Ok(median(time_kernel(
+        dev, kernel, &params, &mut sets, runs, issue,
+    )?))
 }
 
 impl BenchReport {
     /// A plain-text table.
     pub fn table(&self) -> String {
-        let mut s = BenchReport::table_header(&self.backend, &self.device, &self.copy);
+        let mut s = BenchReport::table_header(&self.backend, &self.device, &self.copy, self.issue);
         for r in &self.rows {
             let _ = writeln!(s, "{}", BenchReport::table_row(r));
         }
@@ -243,11 +254,11 @@ impl BenchReport {
     }
 
     /// The table's first lines: the copy bandwidth, then the column names.
-    pub fn table_header(backend: &str, device: &str, copy: &CopyBandwidth) -> String {
+    pub fn table_header(backend: &str, device: &str, copy: &CopyBandwidth, issue: &str) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{backend} on {device}: copy bandwidth {:.1} GB/s ({} MiB copy, read + write bytes, median of {})",
+            "{backend} on {device}: copy bandwidth {:.1} GB/s ({} MiB copy, read + write bytes, median of {}); launches {issue}",
             copy.gbps,
             copy.bytes >> 20,
             copy.runs
@@ -283,6 +294,7 @@ impl BenchReport {
             .collect();
         serde_json::to_string_pretty(&serde_json::json!({
             "backend": self.backend,
+            "issue": self.issue,
             "device": self.device,
             "copy": {
                 "bytes": self.copy.bytes, "runs": self.copy.runs,
@@ -296,12 +308,12 @@ impl BenchReport {
     /// One CSV row per kernel × dtype × shape, the copy bandwidth repeated on each.
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "backend,device,kernel,dtype,shape,bytes,copies,runs,median_us,gbps,copy_gbps,pct_of_copy\n",
+            "backend,device,kernel,dtype,shape,bytes,copies,runs,median_us,gbps,copy_gbps,pct_of_copy,issue\n",
         );
         for r in &self.rows {
             let _ = writeln!(
                 s,
-                "{},\"{}\",{},{},{},{},{},{},{:.3},{:.2},{:.2},{:.2}",
+                "{},\"{}\",{},{},{},{},{},{},{:.3},{:.2},{:.2},{:.2},{}",
                 self.backend,
                 self.device.replace('"', "'"),
                 r.kernel,
@@ -313,7 +325,8 @@ impl BenchReport {
                 r.median_us,
                 r.gbps,
                 self.copy.gbps,
-                r.pct_of_copy
+                r.pct_of_copy,
+                self.issue
             );
         }
         s

@@ -18,7 +18,7 @@ use kiln::paged::{
     paged_decode_with, plan_decode, DecodeArm, DecodePlan, DecodePolicy, KvGeometry, PageTable,
     PlanConfig,
 };
-use kiln::timing::time_kernel;
+use kiln::timing::{time_kernel, Issue};
 use kiln::{DType, Device, KernelId, PortError, Tensor};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,8 @@ pub struct PagedBenchConfig {
     pub gpu_runs: usize,
     /// Most bytes of rotated pool copies kept per shape.
     pub max_rotation_bytes: usize,
+    /// How the kernel arms' launches are issued while timed.
+    pub issue: Issue,
 }
 
 impl Default for PagedBenchConfig {
@@ -59,6 +61,7 @@ impl Default for PagedBenchConfig {
             min_time: Duration::from_millis(300),
             gpu_runs: 50,
             max_rotation_bytes: 2 << 30,
+            issue: Issue::default(),
         }
     }
 }
@@ -301,7 +304,7 @@ fn time_sets(
     } else {
         cfg.min_runs
     };
-    let t = time_kernel(dev, kernel, words, sets, runs)?;
+    let t = time_kernel(dev, kernel, words, sets, runs, cfg.issue)?;
     let n = t.len();
     Ok((median(t), n))
 }

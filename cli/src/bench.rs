@@ -18,6 +18,13 @@ pub struct Args {
     /// 1, 4, 8 (D 128, Hq 32, Hkv 8, f16 pool) for v1, v2 and the fallback, as CSV.
     #[arg(long)]
     paged: bool,
+    /// The one-token MoE experts block instead (gate/up → down → K-sum at Qwen3-30B-A3B,
+    /// Mixtral-8x7B and Nemotron-3-Nano shapes, 4-bit g64), timed as one unit, as CSV.
+    #[arg(long)]
+    moe: bool,
+    /// With --moe: rows per block of the expert kernels (comma-separated; default 8).
+    #[arg(long, value_delimiter = ',')]
+    rows_per_block: Vec<u32>,
     /// Only these kernels (comma-separated names).
     #[arg(long)]
     kernel: Option<String>,
@@ -39,20 +46,16 @@ pub struct Args {
     /// With --paged: skip the v1/v2 crossover measurement.
     #[arg(long)]
     no_crossover: bool,
+    /// Issue every timed launch from the host each pass instead of replaying a recorded pass
+    /// (CUDA graphs): shows the host's per-launch cost where it exceeds the kernel's.
+    #[arg(long)]
+    eager: bool,
 }
 
 fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
     use kiln_benches::paged::{crossover, run_paged_decode, PagedBenchConfig, PagedBenchRow};
-    // Bytes read and written per second of a 256 MiB device copy, median of 20, measured in
-    // this run (the same figure `kiln bench` compares every kernel with).
-    let mut t = kiln::timing::time_copy(dev, 256 << 20, 20)?;
-    t.sort_by(f64::total_cmp);
-    let copy = 2.0 * (256 << 20) as f64 / t[t.len() / 2];
-    println!(
-        "# {} copy: {:.1} GB/s read + write (256 MiB, median of 20)",
-        dev.name(),
-        copy / 1e9
-    );
+    // The same copy figure `kiln bench` compares every kernel with, in bytes per second.
+    let copy = copy_gbps(dev)? * 1e9;
     if !a.no_crossover {
         let (points, from) = crossover(dev, &[512, 1024, 2048, 4096, 8192, 16384, 32768])?;
         println!("# crossover (batch 1, Hq 8, Hkv 1, D 128, f16; kernel time): context,v1_s,v2_s");
@@ -61,7 +64,10 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
         }
         println!("# v2 faster from context: {from:?}");
     }
-    let mut cfg = PagedBenchConfig::default();
+    let mut cfg = PagedBenchConfig {
+        issue: issue(a),
+        ..PagedBenchConfig::default()
+    };
     if !a.contexts.is_empty() {
         cfg.contexts = a.contexts.clone();
     }
@@ -83,12 +89,80 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn issue(a: &Args) -> kiln::timing::Issue {
+    if a.eager {
+        kiln::timing::Issue::Eager
+    } else {
+        kiln::timing::Issue::Replayed
+    }
+}
+
+fn moe(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
+    use kiln_benches::moe_block::{run_moe_blocks, MoeBlockRow, MOE_BLOCKS};
+    let copy = copy_gbps(dev)?;
+    let gpu = dev.l2_bytes().is_some();
+    let runs = a.runs.unwrap_or(if gpu { 50 } else { 3 });
+    let rotate = 2 * dev.l2_bytes().unwrap_or(0);
+    let dtypes = if a.dtype.is_empty() {
+        vec![kiln::DType::Bf16]
+    } else {
+        a.dtype
+            .iter()
+            .map(|s| kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let shapes: Vec<_> = MOE_BLOCKS
+        .iter()
+        .filter(|s| a.shape.is_empty() || a.shape.iter().any(|x| s.model.contains(x.as_str())))
+        .copied()
+        .collect();
+    let rpbs = if a.rows_per_block.is_empty() {
+        vec![8]
+    } else {
+        a.rows_per_block.clone()
+    };
+    println!("{}", MoeBlockRow::CSV_HEADER);
+    for dtype in dtypes {
+        for &rpb in &rpbs {
+            run_moe_blocks(
+                dev,
+                &shapes,
+                dtype,
+                rpb,
+                runs,
+                issue(a),
+                copy,
+                rotate,
+                |r| println!("{}", r.csv()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The device's copy bandwidth in GB/s (read + write bytes of a 256 MiB device copy, median
+/// of 20), printed as a comment line.
+fn copy_gbps(dev: &kiln::Device) -> anyhow::Result<f64> {
+    let mut t = kiln::timing::time_copy(dev, 256 << 20, 20)?;
+    t.sort_by(f64::total_cmp);
+    let copy = 2.0 * (256 << 20) as f64 / t[t.len() / 2];
+    println!(
+        "# {} copy: {:.1} GB/s read + write (256 MiB, median of 20)",
+        dev.name(),
+        copy / 1e9
+    );
+    Ok(copy / 1e9)
+}
+
 pub fn main(a: Args) -> anyhow::Result<()> {
     let b = kiln::Backend::parse(&a.backend)
         .ok_or_else(|| anyhow::anyhow!("unknown backend `{}`", a.backend))?;
     let dev = kiln::Device::open(b)?;
     if a.paged {
         return paged(&dev, &a);
+    }
+    if a.moe {
+        return moe(&dev, &a);
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);
@@ -99,13 +173,19 @@ pub fn main(a: Args) -> anyhow::Result<()> {
         .map(|s| kiln::DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`")))
         .collect::<anyhow::Result<_>>()?;
     opts.shapes = a.shape.clone();
+    opts.issue = issue(&a);
     // The table's rows as they are measured (a long run that is cut short keeps them).
     let mut header = !a.json;
     let report = kiln_benches::run_with(&dev, &opts, |copy, row| {
         if std::mem::take(&mut header) {
             print!(
                 "{}",
-                kiln_benches::BenchReport::table_header(&a.backend, dev.name(), copy)
+                kiln_benches::BenchReport::table_header(
+                    &a.backend,
+                    dev.name(),
+                    copy,
+                    opts.issue.on(&dev).name()
+                )
             );
         }
         if !a.json {

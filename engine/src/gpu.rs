@@ -3,7 +3,7 @@
 //! tensors, fallback and parity harness are shared.
 
 use crate::port::Port;
-use crate::{Backend, DeviceError};
+use crate::{Backend, DeviceError, PortError};
 use kiln_math::{DType, KernelId};
 use std::any::Any;
 use std::fmt::Debug;
@@ -138,6 +138,21 @@ pub trait GpuDevice: Send + Sync + Debug {
             "{}: device timing is not implemented",
             self.backend()
         )))
+    }
+    /// Whether [`GpuDevice::time_replays`] records (else it returns `None`).
+    fn records(&self) -> bool {
+        false
+    }
+    /// Records what `pass` enqueues as one replayable unit (a CUDA graph), then times `runs`
+    /// replays with device timers after an untimed one; seconds per replay ÷ `per_pass`. `None`
+    /// where the backend records nothing (the caller times eager passes instead).
+    fn time_replays(
+        &self,
+        _runs: usize,
+        _per_pass: usize,
+        _pass: &mut dyn FnMut() -> Result<(), PortError>,
+    ) -> Option<Result<Vec<f64>, PortError>> {
+        None
     }
     /// Times `runs` device-to-device copies of `bytes` from `src` to `dst` with device timers,
     /// after an untimed warm-up copy; returns seconds per copy.

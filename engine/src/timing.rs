@@ -7,6 +7,36 @@ use crate::{Device, DeviceKind, PortError};
 use kiln_math::KernelId;
 use std::time::Instant;
 
+/// How the timed launches of a pass are issued on a GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Issue {
+    /// Recorded once and replayed as one unit where the backend records (CUDA graphs): the
+    /// device's time per launch, as the peers' graph replay measures it.
+    #[default]
+    Replayed,
+    /// Issued one by one from the host every pass: where the host's per-launch cost exceeds the
+    /// kernel's time, that cost is what is measured.
+    Eager,
+}
+
+impl Issue {
+    /// What `dev` does when asked for `self`: replays only where the backend records.
+    pub fn on(self, dev: &Device) -> Issue {
+        match dev.kind() {
+            DeviceKind::Gpu(g) if g.records() => self,
+            _ => Issue::Eager,
+        }
+    }
+
+    /// `replayed` or `eager`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Issue::Replayed => "replayed",
+            Issue::Eager => "eager",
+        }
+    }
+}
+
 /// Times `runs` passes over the argument `sets` (one pass launches the kernel once per set, in
 /// order, through its port), after an untimed warm-up pass. Returns seconds per launch for each
 /// pass. Rotating over several sets keeps the inputs out of the caches.
@@ -16,6 +46,7 @@ pub fn time_kernel(
     params: &[u32],
     sets: &mut [Vec<Arg>],
     runs: usize,
+    issue: Issue,
 ) -> Result<Vec<f64>, PortError> {
     if sets.is_empty() {
         return Ok(Vec::new());
@@ -35,6 +66,15 @@ pub fn time_kernel(
                 .zip(&bufs)
                 .map(|((_, words, geometry), b)| gpu_launch(g.as_ref(), port, words, geometry, b))
                 .collect();
+            if issue == Issue::Replayed {
+                let mut pass = || -> Result<(), PortError> {
+                    launches.iter().try_for_each(|l| g.launch(port, l))?;
+                    Ok(())
+                };
+                if let Some(t) = g.time_replays(runs, launches.len(), &mut pass) {
+                    return t;
+                }
+            }
             Ok(g.time_launches(port, &launches, runs)?)
         }
         _ => {
@@ -79,4 +119,31 @@ pub fn time_copy(dev: &Device, bytes: usize, runs: usize) -> Result<Vec<f64>, Po
             Ok((0..runs).map(|_| copy()).collect())
         }
     }
+}
+
+/// Times `runs` passes of whatever `pass` enqueues (ops on `dev`'s tensors; no allocation in
+/// it when replayed), after an untimed pass; seconds per pass ÷ `per_pass`. Replayed as one
+/// recorded unit where the backend records and `issue` asks for it; otherwise issued eagerly
+/// and timed on the host clock up to the device's idle.
+pub fn time_recorded(
+    dev: &Device,
+    runs: usize,
+    per_pass: usize,
+    issue: Issue,
+    mut pass: impl FnMut() -> Result<(), PortError>,
+) -> Result<Vec<f64>, PortError> {
+    if let (DeviceKind::Gpu(g), Issue::Replayed) = (dev.kind(), issue) {
+        if let Some(t) = g.time_replays(runs, per_pass, &mut pass) {
+            return t;
+        }
+    }
+    let per = per_pass.max(1) as f64;
+    let mut timed = || -> Result<f64, PortError> {
+        let t = Instant::now();
+        pass()?;
+        dev.sync()?;
+        Ok(t.elapsed().as_secs_f64() / per)
+    };
+    timed()?;
+    (0..runs).map(|_| timed()).collect()
 }

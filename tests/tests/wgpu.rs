@@ -281,6 +281,7 @@ fn the_bench_drivers_run_with_either_timer() {
             copy_bytes: 1 << 20,
             // A few input sets, so a pass launches the kernel several times.
             max_rotation_bytes: 1 << 20,
+            issue: kiln::timing::Issue::Replayed,
         };
         let report = kiln_benches::run(&dev, &opts).unwrap();
         eprint!("{timer:?}\n{}", report.table());

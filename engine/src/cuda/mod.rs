@@ -10,6 +10,7 @@
 
 mod artifacts;
 mod context;
+mod graph;
 mod memory;
 mod stream;
 
@@ -339,6 +340,23 @@ impl GpuDevice for CudaGpu {
         self.time_passes(first.kernel.name(), runs, launches.len(), || {
             launches.iter().try_for_each(|l| self.enqueue(port, l))
         })
+    }
+
+    fn records(&self) -> bool {
+        true
+    }
+
+    fn time_replays(
+        &self,
+        runs: usize,
+        per_pass: usize,
+        pass: &mut dyn FnMut() -> Result<(), PortError>,
+    ) -> Option<Result<Vec<f64>, PortError>> {
+        let timed = self.record(pass).and_then(|r| {
+            self.time_passes("(recorded pass)", runs, per_pass, || self.replay(&r))
+                .map_err(PortError::from)
+        });
+        Some(timed)
     }
 
     fn time_copy(
