@@ -49,8 +49,10 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::MoeGateup4Bit,
         ptx_bytes: 4,
-        scratch_bytes: 8,
-        reason: LIBM_FORCE_EVAL,
+        scratch_bytes: 16,
+        reason: "libm's expf force_eval! (GeGLU's tanhf), one f32 on the saturating branches \
+                 only; on gfx942 also two VGPRs of the f16 entry, spilled under the 128-VGPR \
+                 budget by the two units of gate and up words a lane holds in flight",
     },
     LocalMemory {
         kernel: KernelId::MoeGateup8Bit,

@@ -4,8 +4,11 @@
 //! shapes; bitwise determinism over reruns and invariance over rows per block on every
 //! backend present; bad inputs refused before any launch with the output untouched.
 
+use kiln::math::kernels::moe_combine::MoeCombineParams;
+use kiln::math::kernels::moe_experts::MoeParams;
+use kiln::math::kernels::qlinear::scale_code;
 use kiln::math::Element;
-use kiln::ops::{self, MoeActivation, MoeExperts, QuantizedWeight};
+use kiln::ops::{self, kernel, MoeActivation, MoeExperts, QuantizedWeight};
 use kiln::quant::{dequantize, quantize, AffineFormat, AffineTensor};
 use kiln::{Backend, DType, Device, PortError, SimConfig, Tensor};
 use kiln_tests::{poisoned, seed, test_devices, untouched};
@@ -150,7 +153,7 @@ fn run(dev: &Device, l: &Layer, x: &[f32], ids: &[u32], scores: &[f32], rpb: u32
     let xt = Tensor::from_f32(dev, DType::Bf16, &[tokens, l.din], x).unwrap();
     let mut out = poisoned(dev, DType::Bf16, &[tokens, l.din]);
     let ran = ops::moe_experts(dev, &xt, &experts, ids, scores, rpb, &mut out).unwrap();
-    assert!(!ran.up.is_fallback() && !ran.down.is_fallback() && !ran.combine.is_fallback());
+    assert!(!ran.up.is_fallback() && !ran.down.is_fallback());
     out.to_f32_vec().unwrap()
 }
 
@@ -268,20 +271,7 @@ fn moe_experts_match_the_dense_f32_reference_at_model_shapes() {
 #[test]
 fn moe_experts_are_bitwise_deterministic_and_independent_of_rows_per_block() {
     let s = seed("moe_experts_are_bitwise_deterministic_and_independent_of_rows_per_block");
-    // Every backend present but the default sims, and the sim at each wave with a block of a
-    // few waves that is not a power of two (its waves take a block's rows in turns): the
-    // sim's one thread per lane makes the default 256-thread blocks slow to run many times.
-    let mut devices: Vec<Device> = test_devices()
-        .into_iter()
-        .filter(|d| d.backend() != Backend::Sim)
-        .collect();
-    for (wave, block) in [(4, 12), (8, 24), (32, 96), (64, 192)] {
-        let cfg = SimConfig {
-            block: Some(block),
-            ..SimConfig::new(wave)
-        };
-        devices.push(Device::sim_with(cfg).unwrap());
-    }
+    let devices = small_block_devices();
     let cases = [
         (MoeActivation::SwiGlu, 4, 6, 2),
         (MoeActivation::GeGlu, 8, 4, 1),
@@ -331,6 +321,136 @@ fn moe_experts_are_bitwise_deterministic_and_independent_of_rows_per_block() {
         }
     }
 }
+
+/// Every backend present but the default sims, and the sim at each wave with a block of a few
+/// waves that is not a power of two (its waves take a block's rows in turns): the sim's one
+/// thread per lane makes the default 256-thread blocks slow to run many times.
+fn small_block_devices() -> Vec<Device> {
+    let mut devices: Vec<Device> = test_devices()
+        .into_iter()
+        .filter(|d| d.backend() != Backend::Sim)
+        .collect();
+    for (wave, block) in [(4, 12), (8, 24), (32, 96), (64, 192)] {
+        let cfg = SimConfig {
+            block: Some(block),
+            ..SimConfig::new(wave)
+        };
+        devices.push(Device::sim_with(cfg).unwrap());
+    }
+    devices
+}
+
+#[test]
+fn moe_down_sum_is_moe_combine_of_moe_down_bit_for_bit() {
+    let s = seed("moe_down_sum_is_moe_combine_of_moe_down_bit_for_bit");
+    let (e, k, din, dff, tokens) = (4, 3, 64, 64, 2);
+    let devices = small_block_devices();
+    for (i, bits) in [4u32, 6, 8].into_iter().enumerate() {
+        let l = layer(
+            s ^ (i as u64 + 200),
+            e,
+            din,
+            dff,
+            MoeActivation::Relu2,
+            4,
+            bits,
+            32,
+            DType::Bf16,
+        );
+        let mut state = s.wrapping_add(31 * i as u64);
+        let act = weights(&mut state, tokens * k * dff);
+        let (mut ids, scores) = routing(&mut state, tokens, k, e);
+        // An unknown expert adds nothing (the kernels' contract; ops refuse such ids).
+        ids[1] = e as u32 + 2;
+        let p = MoeParams {
+            group_size: 32,
+            scale_dtype: scale_code(DType::Bf16),
+            rows_per_block: 3,
+            ..MoeParams::default()
+        };
+        for dev in &devices {
+            let down = QuantizedWeight::upload(dev, &l.down).unwrap();
+            let (q, scales, biases) = down.buffers();
+            let q = q.reshape(&[e, din, q.shape()[1]]).unwrap();
+            let ids = Tensor::from_slice(dev, &[tokens, k], &ids).unwrap();
+            let scores = Tensor::from_slice(dev, &[tokens, k], &scores).unwrap();
+            let act = Tensor::from_slice(dev, &[tokens, k, dff], &act).unwrap();
+            let mut partial = poisoned(dev, DType::F32, &[tokens, k, din]);
+            let (down_ran, sum_kernel) = match bits {
+                4 => (
+                    kernel::moe_down_4bit(
+                        dev,
+                        &p,
+                        &ids,
+                        &q,
+                        scales,
+                        biases,
+                        &act,
+                        &scores,
+                        &mut partial,
+                    ),
+                    kernel::moe_down_sum_4bit as SumLauncher,
+                ),
+                6 => (
+                    kernel::moe_down_6bit(
+                        dev,
+                        &p,
+                        &ids,
+                        &q,
+                        scales,
+                        biases,
+                        &act,
+                        &scores,
+                        &mut partial,
+                    ),
+                    kernel::moe_down_sum_6bit as SumLauncher,
+                ),
+                _ => (
+                    kernel::moe_down_8bit(
+                        dev,
+                        &p,
+                        &ids,
+                        &q,
+                        scales,
+                        biases,
+                        &act,
+                        &scores,
+                        &mut partial,
+                    ),
+                    kernel::moe_down_sum_8bit as SumLauncher,
+                ),
+            };
+            down_ran.unwrap();
+            for dtype in [DType::F32, DType::F16, DType::Bf16] {
+                let mut want = poisoned(dev, dtype, &[tokens, din]);
+                kernel::moe_combine(dev, &MoeCombineParams::default(), &partial, &mut want)
+                    .unwrap();
+                let mut got = poisoned(dev, dtype, &[tokens, din]);
+                sum_kernel(dev, &p, &ids, &q, scales, biases, &act, &scores, &mut got).unwrap();
+                assert!(
+                    got.to_bytes().unwrap() == want.to_bytes().unwrap(),
+                    "{bits}-bit down, {} out on {}: the fused sum differs from moe_combine's",
+                    dtype.name(),
+                    dev.name()
+                );
+                assert!(!untouched(&got), "nothing written");
+            }
+        }
+    }
+}
+
+/// The signature of the `moe_down_sum_<b>bit` launchers.
+type SumLauncher = fn(
+    &Device,
+    &MoeParams,
+    &Tensor,
+    &Tensor,
+    &Tensor,
+    &Tensor,
+    &Tensor,
+    &Tensor,
+    &mut Tensor,
+) -> Result<kiln::launch::Ran, PortError>;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

@@ -1,14 +1,15 @@
 //! Fused decode MoE experts (spec §7): [`MoeExperts`] holds one layer's stacked experts in
-//! MLX's affine layout and [`moe_experts`] runs the routed tokens through them in three
-//! launches — the gate/up pair (or fc1) with its activation into f32 `act_g`, down with the
-//! scores applied into f32 partials per slot, and their K-sum rounded to the activation dtype
-//! once. Routing is the caller's: each token brings its K expert ids and normalized scores.
+//! MLX's affine layout and [`moe_experts`] runs the routed tokens through them in two
+//! launches — the gate/up pair (or fc1) with its activation into f32 `act_g`, then down with
+//! each slot's score applied in f32 and the K-sum rounded to the activation dtype once
+//! (`moe_down_sum`: bit for bit `moe_combine` over `moe_down`'s f32 partials, which never
+//! reach memory). Routing is the caller's: each token brings its K expert ids and normalized
+//! scores.
 
 use super::kernel;
 use super::QuantizedWeight;
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
-use kiln_math::kernels::moe_combine::MoeCombineParams;
 use kiln_math::kernels::moe_experts::{MoeParams, ACT_GEGLU, ACT_SWIGLU};
 use kiln_math::kernels::moe_route::{MoeRouteParams, MODE_SIGMOID_BIAS, MODE_SOFTMAX};
 use kiln_math::kernels::qlinear::scale_code;
@@ -50,9 +51,9 @@ fn first_kernel(activation: MoeActivation, bits: u32) -> Option<KernelId> {
 
 fn down_kernel(bits: u32) -> Option<KernelId> {
     Some(match bits {
-        4 => KernelId::MoeDown4Bit,
-        6 => KernelId::MoeDown6Bit,
-        8 => KernelId::MoeDown8Bit,
+        4 => KernelId::MoeDownSum4Bit,
+        6 => KernelId::MoeDownSum6Bit,
+        8 => KernelId::MoeDownSum8Bit,
         _ => return None,
     })
 }
@@ -151,21 +152,18 @@ impl MoeExperts {
 pub struct MoeRan {
     /// The gate/up pair or fc1.
     pub up: Ran,
-    /// Down.
+    /// Down with the K-sum.
     pub down: Ran,
-    /// The K-sum.
-    pub combine: Ran,
 }
 
-/// Scratch bytes a [`moe_experts`] call over `tokens × k` slots takes (ids, scores, `act_g`
-/// and the partials), for [`Device::reserve_scratch`].
+/// Scratch bytes a [`moe_experts`] call over `tokens × k` slots takes (ids, scores and
+/// `act_g`), for [`Device::reserve_scratch`].
 pub fn moe_scratch_bytes(experts: &MoeExperts, tokens: usize, k: usize) -> usize {
     let slots = tokens * k;
     crate::scratch_bytes(&[
         (DType::U32, slots),
         (DType::F32, slots),
         (DType::F32, slots * experts.dff()),
-        (DType::F32, slots * experts.din()),
     ])
 }
 
@@ -215,17 +213,7 @@ pub fn moe_experts(
     let ids = scratch.upload(ids)?.reshape(&[tokens, k])?;
     let scores = scratch.upload(scores)?.reshape(&[tokens, k])?;
     let mut act_g = scratch.tensor(DType::F32, &[tokens, k, experts.dff()])?;
-    let mut partial = scratch.tensor(DType::F32, &[tokens, k, experts.din()])?;
-    experts.launch_all(
-        dev,
-        x,
-        &ids,
-        &scores,
-        rows_per_block,
-        &mut act_g,
-        &mut partial,
-        out,
-    )
+    experts.launch_all(dev, x, &ids, &scores, rows_per_block, &mut act_g, out)
 }
 
 /// [`moe_experts`] with the routing already on the device (from [`moe_route`]): `ids [T, K]`
@@ -253,17 +241,7 @@ pub fn moe_experts_routed(
     experts.check(x, k)?;
     let mut scratch = dev.scratch(moe_scratch_bytes(experts, tokens, k))?;
     let mut act_g = scratch.tensor(DType::F32, &[tokens, k, experts.dff()])?;
-    let mut partial = scratch.tensor(DType::F32, &[tokens, k, experts.din()])?;
-    experts.launch_all(
-        dev,
-        x,
-        ids,
-        scores,
-        rows_per_block,
-        &mut act_g,
-        &mut partial,
-        out,
-    )
+    experts.launch_all(dev, x, ids, scores, rows_per_block, &mut act_g, out)
 }
 
 /// A router's rule (see `kiln_math::kernels::moe_route`).
@@ -348,7 +326,7 @@ impl MoeExperts {
         Ok(())
     }
 
-    /// The three launches over device ids and scores and the temporaries.
+    /// The two launches over device ids and scores and the `act_g` temporary.
     #[allow(clippy::too_many_arguments)]
     fn launch_all(
         &self,
@@ -358,7 +336,6 @@ impl MoeExperts {
         scores: &Tensor,
         rows_per_block: u32,
         act_g: &mut Tensor,
-        partial: &mut Tensor,
         out: &mut Tensor,
     ) -> Result<MoeRan, PortError> {
         let params = |w: &QuantizedWeight, act: u32| MoeParams {
@@ -422,10 +399,9 @@ impl MoeExperts {
             Arg::In(db),
             Arg::In(act_g),
             Arg::In(scores),
-            Arg::Out(partial),
+            Arg::Out(out),
         ];
         let down = launch(dev, down_kernel, p.words(), &mut args, Mode::Auto)?;
-        let combine = kernel::moe_combine(dev, &MoeCombineParams::default(), partial, out)?;
-        Ok(MoeRan { up, down, combine })
+        Ok(MoeRan { up, down })
     }
 }

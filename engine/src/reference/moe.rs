@@ -124,3 +124,39 @@ pub fn down<T: Element>(
         }
     }
 }
+
+/// `out [T, Din] = rnd_T(Σ_k scores[t, k]·(down_e · act_g[t, k, :]))`: [`down`]'s products
+/// summed over the slots in f64 and rounded once (an unknown expert's slot adds nothing).
+#[allow(clippy::too_many_arguments)]
+pub fn down_sum<T: Element>(
+    p: &MoeParams,
+    bits: u32,
+    indices: &[u32],
+    w_q: &[u32],
+    scales: &[u32],
+    biases: &[u32],
+    act_g: &[f32],
+    scores: &[f32],
+    out: &mut [T],
+) {
+    let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    for (t, row) in out.chunks_mut(din).enumerate().take(p.tokens as usize) {
+        let mut sums = vec![0.0f64; din];
+        for s in t * k..(t + 1) * k {
+            let Some(e) = expert(p, indices, s) else {
+                continue;
+            };
+            let a: Vec<f64> = act_g[s * dff..(s + 1) * dff]
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            for (h, sum) in sums.iter_mut().enumerate() {
+                let w = dequant_row(p, bits, w_q, scales, biases, e * din + h, dff);
+                *sum += scores[s] as f64 * dot(&a, &w);
+            }
+        }
+        for (o, sum) in row.iter_mut().zip(sums) {
+            *o = T::from_f32(sum as f32);
+        }
+    }
+}

@@ -16,6 +16,8 @@ pub mod qlinear;
 pub mod qlinear_mma;
 // The body of the MoE expert entries.
 pub mod moe_experts;
+// The body of the `moe_down_sum_<b>bit` entries: down and the K-sum in one launch.
+pub mod moe_down_sum;
 // Per-element decoding of the affine layout, for `embedding_affine`; its docs are its own `//!`.
 pub mod affine_codes;
 
@@ -120,6 +122,16 @@ macro_rules! for_each_kernel {
             moe_down_8bit: MoeDown8Bit [f32]
                 (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
                  down_biases: Src<u32>, act_g: Src<T>, scores: Src<T>, partial: Dst<T>);
+            // Down and the K-sum in one launch: `moe_combine(moe_down(…))` bit for bit.
+            moe_down_sum_4bit: MoeDownSum4Bit [f32, f16, bf16]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<f32>, scores: Src<f32>, out: Dst<T>);
+            moe_down_sum_6bit: MoeDownSum6Bit [f32, f16, bf16]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<f32>, scores: Src<f32>, out: Dst<T>);
+            moe_down_sum_8bit: MoeDownSum8Bit [f32, f16, bf16]
+                (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
+                 down_biases: Src<u32>, act_g: Src<f32>, scores: Src<f32>, out: Dst<T>);
             // Each token's top-k experts and their scores from its router logits.
             moe_route: MoeRoute [f32, f16, bf16]
                 (logits: Src<T>, correction_bias: Src<f32>, ids: Dst<u32>, scores: Dst<f32>);

@@ -49,7 +49,7 @@ pub const MAX_ROWS_PER_BLOCK: u32 = 32;
 
 /// Threads per row a block is sized for: one wave of a 32-wide GPU per row; wider waves take
 /// several rows in turn, narrower ones split the block otherwise.
-const THREADS_PER_ROW: u32 = 32;
+pub(crate) const THREADS_PER_ROW: u32 = 32;
 
 crate::params! {
     /// Params of the MoE expert kernels.
@@ -78,7 +78,7 @@ crate::params! {
 }
 
 /// The checks every expert kernel makes of its format and rows per block.
-fn bind_format(p: &mut MoeParams) -> Result<(), ShapeError> {
+pub(crate) fn bind_format(p: &mut MoeParams) -> Result<(), ShapeError> {
     check_format(p.group_size, p.scale_dtype)?;
     if p.rows_per_block == 0 || p.rows_per_block > MAX_ROWS_PER_BLOCK {
         return Err(ShapeError::Range {
@@ -93,7 +93,7 @@ fn bind_format(p: &mut MoeParams) -> Result<(), ShapeError> {
 }
 
 /// `[T, K]` of `indices`, bound into `p.tokens` and `p.k`.
-fn bind_slots(p: &mut MoeParams, indices: &[usize]) -> Result<(), ShapeError> {
+pub(crate) fn bind_slots(p: &mut MoeParams, indices: &[usize]) -> Result<(), ShapeError> {
     let &[t, k] = indices else {
         return Err(ShapeError::Invalid(
             "indices must be two-dimensional: [T, K]",
@@ -108,7 +108,7 @@ fn bind_slots(p: &mut MoeParams, indices: &[usize]) -> Result<(), ShapeError> {
 
 /// A stacked projection `w_q [E, R, C·bits/32]` with its scales and biases; returns
 /// `(E, R, C)` once `C` (from `cols`, the reduced axis) checks against the format.
-fn bind_weights(
+pub(crate) fn bind_weights(
     p: &MoeParams,
     what: &'static str,
     w_q: &[usize],
@@ -160,7 +160,7 @@ fn bind_weights(
 }
 
 /// `[T, K, n]` of an f32 per-slot buffer.
-fn bind_per_slot(
+pub(crate) fn bind_per_slot(
     p: &MoeParams,
     what: &'static str,
     s: &[usize],
@@ -442,7 +442,7 @@ pub fn moe_down<T: Element, B: Block, const BITS: usize>(
 /// The expert of `slot` and whether it is in range (an unknown one reads expert 0's offsets,
 /// and nothing).
 #[inline(always)]
-fn expert_of(p: &MoeParams, indices: Src<u32>, slot: usize) -> (usize, bool) {
+pub(crate) fn expert_of(p: &MoeParams, indices: Src<u32>, slot: usize) -> (usize, bool) {
     let e = indices.get(slot) as usize;
     let known = e < p.experts as usize;
     (if known { e } else { 0 }, known)
@@ -471,14 +471,16 @@ fn activation(act: u32, g: f32, u: f32) -> f32 {
 }
 
 /// One lane's share of the dot products of row `row` of projection one (and of projection two
-/// when `two`) with the `cols` elements of `x` from `x_at`: units `lane, lane + wave, …`;
-/// `wide` is a constant in each caller's copy.
+/// when `two`) with the `cols` elements of `x` from `x_at`: units `lane, lane + wave, …`, in
+/// that order; `wide` is a constant in each caller's copy. At 4 bits and below two units'
+/// words are asked for before either is used, so a lane has both in flight (a decode row is
+/// one or two units a lane: one DRAM round trip instead of two).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn lane_sums<T: Element, B: Block, const BITS: usize>(
+pub(crate) fn lane_sums<X: Element, B: Block, const BITS: usize>(
     b: &B,
     p: &MoeParams,
-    x: Src<T>,
+    x: Src<X>,
     x_at: usize,
     cols: u32,
     one_q: Src<u32>,
@@ -495,93 +497,192 @@ fn lane_sums<T: Element, B: Block, const BITS: usize>(
     let units = cols as usize / UNIT;
     let words_at = row * units * BITS;
     let groups_at = row * (cols as usize >> p.group_log2);
+    let wave = B::WAVE as usize;
     let mut acc = (0.0f32, 0.0f32);
+    // Wider codes already bring twice the bytes a unit (and the registers to hold them).
+    let ahead = BITS <= 4;
+    let step = if ahead { 2 * wave } else { wave };
     let mut u = b.lane() as usize;
     while u < units {
-        let col = u * UNIT;
-        let xs = unit_x(x, x_at + col, wide);
-        let w = load_words(one_q, words_at + u * BITS, wide, bits);
-        acc.0 = unit_dot(p, w, xs, one_scales, one_biases, groups_at, col, acc.0);
+        let later = u + wave;
+        let has_later = ahead && later < units;
+        let first_one = load_words(one_q, words_at + u * BITS, wide, bits);
+        let mut first_two = bits;
+        let mut later_one = bits;
+        let mut later_two = bits;
         if two {
-            let w = load_words(two_q, words_at + u * BITS, wide, bits);
-            acc.1 = unit_dot(p, w, xs, two_scales, two_biases, groups_at, col, acc.1);
+            first_two = load_words(two_q, words_at + u * BITS, wide, bits);
         }
-        u += B::WAVE as usize;
+        if has_later {
+            later_one = load_words(one_q, words_at + later * BITS, wide, bits);
+            if two {
+                later_two = load_words(two_q, words_at + later * BITS, wide, bits);
+            }
+        }
+        acc = unit_dots(
+            p,
+            unit_x(x, x_at + u * UNIT, wide),
+            u * UNIT,
+            first_one,
+            one_scales,
+            one_biases,
+            first_two,
+            two_scales,
+            two_biases,
+            groups_at,
+            two,
+            acc,
+        );
+        if has_later {
+            acc = unit_dots(
+                p,
+                unit_x(x, x_at + later * UNIT, wide),
+                later * UNIT,
+                later_one,
+                one_scales,
+                one_biases,
+                later_two,
+                two_scales,
+                two_biases,
+                groups_at,
+                two,
+                acc,
+            );
+        }
+        u += step;
     }
     acc
 }
 
-/// The 32 elements of `x` of a unit, widened, as four chunks of [`X_CHUNK`].
+/// `acc` plus one unit (at column `col`) of projection one (and two when `two`) with the
+/// unit's 32 elements of `x` (`xs`, widened, four chunks of [`X_CHUNK`]).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn unit_x<T: Element>(x: Src<T>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
-    let mut xs = [[0.0f32; X_CHUNK]; 4];
-    let mut c = 0;
-    while c < 4 {
-        let xc = x_chunk(x, at + c * X_CHUNK, wide);
-        let mut j = 0;
-        while j < X_CHUNK {
-            xs[c][j] = xc[j].widen();
-            j += 1;
-        }
-        c += 1;
+pub(crate) fn unit_dots<const BITS: usize>(
+    p: &MoeParams,
+    xs: [[f32; X_CHUNK]; 4],
+    col: usize,
+    one: [u32; BITS],
+    one_scales: Src<u32>,
+    one_biases: Src<u32>,
+    other: [u32; BITS],
+    other_scales: Src<u32>,
+    other_biases: Src<u32>,
+    groups_at: usize,
+    two: bool,
+    acc: (f32, f32),
+) -> (f32, f32) {
+    // The chunks are four calls, not a loop: each chunk's word indices stay constants.
+    let (a0, b0, s0) = chunk_dots(one, other, xs[0], 0, two);
+    let (a1, b1, s1) = chunk_dots(one, other, xs[1], X_CHUNK, two);
+    let (a2, b2, s2) = chunk_dots(one, other, xs[2], 2 * X_CHUNK, two);
+    let (a3, b3, s3) = chunk_dots(one, other, xs[3], 3 * X_CHUNK, two);
+    let sums = [s0, s1, s2, s3];
+    let levels = (1u32 << BITS as u32) as f32;
+    let first = unit_fold(
+        p,
+        levels,
+        one_scales,
+        one_biases,
+        groups_at,
+        col,
+        [a0, a1, a2, a3],
+        sums,
+        acc.0,
+    );
+    let second = if two {
+        unit_fold(
+            p,
+            levels,
+            other_scales,
+            other_biases,
+            groups_at,
+            col,
+            [b0, b1, b2, b3],
+            sums,
+            acc.1,
+        )
+    } else {
+        acc.1
+    };
+    (first, second)
+}
+
+/// The 32 elements of `x` of a unit from `at`, widened, as four chunks of [`X_CHUNK`].
+#[inline(always)]
+fn unit_x<X: Element>(x: Src<X>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
+    [
+        widened(x_chunk(x, at, wide)),
+        widened(x_chunk(x, at + X_CHUNK, wide)),
+        widened(x_chunk(x, at + 2 * X_CHUNK, wide)),
+        widened(x_chunk(x, at + 3 * X_CHUNK, wide)),
+    ]
+}
+
+/// A chunk of `x` widened to f32.
+#[inline(always)]
+fn widened<X: Element>(c: [X; X_CHUNK]) -> [f32; X_CHUNK] {
+    let mut xs = [0.0f32; X_CHUNK];
+    let mut j = 0;
+    while j < X_CHUNK {
+        xs[j] = c[j].widen();
+        j += 1;
     }
     xs
 }
 
-/// `acc` plus one unit's `Σ(s·q + b)·x` of a row: per chunk the centred code floats
-/// `f − 1.5` (`f = 1 + q·2^-BITS`) meet `x` in one FMA each, and per scale span (16 codes for
-/// groups of 16, else the unit) the sums fold in as `s·2^BITS·Σ(f − 1.5)·x + (b +
-/// s·2^(BITS−1))·Σx` (the `qlinear` form).
+/// `(Σ(f − 1.5)·x` of projection one, of projection two (0 unless `two`), `Σx)` over the
+/// chunk of [`X_CHUNK`] codes at `first` of a unit.
+#[inline(always)]
+fn chunk_dots<const BITS: usize>(
+    one: [u32; BITS],
+    other: [u32; BITS],
+    x: [f32; X_CHUNK],
+    first: usize,
+    two: bool,
+) -> (f32, f32, f32) {
+    let mut dot_one = 0.0f32;
+    let mut dot_two = 0.0f32;
+    let mut sum = 0.0f32;
+    let mut j = 0;
+    while j < X_CHUNK {
+        dot_one = crate::mul_add(code_float(one, first + j) - 1.5, x[j], dot_one);
+        if two {
+            dot_two = crate::mul_add(code_float(other, first + j) - 1.5, x[j], dot_two);
+        }
+        sum += x[j];
+        j += 1;
+    }
+    (dot_one, dot_two, sum)
+}
+
+/// `acc` plus one unit's `Σ(s·q + b)·x` of a row from its chunks' `Σ(f − 1.5)·x` (`dots`) and
+/// `Σx` (`sums`), `f = 1 + q/levels`, `levels = 2^bits`: per scale span (16 codes for groups of 16, else the
+/// unit) `s·levels·Σ(f − 1.5)·x + (b + s·levels/2)·Σx` (the `qlinear` form).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn unit_dot<const BITS: usize>(
+fn unit_fold(
     p: &MoeParams,
-    w: [u32; BITS],
-    xs: [[f32; X_CHUNK]; 4],
+    levels: f32,
     scales: Src<u32>,
     biases: Src<u32>,
     groups_at: usize,
     col: usize,
+    dots: [f32; 4],
+    sums: [f32; 4],
     acc: f32,
 ) -> f32 {
-    // The chunks are four calls, not a loop: each chunk's word indices stay constants.
-    let (d0, s0) = chunk_dot(w, xs[0], 0);
-    let (d1, s1) = chunk_dot(w, xs[1], X_CHUNK);
-    let (d2, s2) = chunk_dot(w, xs[2], 2 * X_CHUNK);
-    let (d3, s3) = chunk_dot(w, xs[3], 3 * X_CHUNK);
-    let levels = (1u32 << BITS as u32) as f32;
     let group = groups_at + (col >> p.group_log2);
     if p.group_size as usize == UNIT / 2 {
-        let acc = fold(p, scales, biases, group, levels, d0 + d1, s0 + s1, acc);
-        fold(p, scales, biases, group + 1, levels, d2 + d3, s2 + s3, acc)
+        let (d, s) = (dots[0] + dots[1], sums[0] + sums[1]);
+        let acc = fold(p, scales, biases, group, levels, d, s, acc);
+        let (d, s) = (dots[2] + dots[3], sums[2] + sums[3]);
+        fold(p, scales, biases, group + 1, levels, d, s, acc)
     } else {
-        let dot = (d0 + d1) + (d2 + d3);
-        fold(
-            p,
-            scales,
-            biases,
-            group,
-            levels,
-            dot,
-            (s0 + s1) + (s2 + s3),
-            acc,
-        )
+        let dot = (dots[0] + dots[1]) + (dots[2] + dots[3]);
+        let sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+        fold(p, scales, biases, group, levels, dot, sum, acc)
     }
-}
-
-/// `(Σ(f − 1.5)·x, Σx)` over the chunk of [`X_CHUNK`] codes at `first` of a unit.
-#[inline(always)]
-fn chunk_dot<const BITS: usize>(w: [u32; BITS], x: [f32; X_CHUNK], first: usize) -> (f32, f32) {
-    let mut dot = 0.0f32;
-    let mut sum = 0.0f32;
-    let mut j = 0;
-    while j < X_CHUNK {
-        let centred = code_float(w, first + j) - 1.5;
-        dot = crate::mul_add(centred, x[j], dot);
-        sum += x[j];
-        j += 1;
-    }
-    (dot, sum)
 }
 
 /// `acc + s·levels·dot + (b + s·levels/2)·sum` with scale and bias `e`, `levels = 2^bits`.

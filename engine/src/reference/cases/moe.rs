@@ -21,6 +21,15 @@ pub enum Kind {
     Fc1,
     /// `moe_down_<b>bit`.
     Down,
+    /// `moe_down_sum_<b>bit`: down's buffers with `out [T, Din]` in `T` for the partials.
+    DownSum,
+}
+
+impl Kind {
+    /// Whether the kernel reads `act_g` and the scores (down, with or without the sum).
+    fn is_down(self) -> bool {
+        matches!(self, Kind::Down | Kind::DownSum)
+    }
 }
 
 /// One expert case: `t` tokens routed to `ids.len() / t` experts each, of `e` stacked experts
@@ -58,7 +67,7 @@ fn experts(
     )
 }
 
-fn case(kind: Kind, bits: u32, s: &Shape) -> Case {
+fn case(kind: Kind, bits: u32, dtype: DType, s: &Shape) -> Case {
     let format = AffineFormat::new(bits, s.gs, s.scale_dtype).expect("a supported format");
     let k = s.ids.len() / s.t;
     let act = match (kind, s.act) {
@@ -81,15 +90,15 @@ fn case(kind: Kind, bits: u32, s: &Shape) -> Case {
     let mut fill = Vec::new();
     let projections = match kind {
         Kind::GateUp => 2,
-        Kind::Fc1 | Kind::Down => 1,
+        Kind::Fc1 | Kind::Down | Kind::DownSum => 1,
     };
-    if kind != Kind::Down {
+    if !kind.is_down() {
         shapes.push(vec![s.t, s.din]);
         fill.push(Fill::normal(0.0, 1.0));
     }
     shapes.push(vec![s.t, k]);
     fill.push(ids);
-    let (rows, cols) = if kind == Kind::Down {
+    let (rows, cols) = if kind.is_down() {
         (s.din, s.dff)
     } else {
         (s.dff, s.din)
@@ -99,8 +108,13 @@ fn case(kind: Kind, bits: u32, s: &Shape) -> Case {
         fill.extend(f);
         shapes.extend(sh);
     }
-    if kind == Kind::Down {
-        shapes.extend([vec![s.t, k, s.dff], vec![s.t, k], vec![s.t, k, s.din]]);
+    if kind.is_down() {
+        let out = if kind == Kind::Down {
+            vec![s.t, k, s.din]
+        } else {
+            vec![s.t, s.din]
+        };
+        shapes.extend([vec![s.t, k, s.dff], vec![s.t, k], out]);
         fill.extend([
             Fill::normal(0.0, 1.0),
             Fill::Uniform { lo: 0.0, hi: 1.0 },
@@ -110,9 +124,15 @@ fn case(kind: Kind, bits: u32, s: &Shape) -> Case {
         shapes.push(vec![s.t, k, s.dff]);
         fill.push(Fill::Output);
     }
-    // The outputs are f32 whatever T is (x widens exactly): the f32 linear-layer budget.
+    // Only the sum is rounded to T; every other output is f32 whatever T is (x widens
+    // exactly): the linear-layer budget of the output's dtype.
+    let out_dtype = if kind == Kind::DownSum {
+        dtype
+    } else {
+        DType::F32
+    };
     let mut checks = vec![Check::None; fill.len() - 1];
-    checks.push(linear_tolerance(DType::F32));
+    checks.push(linear_tolerance(out_dtype));
     Case {
         label,
         shapes,
@@ -136,7 +156,7 @@ fn case(kind: Kind, bits: u32, s: &Shape) -> Case {
 /// over row counts that leave a ragged last block (up to 32 in tests/tests/moe.rs: a block of
 /// 1024 sim threads is slow), and both activations of the gate/up pair.
 /// Din and Dff are whole groups (MLX quantizes whole groups), so the same shapes serve down.
-pub fn cases(kind: Kind, bits: u32) -> Vec<Case> {
+pub fn cases(kind: Kind, bits: u32, dtype: DType) -> Vec<Case> {
     let shapes = [
         Shape {
             gs: 64,
@@ -194,7 +214,7 @@ pub fn cases(kind: Kind, bits: u32) -> Vec<Case> {
             ids: &[1, 0],
         },
     ];
-    shapes.iter().map(|s| case(kind, bits, s)).collect()
+    shapes.iter().map(|s| case(kind, bits, dtype, s)).collect()
 }
 
 /// A bench case: one token routed to `k` distinct experts of a model with `of` at
@@ -215,7 +235,7 @@ fn bench_case(
 ) -> Case {
     let e = k;
     let format = AffineFormat::new(bits, 64, dtype).expect("a supported format");
-    let (rows, cols) = if kind == Kind::Down {
+    let (rows, cols) = if kind.is_down() {
         (din, dff)
     } else {
         (dff, din)
@@ -244,7 +264,7 @@ fn bench_case(
     };
     let mut shapes = Vec::new();
     let mut fill = Vec::new();
-    if kind != Kind::Down {
+    if !kind.is_down() {
         shapes.push(vec![1, din]);
         fill.push(Fill::normal(0.0, 1.0));
     }
@@ -254,8 +274,13 @@ fn bench_case(
     if kind == Kind::GateUp {
         projection(&mut shapes, &mut fill);
     }
-    if kind == Kind::Down {
-        shapes.extend([vec![1, k, dff], vec![1, k], vec![1, k, din]]);
+    if kind.is_down() {
+        let out = if kind == Kind::Down {
+            vec![1, k, din]
+        } else {
+            vec![1, din]
+        };
+        shapes.extend([vec![1, k, dff], vec![1, k], out]);
         fill.extend([
             Fill::normal(0.0, 1.0),
             Fill::Uniform { lo: 0.0, hi: 1.0 },

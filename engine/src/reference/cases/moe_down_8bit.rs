@@ -5,8 +5,8 @@ use crate::case::Case;
 use kiln_math::DType;
 
 /// The parity cases.
-pub fn cases(_dtype: DType) -> Vec<Case> {
-    super::moe::cases(Kind::Down, 8)
+pub fn cases(dtype: DType) -> Vec<Case> {
+    super::moe::cases(Kind::Down, 8, dtype)
 }
 
 /// One token at model shapes, scales in bf16 (MLX's usual checkpoint dtype; `T` is f32).

@@ -5,8 +5,8 @@ use crate::case::Case;
 use kiln_math::DType;
 
 /// The parity cases (the same at every dtype: the outputs are f32).
-pub fn cases(_dtype: DType) -> Vec<Case> {
-    super::moe::cases(Kind::GateUp, 8)
+pub fn cases(dtype: DType) -> Vec<Case> {
+    super::moe::cases(Kind::GateUp, 8, dtype)
 }
 
 /// One token at model shapes.
