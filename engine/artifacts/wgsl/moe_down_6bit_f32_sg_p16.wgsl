@@ -22,6 +22,12 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct S_UnitScales {
+    first_scale: f32,
+    first_mid: f32,
+    second_scale: f32,
+    second_mid: f32,
+}
 struct kiln_tuple_f32_f32 {
     f0: f32,
     f1: f32,
@@ -164,43 +170,7 @@ fn k_load_words_7(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 
     }
     return w_1;
 }
-fn k_code_float_8(w_p: array<u32, 6>, i_p: u32) -> f32 {
-    var w_m: array<u32, 6> = w_p;
-    let bit_1: u32 = (i_p * 6u);
-    let word_2: u32 = (bit_1 / 32u);
-    let shift_3: u32 = ((bit_1 % 32u));
-    let top_4: u32 = (23u - 6u);
-    var ifv_5: u32;
-    if (shift_3 >= top_4) {
-        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
-    } else {
-        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
-    }
-    var placed_6: u32 = ifv_5;
-    if ((shift_3 + 6u) > 32u) {
-        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
-    }
-    let mask_7: u32 = (((((1u << 6u)) - 1u)) << top_4);
-    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
-}
-fn k_mul_add_9(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_chunk_dot_10(w_p: array<u32, 6>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
-    var w_m: array<u32, 6> = w_p;
-    var x_m: array<f32, 8> = x_p;
-    var dot_1: f32 = 0e0f;
-    var sum_2: f32 = 0e0f;
-    var j_3: u32 = 0u;
-    while (j_3 < 8u) {
-        let centred_4: f32 = (k_code_float_8(w_m, (first_p + j_3)) - 1.5e0f);
-        dot_1 = k_mul_add_9(centred_4, x_m[j_3], dot_1);
-        sum_2 = (sum_2 + x_m[j_3]);
-        j_3 = (j_3 + 1u);
-    }
-    return kiln_tuple_f32_f32(dot_1, sum_2);
-}
-fn k_f16_bits_to_f32_soft_11(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_8(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -231,95 +201,151 @@ fn k_f16_bits_to_f32_soft_11(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_12(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_11(self_v);
+fn k_widen_9(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_8(self_v);
 }
-fn k_to_f32_13(self_v: u32) -> f32 {
+fn k_to_f32_10(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_14(self_v: u32) -> f32 {
-    return k_to_f32_13(self_v);
+fn k_widen_11(self_v: u32) -> f32 {
+    return k_to_f32_10(self_v);
 }
-fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
+        ifv_2 = k_widen_9((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
+        ifv_2 = k_widen_9((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_fold_17(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let sc_1: f32 = (k_packed_scale_15(scales_v, kiln_meta[6u], e_p) * levels_p);
-    let mid_2: f32 = k_mul_add_9(sc_1, 5e-1f, k_packed_scale_16(biases_v, kiln_meta[6u], e_p));
-    let with_mid_3: f32 = k_mul_add_9(mid_2, sum_p, acc_p);
-    return k_mul_add_9(sc_1, dot_p, with_mid_3);
+fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
 }
-fn k_unit_dot_18(w_p: array<u32, 6>, xs_p: array<array<f32, 8>, 4>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32, acc_p: f32) -> f32 {
+fn k_span_scale_15(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_12(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_14(sc_1, 5e-1f, k_packed_scale_13(biases_v, scale_dtype_p, e_p)));
+}
+fn k_unit_scales_16(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+    let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let first_scale_3: f32 = t_2.f0;
+    let first_mid_4: f32 = t_2.f1;
+    var ifv_5: kiln_tuple_f32_f32;
+    if split_p {
+        ifv_5 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+    } else {
+        ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
+    }
+    let t_6: kiln_tuple_f32_f32 = ifv_5;
+    let second_scale_7: f32 = t_6.f0;
+    let second_mid_8: f32 = t_6.f1;
+    return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
+}
+fn k_code_float_17(w_p: array<u32, 6>, i_p: u32) -> f32 {
+    var w_m: array<u32, 6> = w_p;
+    let bit_1: u32 = (i_p * 6u);
+    let word_2: u32 = (bit_1 / 32u);
+    let shift_3: u32 = ((bit_1 % 32u));
+    let top_4: u32 = (23u - 6u);
+    var ifv_5: u32;
+    if (shift_3 >= top_4) {
+        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
+    } else {
+        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
+    }
+    var placed_6: u32 = ifv_5;
+    if ((shift_3 + 6u) > 32u) {
+        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
+    }
+    let mask_7: u32 = (((((1u << 6u)) - 1u)) << top_4);
+    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
+}
+fn k_chunk_dot_18(w_p: array<u32, 6>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+    var w_m: array<u32, 6> = w_p;
+    var x_m: array<f32, 8> = x_p;
+    var dot_1: f32 = 0e0f;
+    var sum_2: f32 = 0e0f;
+    var j_3: u32 = 0u;
+    while (j_3 < 8u) {
+        let centred_4: f32 = (k_code_float_17(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_14(centred_4, x_m[j_3], dot_1);
+        sum_2 = (sum_2 + x_m[j_3]);
+        j_3 = (j_3 + 1u);
+    }
+    return kiln_tuple_f32_f32(dot_1, sum_2);
+}
+fn k_fold_19(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_14(mid_p, sum_p, acc_p);
+    return k_mul_add_14(sc_p, dot_p, with_mid_1);
+}
+fn k_unit_dot_20(w_p: array<u32, 6>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
     var w_m: array<u32, 6> = w_p;
     var xs_m: array<array<f32, 8>, 4> = xs_p;
-    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_10(w_m, xs_m[0u], 0u);
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[0u], 0u);
     let d0_2: f32 = t_1.f0;
     let s0_3: f32 = t_1.f1;
-    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_10(w_m, xs_m[1u], 8u);
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[1u], 8u);
     let d1_5: f32 = t_4.f0;
     let s1_6: f32 = t_4.f1;
-    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_10(w_m, xs_m[2u], (2u * 8u));
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[2u], (2u * 8u));
     let d2_8: f32 = t_7.f0;
     let s2_9: f32 = t_7.f1;
-    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_10(w_m, xs_m[3u], (3u * 8u));
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[3u], (3u * 8u));
     let d3_11: f32 = t_10.f0;
     let s3_12: f32 = t_10.f1;
-    let levels_13: f32 = f32(((1u << 6u)));
-    let group_14: u32 = (groups_at_p + ((col_p >> kiln_meta[9u])));
-    var ifv_15: f32;
-    if (kiln_meta[5u] == (K_UNIT / 2u)) {
-        let acc_16: f32 = k_fold_17(scales_v, biases_v, group_14, levels_13, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
-        ifv_15 = k_fold_17(scales_v, biases_v, (group_14 + 1u), levels_13, (d2_8 + d3_11), (s2_9 + s3_12), acc_16);
+    var ifv_13: f32;
+    if split_p {
+        let acc_14: f32 = k_fold_19(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_19(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
     } else {
-        let dot_17: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
-        ifv_15 = k_fold_17(scales_v, biases_v, group_14, levels_13, dot_17, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+        let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
+        ifv_13 = k_fold_19(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
     }
-    return ifv_15;
+    return ifv_13;
 }
-fn k_lane_sums_19(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 6>, wide_p: bool) -> kiln_tuple_f32_f32 {
+fn k_lane_sums_21(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 6>, wide_p: bool) -> kiln_tuple_f32_f32 {
     var bits_m: array<u32, 6> = bits_p;
     let units_1: u32 = (cols_p / K_UNIT);
     let words_at_2: u32 = ((row_p * units_1) * 6u);
     let groups_at_3: u32 = (row_p * ((cols_p >> kiln_meta[9u])));
-    var acc_4: kiln_tuple_f32_f32 = kiln_tuple_f32_f32(0e0f, 0e0f);
-    var u_5: u32 = k_lane_3();
-    while (u_5 < units_1) {
-        let col_6: u32 = (u_5 * K_UNIT);
-        var xs_7: array<array<f32, 8>, 4> = k_unit_x_6(x_v, (x_at_p + col_6), wide_p);
-        var w_8: array<u32, 6> = k_load_words_7(one_q_v, (words_at_2 + (u_5 * 6u)), wide_p, bits_m);
-        acc_4.f0 = k_unit_dot_18(w_8, xs_7, one_scales_v, one_biases_v, groups_at_3, col_6, acc_4.f0);
+    let split_4: bool = (kiln_meta[5u] == (K_UNIT / 2u));
+    let levels_5: f32 = f32(((1u << 6u)));
+    var acc_6: kiln_tuple_f32_f32 = kiln_tuple_f32_f32(0e0f, 0e0f);
+    var u_7: u32 = k_lane_3();
+    while (u_7 < units_1) {
+        let col_8: u32 = (u_7 * K_UNIT);
+        var xs_9: array<array<f32, 8>, 4> = k_unit_x_6(x_v, (x_at_p + col_8), wide_p);
+        var w_10: array<u32, 6> = k_load_words_7(one_q_v, (words_at_2 + (u_7 * 6u)), wide_p, bits_m);
+        let spans_11: S_UnitScales = k_unit_scales_16(split_4, kiln_meta[9u], kiln_meta[6u], levels_5, one_scales_v, one_biases_v, groups_at_3, col_8);
+        acc_6.f0 = k_unit_dot_20(w_10, xs_9, spans_11, split_4, acc_6.f0);
         if two_p {
-            var w_9: array<u32, 6> = k_load_words_7(two_q_v, (words_at_2 + (u_5 * 6u)), wide_p, bits_m);
-            acc_4.f1 = k_unit_dot_18(w_9, xs_7, two_scales_v, two_biases_v, groups_at_3, col_6, acc_4.f1);
+            var w_12: array<u32, 6> = k_load_words_7(two_q_v, (words_at_2 + (u_7 * 6u)), wide_p, bits_m);
+            let spans_13: S_UnitScales = k_unit_scales_16(split_4, kiln_meta[9u], kiln_meta[6u], levels_5, two_scales_v, two_biases_v, groups_at_3, col_8);
+            acc_6.f1 = k_unit_dot_20(w_12, xs_9, spans_13, split_4, acc_6.f1);
         }
-        u_5 = (u_5 + KILN_WAVE);
+        u_7 = (u_7 + KILN_WAVE);
     }
-    return acc_4;
+    return acc_6;
 }
-fn k_wave_sum_20(v_p: f32) -> f32 {
+fn k_wave_sum_22(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -328,13 +354,13 @@ fn k_wave_sum_20(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_from_f32_21(v_p: f32) -> f32 {
+fn k_from_f32_23(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_waves_22() -> u32 {
+fn k_waves_24() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_down_23(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>, bits_p: array<u32, 6>) {
+fn k_moe_down_25(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>, bits_p: array<u32, 6>) {
     var bits_m: array<u32, 6> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let dff_2: u32 = kiln_meta[4u];
@@ -354,13 +380,13 @@ fn k_moe_down_23(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<
         if known_7 {
             var ifv_15: kiln_tuple_f32_f32;
             if wide_4 {
-                ifv_15 = k_lane_sums_19(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, true);
+                ifv_15 = k_lane_sums_21(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, true);
             } else {
-                ifv_15 = k_lane_sums_19(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, false);
+                ifv_15 = k_lane_sums_21(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, false);
             }
             sums_14 = ifv_15;
         }
-        let d_16: f32 = k_wave_sum_20(sums_14.f0);
+        let d_16: f32 = k_wave_sum_22(sums_14.f0);
         if (k_lane_3() == 0u) {
             var ifv_17: f32;
             if known_7 {
@@ -369,13 +395,13 @@ fn k_moe_down_23(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<
                 ifv_17 = 0e0f;
             }
             let s_18: f32 = ifv_17;
-            kiln_set_b6(partial_v, ((slot_1 * din_8) + h_12), k_from_f32_21((s_18 * d_16)));
+            kiln_set_b6(partial_v, ((slot_1 * din_8) + h_12), k_from_f32_23((s_18 * d_16)));
         }
-        r_11 = (r_11 + k_waves_22());
+        r_11 = (r_11 + k_waves_24());
     }
 }
-fn k_moe_down_6bit_24(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>) {
-    k_moe_down_23(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, partial_v, array<u32, 6>(0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_down_6bit_26(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>) {
+    k_moe_down_25(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, partial_v, array<u32, 6>(0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -388,5 +414,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_down_6bit_24(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
+    k_moe_down_6bit_26(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
 }

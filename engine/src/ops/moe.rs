@@ -185,17 +185,7 @@ pub fn moe_experts(
     out: &mut Tensor,
 ) -> Result<MoeRan, PortError> {
     let kernel = experts.first_kernel();
-    let tokens = x.shape().first().copied().unwrap_or(0);
-    if tokens == 0 || ids.is_empty() || !ids.len().is_multiple_of(tokens) {
-        return Err(PortError::invalid(
-            kernel,
-            format!(
-                "{} expert ids for {tokens} tokens: K ids per token expected",
-                ids.len()
-            ),
-        ));
-    }
-    let k = ids.len() / tokens;
+    let (tokens, k) = ids_per_token(kernel, x, ids)?;
     if scores.len() != ids.len() {
         return Err(PortError::invalid(
             kernel,
@@ -203,14 +193,7 @@ pub fn moe_experts(
         ));
     }
     experts.check(x, k)?;
-    if let Some(position) = ids.iter().position(|&e| e as usize >= experts.experts) {
-        return Err(PortError::ExpertOutOfRange {
-            kernel: kernel.name(),
-            position,
-            id: ids[position],
-            experts: experts.experts,
-        });
-    }
+    check_expert_ids(kernel, ids, experts.experts)?;
     let mut scratch = dev.scratch(moe_scratch_bytes(experts, tokens, k))?;
     let ids = scratch.upload(ids)?.reshape(&[tokens, k])?;
     let scores = scratch.upload(scores)?.reshape(&[tokens, k])?;
@@ -226,6 +209,43 @@ pub fn moe_experts(
         &mut partial,
         out,
     )
+}
+
+/// `(T, K)` of host routing: `T` the rows of `x`, `K` the ids per token (refused unless `ids`
+/// holds a whole number of them, one or more). Shared with `gather_qmm_topk`.
+pub(super) fn ids_per_token(
+    kernel: KernelId,
+    x: &Tensor,
+    ids: &[u32],
+) -> Result<(usize, usize), PortError> {
+    let tokens = x.shape().first().copied().unwrap_or(0);
+    if tokens == 0 || ids.is_empty() || !ids.len().is_multiple_of(tokens) {
+        return Err(PortError::invalid(
+            kernel,
+            format!(
+                "{} expert ids for {tokens} tokens: K ids per token expected",
+                ids.len()
+            ),
+        ));
+    }
+    Ok((tokens, ids.len() / tokens))
+}
+
+/// Refuses the first host expert id ≥ `experts` (its slot named). Shared with `gather_qmm`.
+pub(super) fn check_expert_ids(
+    kernel: KernelId,
+    ids: &[u32],
+    experts: usize,
+) -> Result<(), PortError> {
+    match ids.iter().position(|&e| e as usize >= experts) {
+        Some(position) => Err(PortError::ExpertOutOfRange {
+            kernel: kernel.name(),
+            position,
+            id: ids[position],
+            experts,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// [`moe_experts`] with the routing already on the device (from [`moe_route`]): `ids [T, K]`

@@ -29,7 +29,8 @@
 //! the row in units of 32 codes (`bits` whole words at any width), the dot products summed as
 //! `qlinear` sums them (centred code floats, the scale and bias folded in once per span), then
 //! one wave sum. A row's result depends on the wave size only: rows per block and block size
-//! never change a bit.
+//! never change a bit. The per-unit sums (`unit_x`, `unit_scales`, `unit_dot`) and the stacked
+//! weights' checks also serve `gather_qmm`.
 
 use super::affine_codes::packed_scale;
 use super::fused_silu_mul::silu;
@@ -106,10 +107,13 @@ fn bind_slots(p: &mut MoeParams, indices: &[usize]) -> Result<(), ShapeError> {
     Ok(())
 }
 
-/// A stacked projection `w_q [E, R, C·bits/32]` with its scales and biases; returns
-/// `(E, R, C)` once `C` (from `cols`, the reduced axis) checks against the format.
-fn bind_weights(
-    p: &MoeParams,
+/// A stacked projection `w_q [E, R, C·bits/32]` with its scales and biases (of `group_size`
+/// and the `scale_dtype` code); returns `(E, R)` once `C` (from `cols`, the reduced axis)
+/// checks against the format. Shared with `gather_qmm`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn bind_weights(
+    group_size: u32,
+    scale_dtype: u32,
     what: &'static str,
     w_q: &[usize],
     scales: &[usize],
@@ -127,7 +131,7 @@ fn bind_weights(
             "a projection's columns must be a multiple of 32: the kernels read 32 codes at a time",
         ));
     }
-    if !cols.is_multiple_of(p.group_size as usize) {
+    if !cols.is_multiple_of(group_size as usize) {
         return Err(ShapeError::Invalid(
             "a projection's columns must be a multiple of group_size",
         ));
@@ -139,8 +143,8 @@ fn bind_weights(
     )?;
     let groups = e
         .saturating_mul(r)
-        .saturating_mul(cols / p.group_size as usize);
-    let want = scale_words(p.scale_dtype, groups);
+        .saturating_mul(cols / group_size as usize);
+    let want = scale_words(scale_dtype, groups);
     shape::eq(
         "words of scales (E·R·C/group_size values packed)",
         shape::numel(scales),
@@ -214,9 +218,11 @@ pub fn bind_up(
         p.tokens as usize,
     )?;
     let layout = "the gate, up and fc1 weights must be three-dimensional: [E, Dff, Din·bits/32]";
-    let (e, dff) = bind_weights(p, layout, shapes[2], shapes[3], shapes[4], din, bits)?;
+    let (gs, sd) = (p.group_size, p.scale_dtype);
+    let (e, dff) = bind_weights(gs, sd, layout, shapes[2], shapes[3], shapes[4], din, bits)?;
     if gated {
-        let (e_up, dff_up) = bind_weights(p, layout, shapes[5], shapes[6], shapes[7], din, bits)?;
+        let (e_up, dff_up) =
+            bind_weights(gs, sd, layout, shapes[5], shapes[6], shapes[7], din, bits)?;
         shape::eq("experts of up against gate", e_up, e)?;
         shape::eq("rows of up against gate (Dff)", dff_up, dff)?;
     }
@@ -251,7 +257,8 @@ pub fn bind_down(p: &mut MoeParams, shapes: &[&[usize]], bits: u32) -> Result<()
         return Err(ShapeError::Invalid("act_g must be [T, K, Dff]"));
     };
     let (e, din) = bind_weights(
-        p,
+        p.group_size,
+        p.scale_dtype,
         "the down weights must be three-dimensional: [E, Din, Dff·bits/32]",
         w_q,
         scales,
@@ -495,16 +502,38 @@ fn lane_sums<T: Element, B: Block, const BITS: usize>(
     let units = cols as usize / UNIT;
     let words_at = row * units * BITS;
     let groups_at = row * (cols as usize >> p.group_log2);
+    let split = p.group_size as usize == UNIT / 2;
+    let levels = (1u32 << BITS as u32) as f32;
     let mut acc = (0.0f32, 0.0f32);
     let mut u = b.lane() as usize;
     while u < units {
         let col = u * UNIT;
         let xs = unit_x(x, x_at + col, wide);
         let w = load_words(one_q, words_at + u * BITS, wide, bits);
-        acc.0 = unit_dot(p, w, xs, one_scales, one_biases, groups_at, col, acc.0);
+        let spans = unit_scales(
+            split,
+            p.group_log2,
+            p.scale_dtype,
+            levels,
+            one_scales,
+            one_biases,
+            groups_at,
+            col,
+        );
+        acc.0 = unit_dot(w, xs, spans, split, acc.0);
         if two {
             let w = load_words(two_q, words_at + u * BITS, wide, bits);
-            acc.1 = unit_dot(p, w, xs, two_scales, two_biases, groups_at, col, acc.1);
+            let spans = unit_scales(
+                split,
+                p.group_log2,
+                p.scale_dtype,
+                levels,
+                two_scales,
+                two_biases,
+                groups_at,
+                col,
+            );
+            acc.1 = unit_dot(w, xs, spans, split, acc.1);
         }
         u += B::WAVE as usize;
     }
@@ -513,7 +542,7 @@ fn lane_sums<T: Element, B: Block, const BITS: usize>(
 
 /// The 32 elements of `x` of a unit, widened, as four chunks of [`X_CHUNK`].
 #[inline(always)]
-fn unit_x<T: Element>(x: Src<T>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
+pub(crate) fn unit_x<T: Element>(x: Src<T>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
     let mut xs = [[0.0f32; X_CHUNK]; 4];
     let mut c = 0;
     while c < 4 {
@@ -528,20 +557,87 @@ fn unit_x<T: Element>(x: Src<T>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
     xs
 }
 
-/// `acc` plus one unit's `Σ(s·q + b)·x` of a row: per chunk the centred code floats
-/// `f − 1.5` (`f = 1 + q·2^-BITS`) meet `x` in one FMA each, and per scale span (16 codes for
-/// groups of 16, else the unit) the sums fold in as `s·2^BITS·Σ(f − 1.5)·x + (b +
-/// s·2^(BITS−1))·Σx` (the `qlinear` form).
+/// The scale spans of one unit of a row (one span, or two halves for groups of 16 when
+/// `split`): each span's `s·levels` and its centre weight `b + s·levels/2`, `levels = 2^bits`.
+/// Read once per unit and row, whatever number of `x` rows the unit then meets.
+#[derive(Clone, Copy)]
+pub(crate) struct UnitScales {
+    /// The first span's `s·levels`.
+    first_scale: f32,
+    /// The first span's centre weight.
+    first_mid: f32,
+    /// The second half's `s·levels` (groups of 16 only).
+    second_scale: f32,
+    /// The second half's centre weight (groups of 16 only).
+    second_mid: f32,
+}
+
+/// The [`UnitScales`] of the unit at column `col` of the row whose first group is `groups_at`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn unit_dot<const BITS: usize>(
-    p: &MoeParams,
-    w: [u32; BITS],
-    xs: [[f32; X_CHUNK]; 4],
+pub(crate) fn unit_scales(
+    split: bool,
+    group_log2: u32,
+    scale_dtype: u32,
+    levels: f32,
     scales: Src<u32>,
     biases: Src<u32>,
     groups_at: usize,
     col: usize,
+) -> UnitScales {
+    let group = groups_at + (col >> group_log2);
+    let (first_scale, first_mid) = span_scale(scales, biases, scale_dtype, group, levels);
+    let (second_scale, second_mid) = if split {
+        span_scale(scales, biases, scale_dtype, group + 1, levels)
+    } else {
+        (0.0, 0.0)
+    };
+    UnitScales {
+        first_scale,
+        first_mid,
+        second_scale,
+        second_mid,
+    }
+}
+
+/// The [`UnitScales`] of no unit: what a sweep holds before its first load (never applied).
+#[inline(always)]
+pub(crate) fn no_unit_scales() -> UnitScales {
+    UnitScales {
+        first_scale: 0.0,
+        first_mid: 0.0,
+        second_scale: 0.0,
+        second_mid: 0.0,
+    }
+}
+
+/// `(s·levels, b + s·levels/2)` of scale and bias `e`.
+#[inline(always)]
+fn span_scale(
+    scales: Src<u32>,
+    biases: Src<u32>,
+    scale_dtype: u32,
+    e: usize,
+    levels: f32,
+) -> (f32, f32) {
+    let sc = packed_scale(scales, scale_dtype, e) * levels;
+    // The weight at the centre code: `s·q + b = s·levels·(f − 1.5) + mid`.
+    (
+        sc,
+        crate::mul_add(sc, 0.5, packed_scale(biases, scale_dtype, e)),
+    )
+}
+
+/// `acc` plus one unit's `Σ(s·q + b)·x` of a row: per chunk the centred code floats
+/// `f − 1.5` (`f = 1 + q·2^-BITS`) meet `x` in one FMA each, and per scale span (16 codes when
+/// `split`, else the unit) the sums fold in as `s·2^BITS·Σ(f − 1.5)·x + (b +
+/// s·2^(BITS−1))·Σx` (the `qlinear` form).
+#[inline(always)]
+pub(crate) fn unit_dot<const BITS: usize>(
+    w: [u32; BITS],
+    xs: [[f32; X_CHUNK]; 4],
+    spans: UnitScales,
+    split: bool,
     acc: f32,
 ) -> f32 {
     // The chunks are four calls, not a loop: each chunk's word indices stay constants.
@@ -549,19 +645,14 @@ fn unit_dot<const BITS: usize>(
     let (d1, s1) = chunk_dot(w, xs[1], X_CHUNK);
     let (d2, s2) = chunk_dot(w, xs[2], 2 * X_CHUNK);
     let (d3, s3) = chunk_dot(w, xs[3], 3 * X_CHUNK);
-    let levels = (1u32 << BITS as u32) as f32;
-    let group = groups_at + (col >> p.group_log2);
-    if p.group_size as usize == UNIT / 2 {
-        let acc = fold(p, scales, biases, group, levels, d0 + d1, s0 + s1, acc);
-        fold(p, scales, biases, group + 1, levels, d2 + d3, s2 + s3, acc)
+    if split {
+        let acc = fold(spans.first_scale, spans.first_mid, d0 + d1, s0 + s1, acc);
+        fold(spans.second_scale, spans.second_mid, d2 + d3, s2 + s3, acc)
     } else {
         let dot = (d0 + d1) + (d2 + d3);
         fold(
-            p,
-            scales,
-            biases,
-            group,
-            levels,
+            spans.first_scale,
+            spans.first_mid,
             dot,
             (s0 + s1) + (s2 + s3),
             acc,
@@ -584,22 +675,9 @@ fn chunk_dot<const BITS: usize>(w: [u32; BITS], x: [f32; X_CHUNK], first: usize)
     (dot, sum)
 }
 
-/// `acc + s·levels·dot + (b + s·levels/2)·sum` with scale and bias `e`, `levels = 2^bits`.
-#[allow(clippy::too_many_arguments)]
+/// `acc + sc·dot + mid·sum`: a span's sums with its `s·levels` and centre weight folded in.
 #[inline(always)]
-fn fold(
-    p: &MoeParams,
-    scales: Src<u32>,
-    biases: Src<u32>,
-    e: usize,
-    levels: f32,
-    dot: f32,
-    sum: f32,
-    acc: f32,
-) -> f32 {
-    let sc = packed_scale(scales, p.scale_dtype, e) * levels;
-    // The weight at the centre code: `s·q + b = s·levels·(f − 1.5) + mid`.
-    let mid = crate::mul_add(sc, 0.5, packed_scale(biases, p.scale_dtype, e));
+fn fold(sc: f32, mid: f32, dot: f32, sum: f32, acc: f32) -> f32 {
     let with_mid = crate::mul_add(mid, sum, acc);
     crate::mul_add(sc, dot, with_mid)
 }
