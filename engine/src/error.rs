@@ -103,6 +103,19 @@ pub enum PortError {
         /// Experts in the layer.
         experts: usize,
     },
+    /// A row index at or past the rows of the matrix it gathers from (`gather_qmm`'s
+    /// `lhs_idx` against the rows of `lhs`); found before any launch.
+    #[error("[{kernel}] row {row} at slot {position} is outside the {rows} rows of lhs")]
+    LhsRowOutOfRange {
+        /// The kernel.
+        kernel: &'static str,
+        /// Which slot holds it.
+        position: usize,
+        /// The row index.
+        row: u32,
+        /// Rows of `lhs`.
+        rows: usize,
+    },
     /// The device failed: a driver error, a trapped kernel, or an emulator finding.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -136,6 +149,7 @@ impl PortError {
                 | PortError::InvalidShape { .. }
                 | PortError::IdOutOfRange { .. }
                 | PortError::ExpertOutOfRange { .. }
+                | PortError::LhsRowOutOfRange { .. }
         )
     }
 

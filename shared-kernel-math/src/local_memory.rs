@@ -49,10 +49,11 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::MoeGateup4Bit,
         ptx_bytes: 4,
-        scratch_bytes: 16,
+        scratch_bytes: 56,
         reason: "libm's expf force_eval! (GeGLU's tanhf), one f32 on the saturating branches \
-                 only; on gfx942 also two VGPRs of the f16 entry, spilled under the 128-VGPR \
-                 budget by the two units of gate and up words a lane holds in flight",
+                 only; on gfx942 also 9-21 VGPRs of the 16-bit entries, spilled under the \
+                 128-VGPR budget by the two units of gate and up words (and their scale spans) \
+                 a lane holds in flight at 4 bits",
     },
     LocalMemory {
         kernel: KernelId::MoeGateup8Bit,

@@ -3,6 +3,7 @@
 use kiln::{Backend, DType, Device, KernelId, PortError, Tensor};
 
 pub mod ggml;
+pub mod moe_layer;
 
 /// Backends `KILN_REQUIRE_BACKENDS` (comma-separated) demands; an absent one fails the run.
 pub fn required_backends() -> Vec<Backend> {
@@ -31,6 +32,25 @@ pub fn test_devices() -> Vec<Device> {
         eprintln!("skipped backend {b}: {why}");
     }
     devs
+}
+
+/// The devices of the bitwise-invariance tests: every backend present but the default sims,
+/// and the sim at each wave with a block of a few waves that is not a power of two (its waves
+/// take a block's rows in turns): the sim's one thread per lane makes the default 256-thread
+/// blocks slow to run many times.
+pub fn ragged_sim_devices() -> Vec<Device> {
+    let mut devices: Vec<Device> = test_devices()
+        .into_iter()
+        .filter(|d| d.backend() != Backend::Sim)
+        .collect();
+    for (wave, block) in [(4, 12), (8, 24), (32, 96), (64, 192)] {
+        let cfg = kiln::SimConfig {
+            block: Some(block),
+            ..kiln::SimConfig::new(wave)
+        };
+        devices.push(Device::sim_with(cfg).unwrap());
+    }
+    devices
 }
 
 /// The seed for a test: `KILN_SEED` or fresh, printed so a failure can be replayed.

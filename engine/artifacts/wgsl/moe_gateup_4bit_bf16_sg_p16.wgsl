@@ -26,14 +26,15 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct S_UnitScales {
+    first_scale: f32,
+    first_mid: f32,
+    second_scale: f32,
+    second_mid: f32,
+}
 struct kiln_tuple_f32_f32 {
     f0: f32,
     f1: f32,
-}
-struct kiln_tuple_f32_f32_f32 {
-    f0: f32,
-    f1: f32,
-    f2: f32,
 }
 struct kiln_tuple_i32_f32 {
     f0: i32,
@@ -237,60 +238,21 @@ fn k_to_f32_7(self_v: u32) -> f32 {
 fn k_widen_8(self_v: u32) -> f32 {
     return k_to_f32_7(self_v);
 }
-fn k_widened_9(c_p: array<u32, 8>) -> array<f32, 8> {
-    var c_m: array<u32, 8> = c_p;
-    var xs_1: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var j_2: u32 = 0u;
-    while (j_2 < 8u) {
-        xs_1[j_2] = k_widen_8(c_m[j_2]);
-        j_2 = (j_2 + 1u);
+fn k_unit_x_9(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 4> {
+    var xs_1: array<array<f32, 8>, 4> = array<array<f32, 8>, 4>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
+    var c_2: u32 = 0u;
+    while (c_2 < 4u) {
+        var xc_3: array<u32, 8> = k_x_chunk_6(x_v, (at_p + (c_2 * K_X_CHUNK)), wide_p);
+        var j_4: u32 = 0u;
+        while (j_4 < K_X_CHUNK) {
+            xs_1[c_2][j_4] = k_widen_8(xc_3[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+        c_2 = (c_2 + 1u);
     }
     return xs_1;
 }
-fn k_unit_x_10(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 4> {
-    return array<array<f32, 8>, 4>(k_widened_9(k_x_chunk_6(x_v, at_p, wide_p)), k_widened_9(k_x_chunk_6(x_v, (at_p + K_X_CHUNK), wide_p)), k_widened_9(k_x_chunk_6(x_v, (at_p + (2u * K_X_CHUNK)), wide_p)), k_widened_9(k_x_chunk_6(x_v, (at_p + (3u * K_X_CHUNK)), wide_p)));
-}
-fn k_code_float_11(w_p: array<u32, 4>, i_p: u32) -> f32 {
-    var w_m: array<u32, 4> = w_p;
-    let bit_1: u32 = (i_p * 4u);
-    let word_2: u32 = (bit_1 / 32u);
-    let shift_3: u32 = ((bit_1 % 32u));
-    let top_4: u32 = (23u - 4u);
-    var ifv_5: u32;
-    if (shift_3 >= top_4) {
-        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
-    } else {
-        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
-    }
-    var placed_6: u32 = ifv_5;
-    if ((shift_3 + 4u) > 32u) {
-        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
-    }
-    let mask_7: u32 = (((((1u << 4u)) - 1u)) << top_4);
-    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
-}
-fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_chunk_dots_13(one_p: array<u32, 4>, other_p: array<u32, 4>, x_p: array<f32, 8>, first_p: u32, two_p: bool) -> kiln_tuple_f32_f32_f32 {
-    var one_m: array<u32, 4> = one_p;
-    var other_m: array<u32, 4> = other_p;
-    var x_m: array<f32, 8> = x_p;
-    var dot_one_1: f32 = 0e0f;
-    var dot_two_2: f32 = 0e0f;
-    var sum_3: f32 = 0e0f;
-    var j_4: u32 = 0u;
-    while (j_4 < 8u) {
-        dot_one_1 = k_mul_add_12((k_code_float_11(one_m, (first_p + j_4)) - 1.5e0f), x_m[j_4], dot_one_1);
-        if two_p {
-            dot_two_2 = k_mul_add_12((k_code_float_11(other_m, (first_p + j_4)) - 1.5e0f), x_m[j_4], dot_two_2);
-        }
-        sum_3 = (sum_3 + x_m[j_4]);
-        j_4 = (j_4 + 1u);
-    }
-    return kiln_tuple_f32_f32_f32(dot_one_1, dot_two_2, sum_3);
-}
-fn k_f16_bits_to_f32_soft_14(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_10(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -321,170 +283,208 @@ fn k_f16_bits_to_f32_soft_14(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_15(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_14(self_v);
+fn k_widen_11(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_10(self_v);
 }
-fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_8((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b4(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b4(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_8((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_fold_18(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let sc_1: f32 = (k_packed_scale_16(scales_v, kiln_meta[6u], e_p) * levels_p);
-    let mid_2: f32 = k_mul_add_12(sc_1, 5e-1f, k_packed_scale_17(biases_v, kiln_meta[6u], e_p));
-    let with_mid_3: f32 = k_mul_add_12(mid_2, sum_p, acc_p);
-    return k_mul_add_12(sc_1, dot_p, with_mid_3);
+fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
 }
-fn k_unit_fold_19(levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32, dots_p: array<f32, 4>, sums_p: array<f32, 4>, acc_p: f32) -> f32 {
-    var dots_m: array<f32, 4> = dots_p;
-    var sums_m: array<f32, 4> = sums_p;
-    let group_1: u32 = (groups_at_p + ((col_p >> kiln_meta[9u])));
-    var ifv_2: f32;
-    if (kiln_meta[5u] == (K_UNIT / 2u)) {
-        let t_3: f32 = (dots_m[0u] + dots_m[1u]);
-        let t_4: f32 = (sums_m[0u] + sums_m[1u]);
-        let d_5: f32 = t_3;
-        let s_6: f32 = t_4;
-        let acc_7: f32 = k_fold_18(scales_v, biases_v, group_1, levels_p, d_5, s_6, acc_p);
-        let t_8: f32 = (dots_m[2u] + dots_m[3u]);
-        let t_9: f32 = (sums_m[2u] + sums_m[3u]);
-        let d_10: f32 = t_8;
-        let s_11: f32 = t_9;
-        ifv_2 = k_fold_18(scales_v, biases_v, (group_1 + 1u), levels_p, d_10, s_11, acc_7);
+fn k_span_scale_15(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_12(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_14(sc_1, 5e-1f, k_packed_scale_13(biases_v, scale_dtype_p, e_p)));
+}
+fn k_unit_scales_16(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+    let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let first_scale_3: f32 = t_2.f0;
+    let first_mid_4: f32 = t_2.f1;
+    var ifv_5: kiln_tuple_f32_f32;
+    if split_p {
+        ifv_5 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
-        let dot_12: f32 = (((dots_m[0u] + dots_m[1u])) + ((dots_m[2u] + dots_m[3u])));
-        let sum_13: f32 = (((sums_m[0u] + sums_m[1u])) + ((sums_m[2u] + sums_m[3u])));
-        ifv_2 = k_fold_18(scales_v, biases_v, group_1, levels_p, dot_12, sum_13, acc_p);
+        ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
-    return ifv_2;
+    let t_6: kiln_tuple_f32_f32 = ifv_5;
+    let second_scale_7: f32 = t_6.f0;
+    let second_mid_8: f32 = t_6.f1;
+    return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_packed_scale_20(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_code_float_17(w_p: array<u32, 4>, i_p: u32) -> f32 {
+    var w_m: array<u32, 4> = w_p;
+    let bit_1: u32 = (i_p * 4u);
+    let word_2: u32 = (bit_1 / 32u);
+    let shift_3: u32 = ((bit_1 % 32u));
+    let top_4: u32 = (23u - 4u);
+    var ifv_5: u32;
+    if (shift_3 >= top_4) {
+        ifv_5 = (w_m[word_2] >> ((shift_3 - top_4)));
+    } else {
+        ifv_5 = (w_m[word_2] << ((top_4 - shift_3)));
+    }
+    var placed_6: u32 = ifv_5;
+    if ((shift_3 + 4u) > 32u) {
+        placed_6 = (placed_6 | (w_m[(word_2 + 1u)] << (((top_4 + 32u) - shift_3))));
+    }
+    let mask_7: u32 = (((((1u << 4u)) - 1u)) << top_4);
+    return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
+}
+fn k_chunk_dot_18(w_p: array<u32, 4>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+    var w_m: array<u32, 4> = w_p;
+    var x_m: array<f32, 8> = x_p;
+    var dot_1: f32 = 0e0f;
+    var sum_2: f32 = 0e0f;
+    var j_3: u32 = 0u;
+    while (j_3 < 8u) {
+        let centred_4: f32 = (k_code_float_17(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_14(centred_4, x_m[j_3], dot_1);
+        sum_2 = (sum_2 + x_m[j_3]);
+        j_3 = (j_3 + 1u);
+    }
+    return kiln_tuple_f32_f32(dot_1, sum_2);
+}
+fn k_fold_19(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_14(mid_p, sum_p, acc_p);
+    return k_mul_add_14(sc_p, dot_p, with_mid_1);
+}
+fn k_unit_dot_20(w_p: array<u32, 4>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
+    var w_m: array<u32, 4> = w_p;
+    var xs_m: array<array<f32, 8>, 4> = xs_p;
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[0u], 0u);
+    let d0_2: f32 = t_1.f0;
+    let s0_3: f32 = t_1.f1;
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[1u], 8u);
+    let d1_5: f32 = t_4.f0;
+    let s1_6: f32 = t_4.f1;
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[2u], (2u * 8u));
+    let d2_8: f32 = t_7.f0;
+    let s2_9: f32 = t_7.f1;
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[3u], (3u * 8u));
+    let d3_11: f32 = t_10.f0;
+    let s3_12: f32 = t_10.f1;
+    var ifv_13: f32;
+    if split_p {
+        let acc_14: f32 = k_fold_19(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_19(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
+    } else {
+        let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
+        ifv_13 = k_fold_19(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+    }
+    return ifv_13;
+}
+fn k_packed_scale_21(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b6(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b6(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_8((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_21(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_22(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b7(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b7(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_11((half_1 & 0xffffu));
     } else {
         ifv_2 = k_widen_8((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_fold_22(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let sc_1: f32 = (k_packed_scale_20(scales_v, kiln_meta[6u], e_p) * levels_p);
-    let mid_2: f32 = k_mul_add_12(sc_1, 5e-1f, k_packed_scale_21(biases_v, kiln_meta[6u], e_p));
-    let with_mid_3: f32 = k_mul_add_12(mid_2, sum_p, acc_p);
-    return k_mul_add_12(sc_1, dot_p, with_mid_3);
+fn k_span_scale_23(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_21(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_14(sc_1, 5e-1f, k_packed_scale_22(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_fold_23(levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32, dots_p: array<f32, 4>, sums_p: array<f32, 4>, acc_p: f32) -> f32 {
-    var dots_m: array<f32, 4> = dots_p;
-    var sums_m: array<f32, 4> = sums_p;
-    let group_1: u32 = (groups_at_p + ((col_p >> kiln_meta[9u])));
-    var ifv_2: f32;
-    if (kiln_meta[5u] == (K_UNIT / 2u)) {
-        let t_3: f32 = (dots_m[0u] + dots_m[1u]);
-        let t_4: f32 = (sums_m[0u] + sums_m[1u]);
-        let d_5: f32 = t_3;
-        let s_6: f32 = t_4;
-        let acc_7: f32 = k_fold_22(scales_v, biases_v, group_1, levels_p, d_5, s_6, acc_p);
-        let t_8: f32 = (dots_m[2u] + dots_m[3u]);
-        let t_9: f32 = (sums_m[2u] + sums_m[3u]);
-        let d_10: f32 = t_8;
-        let s_11: f32 = t_9;
-        ifv_2 = k_fold_22(scales_v, biases_v, (group_1 + 1u), levels_p, d_10, s_11, acc_7);
+fn k_unit_scales_24(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+    let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_23(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let first_scale_3: f32 = t_2.f0;
+    let first_mid_4: f32 = t_2.f1;
+    var ifv_5: kiln_tuple_f32_f32;
+    if split_p {
+        ifv_5 = k_span_scale_23(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
-        let dot_12: f32 = (((dots_m[0u] + dots_m[1u])) + ((dots_m[2u] + dots_m[3u])));
-        let sum_13: f32 = (((sums_m[0u] + sums_m[1u])) + ((sums_m[2u] + sums_m[3u])));
-        ifv_2 = k_fold_22(scales_v, biases_v, group_1, levels_p, dot_12, sum_13, acc_p);
+        ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
-    return ifv_2;
+    let t_6: kiln_tuple_f32_f32 = ifv_5;
+    let second_scale_7: f32 = t_6.f0;
+    let second_mid_8: f32 = t_6.f1;
+    return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_unit_dots_24(xs_p: array<array<f32, 8>, 4>, col_p: u32, one_p: array<u32, 4>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 4>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
-    var xs_m: array<array<f32, 8>, 4> = xs_p;
+fn k_unit_pair_25(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: array<u32, 4>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 4>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
     var one_m: array<u32, 4> = one_p;
     var other_m: array<u32, 4> = other_p;
-    let t_1: kiln_tuple_f32_f32_f32 = k_chunk_dots_13(one_m, other_m, xs_m[0u], 0u, two_p);
-    let a0_2: f32 = t_1.f0;
-    let b0_3: f32 = t_1.f1;
-    let s0_4: f32 = t_1.f2;
-    let t_5: kiln_tuple_f32_f32_f32 = k_chunk_dots_13(one_m, other_m, xs_m[1u], 8u, two_p);
-    let a1_6: f32 = t_5.f0;
-    let b1_7: f32 = t_5.f1;
-    let s1_8: f32 = t_5.f2;
-    let t_9: kiln_tuple_f32_f32_f32 = k_chunk_dots_13(one_m, other_m, xs_m[2u], (2u * 8u), two_p);
-    let a2_10: f32 = t_9.f0;
-    let b2_11: f32 = t_9.f1;
-    let s2_12: f32 = t_9.f2;
-    let t_13: kiln_tuple_f32_f32_f32 = k_chunk_dots_13(one_m, other_m, xs_m[3u], (3u * 8u), two_p);
-    let a3_14: f32 = t_13.f0;
-    let b3_15: f32 = t_13.f1;
-    let s3_16: f32 = t_13.f2;
-    var sums_17: array<f32, 4> = array<f32, 4>(s0_4, s1_8, s2_12, s3_16);
-    let levels_18: f32 = f32(((1u << 4u)));
-    let first_19: f32 = k_unit_fold_19(levels_18, one_scales_v, one_biases_v, groups_at_p, col_p, array<f32, 4>(a0_2, a1_6, a2_10, a3_14), sums_17, acc_p.f0);
-    var ifv_20: f32;
+    let col_1: u32 = (u_p * K_UNIT);
+    let split_2: bool = (kiln_meta[5u] == (K_UNIT / 2u));
+    let levels_3: f32 = f32(((1u << 4u)));
+    let t_4: u32 = kiln_meta[9u];
+    let t_5: u32 = kiln_meta[6u];
+    let log2_6: u32 = t_4;
+    let dtype_7: u32 = t_5;
+    var xs_8: array<array<f32, 8>, 4> = k_unit_x_9(x_v, (x_at_p + col_1), wide_p);
+    let spans_9: S_UnitScales = k_unit_scales_16(split_2, log2_6, dtype_7, levels_3, one_scales_v, one_biases_v, groups_at_p, col_1);
+    let first_10: f32 = k_unit_dot_20(one_m, xs_8, spans_9, split_2, acc_p.f0);
+    var ifv_11: f32;
     if two_p {
-        ifv_20 = k_unit_fold_23(levels_18, other_scales_v, other_biases_v, groups_at_p, col_p, array<f32, 4>(b0_3, b1_7, b2_11, b3_15), sums_17, acc_p.f1);
+        let spans_12: S_UnitScales = k_unit_scales_24(split_2, log2_6, dtype_7, levels_3, other_scales_v, other_biases_v, groups_at_p, col_1);
+        ifv_11 = k_unit_dot_20(other_m, xs_8, spans_12, split_2, acc_p.f1);
     } else {
-        ifv_20 = acc_p.f1;
+        ifv_11 = acc_p.f1;
     }
-    let second_21: f32 = ifv_20;
-    return kiln_tuple_f32_f32(first_19, second_21);
+    let second_13: f32 = ifv_11;
+    return kiln_tuple_f32_f32(first_10, second_13);
 }
-fn k_lane_sums_25(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 4>, wide_p: bool) -> kiln_tuple_f32_f32 {
+fn k_lane_sums_26(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 4>, wide_p: bool) -> kiln_tuple_f32_f32 {
     var bits_m: array<u32, 4> = bits_p;
     let units_1: u32 = (cols_p / K_UNIT);
     let words_at_2: u32 = ((row_p * units_1) * 4u);
     let groups_at_3: u32 = (row_p * ((cols_p >> kiln_meta[9u])));
     let wave_4: u32 = KILN_WAVE;
-    var acc_5: kiln_tuple_f32_f32 = kiln_tuple_f32_f32(0e0f, 0e0f);
-    let ahead_6: bool = (4u <= 4u);
-    var ifv_7: u32;
-    if ahead_6 {
-        ifv_7 = (2u * wave_4);
+    let ahead_5: bool = (4u <= 4u);
+    var ifv_6: u32;
+    if ahead_5 {
+        ifv_6 = (2u * wave_4);
     } else {
-        ifv_7 = wave_4;
+        ifv_6 = wave_4;
     }
-    let step_8: u32 = ifv_7;
+    let step_7: u32 = ifv_6;
+    var acc_8: kiln_tuple_f32_f32 = kiln_tuple_f32_f32(0e0f, 0e0f);
     var u_9: u32 = k_lane_3();
     while (u_9 < units_1) {
         let later_10: u32 = (u_9 + wave_4);
-        let has_later_11: bool = (ahead_6 && (later_10 < units_1));
+        let has_later_11: bool = (ahead_5 && (later_10 < units_1));
         var first_one_12: array<u32, 4> = k_load_words_4(one_q_v, (words_at_2 + (u_9 * 4u)), wide_p, bits_m);
         var first_two_13: array<u32, 4> = bits_m;
         var later_one_14: array<u32, 4> = bits_m;
@@ -498,15 +498,15 @@ fn k_lane_sums_25(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, 
                 later_two_15 = k_load_words_5(two_q_v, (words_at_2 + (later_10 * 4u)), wide_p, bits_m);
             }
         }
-        acc_5 = k_unit_dots_24(k_unit_x_10(x_v, (x_at_p + (u_9 * K_UNIT)), wide_p), (u_9 * K_UNIT), first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_5);
+        acc_8 = k_unit_pair_25(x_v, x_at_p, u_9, wide_p, first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         if has_later_11 {
-            acc_5 = k_unit_dots_24(k_unit_x_10(x_v, (x_at_p + (later_10 * K_UNIT)), wide_p), (later_10 * K_UNIT), later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_5);
+            acc_8 = k_unit_pair_25(x_v, x_at_p, later_10, wide_p, later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         }
-        u_9 = (u_9 + step_8);
+        u_9 = (u_9 + step_7);
     }
-    return acc_5;
+    return acc_8;
 }
-fn k_wave_sum_26(v_p: f32) -> f32 {
+fn k_wave_sum_27(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -515,7 +515,7 @@ fn k_wave_sum_26(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_expm1_small_27(r_p: f32) -> f32 {
+fn k_expm1_small_28(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -525,7 +525,7 @@ fn k_expm1_small_27(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_round_i32_28(v_p: f32) -> i32 {
+fn k_round_i32_29(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -542,24 +542,24 @@ fn k_round_i32_28(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_29(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_28((x_p * K_LOG2_E));
+fn k_reduce_ln2_30(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_29((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_pow2_30(k_p: i32) -> f32 {
+fn k_pow2_31(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_31(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_32(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_30(127i)) * k_pow2_30((k_p - 127i)));
+        return ((v_p * k_pow2_31(127i)) * k_pow2_31((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_30((k_p + 100i))) * k_pow2_30(-(100i)));
+        return ((v_p * k_pow2_31((k_p + 100i))) * k_pow2_31(-(100i)));
     }
-    return (v_p * k_pow2_30(k_p));
+    return (v_p * k_pow2_31(k_p));
 }
-fn k_expm1f_32(x_p: f32) -> f32 {
+fn k_expm1f_33(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -570,19 +570,19 @@ fn k_expm1f_32(x_p: f32) -> f32 {
         return -(1e0f);
     }
     if (bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu) < 3.465736e-1f) {
-        return k_expm1_small_27(x_p);
+        return k_expm1_small_28(x_p);
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_29(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_30(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    let em_4: f32 = k_expm1_small_27(r_3);
+    let em_4: f32 = k_expm1_small_28(r_3);
     if (k_2 >= 25i) {
-        return (k_scale_31((1e0f + em_4), k_2) - 1e0f);
+        return (k_scale_32((1e0f + em_4), k_2) - 1e0f);
     }
-    let two_5: f32 = k_pow2_30(k_2);
+    let two_5: f32 = k_pow2_31(k_2);
     return ((two_5 * em_4) + ((two_5 - 1e0f)));
 }
-fn k_tanhf_33(x_p: f32) -> f32 {
+fn k_tanhf_34(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -593,10 +593,10 @@ fn k_tanhf_33(x_p: f32) -> f32 {
     if (a_1 < 2.4414063e-4f) {
         return x_p;
     }
-    let t_2: f32 = k_expm1f_32((2e0f * a_1));
+    let t_2: f32 = k_expm1f_33((2e0f * a_1));
     return bitcast<f32>((bitcast<u32>(((t_2 / ((t_2 + 2e0f))))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
 }
-fn k_expf_34(x_p: f32) -> f32 {
+fn k_expf_35(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -606,15 +606,15 @@ fn k_expf_34(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_29(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_30(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_31((1e0f + k_expm1_small_27(r_3)), k_2);
+    return k_scale_32((1e0f + k_expm1_small_28(r_3)), k_2);
 }
-fn k_silu_35(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_34(-(g_p)))));
+fn k_silu_36(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_35(-(g_p)))));
 }
-fn k_activation_36(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_37(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -635,18 +635,18 @@ fn k_activation_36(act_p: u32, g_p: f32, u_p: f32) -> f32 {
         var ifv_5: f32;
         if (act_p == K_ACT_GEGLU) {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
-            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_33(inner_6)))) * u_p);
+            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_34(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_35(g_p) * u_p);
+            ifv_5 = (k_silu_36(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_37() -> u32 {
+fn k_waves_38() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_38(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
+fn k_moe_up_39(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
     var bits_m: array<u32, 4> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -672,28 +672,28 @@ fn k_moe_up_38(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         if known_8 {
             var ifv_16: kiln_tuple_f32_f32;
             if wide_5 {
-                ifv_16 = k_lane_sums_25(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, true);
+                ifv_16 = k_lane_sums_26(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, true);
             } else {
-                ifv_16 = k_lane_sums_25(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, false);
+                ifv_16 = k_lane_sums_26(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, false);
             }
             sums_15 = ifv_16;
         }
-        let g_17: f32 = k_wave_sum_26(sums_15.f0);
+        let g_17: f32 = k_wave_sum_27(sums_15.f0);
         var ifv_18: f32;
         if gated_p {
-            ifv_18 = k_wave_sum_26(sums_15.f1);
+            ifv_18 = k_wave_sum_27(sums_15.f1);
         } else {
             ifv_18 = 0e0f;
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_36(act_4, g_17, u_19));
+            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_37(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_37());
+        r_12 = (r_12 + k_waves_38());
     }
 }
-fn k_moe_gateup_4bit_39(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_38(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
+fn k_moe_gateup_4bit_40(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_39(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -706,5 +706,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_gateup_4bit_39(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
+    k_moe_gateup_4bit_40(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
 }

@@ -5,6 +5,7 @@
 mod bitlinear;
 mod embedding;
 mod gated_delta;
+mod gather_qmm;
 pub mod kernel;
 mod moe;
 mod qlinear;
@@ -12,6 +13,10 @@ mod ssm;
 pub use bitlinear::bitlinear;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
 pub use gated_delta::gated_delta_step;
+pub use gather_qmm::{
+    gather_qmm, gather_qmm_indexed, gather_qmm_scratch_bytes, gather_qmm_tiled, gather_qmm_topk,
+    gather_sort, scatter_unsort, GatherTiling, StackedExperts,
+};
 pub use moe::{
     moe_experts, moe_experts_routed, moe_route, moe_scratch_bytes, MoeActivation, MoeExperts,
     MoeRan, MoeRouter,

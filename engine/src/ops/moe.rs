@@ -1,15 +1,16 @@
 //! Fused decode MoE experts (spec §7): [`MoeExperts`] holds one layer's stacked experts in
-//! MLX's affine layout and [`moe_experts`] runs the routed tokens through them in two
-//! launches — the gate/up pair (or fc1) with its activation into f32 `act_g`, then down with
-//! each slot's score applied in f32 and the K-sum rounded to the activation dtype once
-//! (`moe_down_sum`: bit for bit `moe_combine` over `moe_down`'s f32 partials, which never
-//! reach memory). Routing is the caller's: each token brings its K expert ids and normalized
-//! scores.
+//! MLX's affine layout and [`moe_experts`] runs the routed tokens through them: the gate/up
+//! pair (or fc1) with its activation into f32 `act_g`, then down with each slot's score
+//! applied in f32 and the K-sum rounded to the activation dtype once — in one launch
+//! (`moe_down_sum`) from 8 slots per token, else as `moe_down`'s f32 partials and
+//! `moe_combine` (the same bits; the faster path per K as measured). Routing is the caller's:
+//! each token brings its K expert ids and normalized scores.
 
 use super::kernel;
 use super::QuantizedWeight;
 use crate::launch::{launch, Arg, Mode, Ran};
 use crate::{Device, PortError, Tensor};
+use kiln_math::kernels::moe_combine::MoeCombineParams;
 use kiln_math::kernels::moe_experts::{MoeParams, ACT_GEGLU, ACT_SWIGLU};
 use kiln_math::kernels::moe_route::{MoeRouteParams, MODE_SIGMOID_BIAS, MODE_SOFTMAX};
 use kiln_math::kernels::qlinear::scale_code;
@@ -49,14 +50,35 @@ fn first_kernel(activation: MoeActivation, bits: u32) -> Option<KernelId> {
     })
 }
 
-fn down_kernel(bits: u32) -> Option<KernelId> {
-    Some(match bits {
-        4 => KernelId::MoeDownSum4Bit,
-        6 => KernelId::MoeDownSum6Bit,
-        8 => KernelId::MoeDownSum8Bit,
+/// The down kernel at `bits`: with the K-sum (`moe_down_sum`) or into partials (`moe_down`).
+fn down_kernel(bits: u32, summed: bool) -> Option<KernelId> {
+    Some(match (bits, summed) {
+        (4, true) => KernelId::MoeDownSum4Bit,
+        (6, true) => KernelId::MoeDownSum6Bit,
+        (8, true) => KernelId::MoeDownSum8Bit,
+        (4, false) => KernelId::MoeDown4Bit,
+        (6, false) => KernelId::MoeDown6Bit,
+        (8, false) => KernelId::MoeDown8Bit,
         _ => return None,
     })
 }
+
+/// Columns of the partials a call over `k` slots per token keeps (none when down sums).
+fn partial_din(experts: &MoeExperts, k: usize) -> usize {
+    if k >= DOWN_SUM_MIN_SLOTS {
+        0
+    } else {
+        experts.din()
+    }
+}
+
+/// Slots per token from which down runs with the K-sum in one launch (`moe_down_sum`, a wave
+/// per output row over every slot) rather than as `moe_down`'s wave per slot and row plus
+/// `moe_combine`: measured on the H200 (docs/results/moe-h200-2026-12-05.md, run B), the fused
+/// sum won at Qwen3-30B-A3B's K 8 (23.9 µs against 23.6 + 3.4) and lost at Nemotron-3-Nano's
+/// K 6 (62.6 against 42.6 + 3) and Mixtral's K 2 (153.6 against 146.9 + 1.2). Both give the
+/// same bits.
+const DOWN_SUM_MIN_SLOTS: usize = 8;
 
 impl MoeExperts {
     /// Checks the projections against each other: `up` present exactly for the gated
@@ -79,7 +101,7 @@ impl MoeExperts {
             ));
         };
         let bad = |msg: String| PortError::invalid(kernel, msg);
-        if down_kernel(down.format().bits()).is_none() {
+        if down_kernel(down.format().bits(), true).is_none() {
             return Err(bad(format!(
                 "down at {} bits: the fused experts read 4, 6 or 8",
                 down.format().bits()
@@ -152,18 +174,26 @@ impl MoeExperts {
 pub struct MoeRan {
     /// The gate/up pair or fc1.
     pub up: Ran,
-    /// Down with the K-sum.
+    /// Down: with the K-sum (`moe_down_sum`), or into f32 partials.
     pub down: Ran,
+    /// The K-sum of the partials (`moe_combine`), when down did not sum.
+    pub combine: Option<Ran>,
 }
 
-/// Scratch bytes a [`moe_experts`] call over `tokens × k` slots takes (ids, scores and
-/// `act_g`), for [`Device::reserve_scratch`].
+/// Scratch bytes a [`moe_experts`] call over `tokens × k` slots takes (ids, scores, `act_g`
+/// and, below [`DOWN_SUM_MIN_SLOTS`], the partials), for [`Device::reserve_scratch`].
 pub fn moe_scratch_bytes(experts: &MoeExperts, tokens: usize, k: usize) -> usize {
     let slots = tokens * k;
+    let partials = if k >= DOWN_SUM_MIN_SLOTS {
+        0
+    } else {
+        slots * experts.din()
+    };
     crate::scratch_bytes(&[
         (DType::U32, slots),
         (DType::F32, slots),
         (DType::F32, slots * experts.dff()),
+        (DType::F32, partials),
     ])
 }
 
@@ -183,6 +213,39 @@ pub fn moe_experts(
     out: &mut Tensor,
 ) -> Result<MoeRan, PortError> {
     let kernel = experts.first_kernel();
+    let (tokens, k) = ids_per_token(kernel, x, ids)?;
+    if scores.len() != ids.len() {
+        return Err(PortError::invalid(
+            kernel,
+            format!("{} scores for {} expert ids", scores.len(), ids.len()),
+        ));
+    }
+    experts.check(x, k)?;
+    check_expert_ids(kernel, ids, experts.experts)?;
+    let mut scratch = dev.scratch(moe_scratch_bytes(experts, tokens, k))?;
+    let ids = scratch.upload(ids)?.reshape(&[tokens, k])?;
+    let scores = scratch.upload(scores)?.reshape(&[tokens, k])?;
+    let mut act_g = scratch.tensor(DType::F32, &[tokens, k, experts.dff()])?;
+    let mut partial = scratch.tensor(DType::F32, &[tokens, k, partial_din(experts, k)])?;
+    experts.launch_all(
+        dev,
+        x,
+        &ids,
+        &scores,
+        rows_per_block,
+        &mut act_g,
+        &mut partial,
+        out,
+    )
+}
+
+/// `(T, K)` of host routing: `T` the rows of `x`, `K` the ids per token (refused unless `ids`
+/// holds a whole number of them, one or more). Shared with `gather_qmm_topk`.
+pub(super) fn ids_per_token(
+    kernel: KernelId,
+    x: &Tensor,
+    ids: &[u32],
+) -> Result<(usize, usize), PortError> {
     let tokens = x.shape().first().copied().unwrap_or(0);
     if tokens == 0 || ids.is_empty() || !ids.len().is_multiple_of(tokens) {
         return Err(PortError::invalid(
@@ -193,27 +256,24 @@ pub fn moe_experts(
             ),
         ));
     }
-    let k = ids.len() / tokens;
-    if scores.len() != ids.len() {
-        return Err(PortError::invalid(
-            kernel,
-            format!("{} scores for {} expert ids", scores.len(), ids.len()),
-        ));
-    }
-    experts.check(x, k)?;
-    if let Some(position) = ids.iter().position(|&e| e as usize >= experts.experts) {
-        return Err(PortError::ExpertOutOfRange {
+    Ok((tokens, ids.len() / tokens))
+}
+
+/// Refuses the first host expert id ≥ `experts` (its slot named). Shared with `gather_qmm`.
+pub(super) fn check_expert_ids(
+    kernel: KernelId,
+    ids: &[u32],
+    experts: usize,
+) -> Result<(), PortError> {
+    match ids.iter().position(|&e| e as usize >= experts) {
+        Some(position) => Err(PortError::ExpertOutOfRange {
             kernel: kernel.name(),
             position,
             id: ids[position],
-            experts: experts.experts,
-        });
+            experts,
+        }),
+        None => Ok(()),
     }
-    let mut scratch = dev.scratch(moe_scratch_bytes(experts, tokens, k))?;
-    let ids = scratch.upload(ids)?.reshape(&[tokens, k])?;
-    let scores = scratch.upload(scores)?.reshape(&[tokens, k])?;
-    let mut act_g = scratch.tensor(DType::F32, &[tokens, k, experts.dff()])?;
-    experts.launch_all(dev, x, &ids, &scores, rows_per_block, &mut act_g, out)
 }
 
 /// [`moe_experts`] with the routing already on the device (from [`moe_route`]): `ids [T, K]`
@@ -241,7 +301,17 @@ pub fn moe_experts_routed(
     experts.check(x, k)?;
     let mut scratch = dev.scratch(moe_scratch_bytes(experts, tokens, k))?;
     let mut act_g = scratch.tensor(DType::F32, &[tokens, k, experts.dff()])?;
-    experts.launch_all(dev, x, ids, scores, rows_per_block, &mut act_g, out)
+    let mut partial = scratch.tensor(DType::F32, &[tokens, k, partial_din(experts, k)])?;
+    experts.launch_all(
+        dev,
+        x,
+        ids,
+        scores,
+        rows_per_block,
+        &mut act_g,
+        &mut partial,
+        out,
+    )
 }
 
 /// A router's rule (see `kiln_math::kernels::moe_route`).
@@ -336,6 +406,7 @@ impl MoeExperts {
         scores: &Tensor,
         rows_per_block: u32,
         act_g: &mut Tensor,
+        partial: &mut Tensor,
         out: &mut Tensor,
     ) -> Result<MoeRan, PortError> {
         let params = |w: &QuantizedWeight, act: u32| MoeParams {
@@ -391,7 +462,9 @@ impl MoeExperts {
         let dq = stacked(&self.down, self.din())?;
         let (_, ds, db) = self.down.buffers();
         let p = params(&self.down, 0);
-        let down_kernel = down_kernel(self.down.format().bits()).expect("checked at construction");
+        let summed = ids.shape()[1] >= DOWN_SUM_MIN_SLOTS;
+        let down_kernel =
+            down_kernel(self.down.format().bits(), summed).expect("checked at construction");
         let mut args = [
             Arg::In(ids),
             Arg::In(&dq),
@@ -399,9 +472,19 @@ impl MoeExperts {
             Arg::In(db),
             Arg::In(act_g),
             Arg::In(scores),
-            Arg::Out(out),
+            Arg::Out(if summed { out } else { partial }),
         ];
         let down = launch(dev, down_kernel, p.words(), &mut args, Mode::Auto)?;
-        Ok(MoeRan { up, down })
+        let combine = if summed {
+            None
+        } else {
+            Some(kernel::moe_combine(
+                dev,
+                &MoeCombineParams::default(),
+                partial,
+                out,
+            )?)
+        };
+        Ok(MoeRan { up, down, combine })
     }
 }

@@ -16,6 +16,7 @@ kiln_math::for_each_kernel!(reference_modules);
 
 #[cfg(feature = "harness")]
 pub mod cases;
+pub mod gather_qmm;
 pub mod moe;
 pub mod primitives;
 pub mod qlinear;

@@ -9,26 +9,56 @@ use crate::quant::unpack_code;
 use kiln_math::kernels::moe_experts::{MoeParams, ACT_GEGLU};
 use kiln_math::Element;
 
-/// Row `row` of a stacked projection with `cols` columns, dequantized.
-fn dequant_row(
-    p: &MoeParams,
+/// A stacked projection's packed codes, scales and biases with their format (groups of
+/// `group_size` values, scales and biases of the `scale_dtype` code, `bits` per code), read
+/// row by row. Shared with `gather_qmm`'s reference.
+#[derive(Clone, Copy)]
+pub struct AffineRows<'a> {
+    group_size: u32,
+    scale_dtype: u32,
     bits: u32,
-    w_q: &[u32],
-    scales: &[u32],
-    biases: &[u32],
-    row: usize,
-    cols: usize,
-) -> Vec<f64> {
-    let gs = p.group_size as usize;
-    let words_per_row = cols * bits as usize / 32;
-    let words = &w_q[row * words_per_row..(row + 1) * words_per_row];
-    (0..cols)
-        .map(|i| {
-            let e = row * (cols / gs) + i / gs;
-            let q = unpack_code(words, bits, i).expect("the row holds its codes") as f64;
-            packed_scale(scales, p.scale_dtype, e) * q + packed_scale(biases, p.scale_dtype, e)
-        })
-        .collect()
+    w_q: &'a [u32],
+    scales: &'a [u32],
+    biases: &'a [u32],
+}
+
+impl<'a> AffineRows<'a> {
+    /// The projection `(w_q, scales, biases)` (every row of `w_q` one LSB-first bit stream).
+    pub fn new(
+        group_size: u32,
+        scale_dtype: u32,
+        bits: u32,
+        (w_q, scales, biases): (&'a [u32], &'a [u32], &'a [u32]),
+    ) -> AffineRows<'a> {
+        AffineRows {
+            group_size,
+            scale_dtype,
+            bits,
+            w_q,
+            scales,
+            biases,
+        }
+    }
+
+    /// Row `row` (of `cols` columns), dequantized: `scale·q + bias` per element.
+    pub fn row(&self, row: usize, cols: usize) -> Vec<f64> {
+        let gs = self.group_size as usize;
+        let words_per_row = cols * self.bits as usize / 32;
+        let words = &self.w_q[row * words_per_row..(row + 1) * words_per_row];
+        (0..cols)
+            .map(|i| {
+                let e = row * (cols / gs) + i / gs;
+                let q = unpack_code(words, self.bits, i).expect("the row holds its codes") as f64;
+                packed_scale(self.scales, self.scale_dtype, e) * q
+                    + packed_scale(self.biases, self.scale_dtype, e)
+            })
+            .collect()
+    }
+}
+
+/// `v` widened to f64.
+pub fn widened<T: Element>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|v| v.to_f32() as f64).collect()
 }
 
 /// The expert of slot `s`, if it is in range.
@@ -37,7 +67,8 @@ fn expert(p: &MoeParams, indices: &[u32], s: usize) -> Option<usize> {
     (e < p.experts as usize).then_some(e)
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+/// `Σ a·b` in f64.
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
@@ -67,22 +98,17 @@ pub fn up<T: Element>(
     act_g: &mut [f32],
 ) {
     let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    let rows = |buffers| AffineRows::new(p.group_size, p.scale_dtype, bits, buffers);
+    let gate = rows(gate);
+    let up = up.map(rows);
     for s in 0..p.tokens as usize * k {
-        let xs: Vec<f64> = x[s / k * din..(s / k + 1) * din]
-            .iter()
-            .map(|v| v.to_f32() as f64)
-            .collect();
+        let xs = widened(&x[s / k * din..(s / k + 1) * din]);
         for f in 0..dff {
             act_g[s * dff + f] = match expert(p, indices, s) {
                 None => 0.0,
                 Some(e) => {
-                    let g = dot(
-                        &xs,
-                        &dequant_row(p, bits, gate.0, gate.1, gate.2, e * dff + f, din),
-                    );
-                    let u = up.map(|(w, sc, bi)| {
-                        dot(&xs, &dequant_row(p, bits, w, sc, bi, e * dff + f, din))
-                    });
+                    let g = dot(&xs, &gate.row(e * dff + f, din));
+                    let u = up.map(|u| dot(&xs, &u.row(e * dff + f, din)));
                     activation(p.act, g, u) as f32
                 }
             };
@@ -104,19 +130,14 @@ pub fn down<T: Element>(
     partial: &mut [T],
 ) {
     let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    let down = AffineRows::new(p.group_size, p.scale_dtype, bits, (w_q, scales, biases));
     for s in 0..p.tokens as usize * k {
-        let a: Vec<f64> = act_g[s * dff..(s + 1) * dff]
-            .iter()
-            .map(|v| v.to_f32() as f64)
-            .collect();
+        let a = widened(&act_g[s * dff..(s + 1) * dff]);
         for h in 0..din {
             let v = match expert(p, indices, s) {
                 None => 0.0,
                 Some(e) => {
-                    let d = dot(
-                        &a,
-                        &dequant_row(p, bits, w_q, scales, biases, e * din + h, dff),
-                    );
+                    let d = dot(&a, &down.row(e * din + h, dff));
                     scores[s].to_f32() as f64 * d
                 }
             };
@@ -140,6 +161,7 @@ pub fn down_sum<T: Element>(
     out: &mut [T],
 ) {
     let (k, din, dff) = (p.k as usize, p.din as usize, p.dff as usize);
+    let down = AffineRows::new(p.group_size, p.scale_dtype, bits, (w_q, scales, biases));
     for (t, row) in out.chunks_mut(din).enumerate().take(p.tokens as usize) {
         let mut sums = vec![0.0f64; din];
         for s in t * k..(t + 1) * k {
@@ -151,8 +173,7 @@ pub fn down_sum<T: Element>(
                 .map(|&v| v as f64)
                 .collect();
             for (h, sum) in sums.iter_mut().enumerate() {
-                let w = dequant_row(p, bits, w_q, scales, biases, e * din + h, dff);
-                *sum += scores[s] as f64 * dot(&a, &w);
+                *sum += scores[s] as f64 * dot(&a, &down.row(e * din + h, dff));
             }
         }
         for (o, sum) in row.iter_mut().zip(sums) {

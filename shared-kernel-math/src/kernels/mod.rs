@@ -18,6 +18,8 @@ pub mod qlinear_mma;
 pub mod moe_experts;
 // The body of the `moe_down_sum_<b>bit` entries: down and the K-sum in one launch.
 pub mod moe_down_sum;
+// The body of the `gather_qmm_<b>bit` entries.
+pub mod gather_qmm;
 // Per-element decoding of the affine layout, for `embedding_affine`; its docs are its own `//!`.
 pub mod affine_codes;
 
@@ -132,6 +134,18 @@ macro_rules! for_each_kernel {
             moe_down_sum_8bit: MoeDownSum8Bit [f32, f16, bf16]
                 (indices: Src<u32>, down_q: Src<u32>, down_scales: Src<u32>,
                  down_biases: Src<u32>, act_g: Src<f32>, scores: Src<f32>, out: Dst<T>);
+            // Expert-indexed quantized matmul (spec §13's gather_qmm): out[s] = lhs[lhs_idx[s]] ·
+            // Ŵ[rhs_idx[s]]^T over stacked affine experts, one entry per bit width; the body is
+            // `gather_qmm`. The `sorted` hint tiles slots sorted by expert without changing a bit.
+            gather_qmm_4bit: GatherQmm4Bit [f32, f16, bf16]
+                (lhs: Src<T>, lhs_idx: Src<u32>, rhs_idx: Src<u32>, w_q: Src<u32>,
+                 scales: Src<u32>, biases: Src<u32>, out: Dst<T>);
+            gather_qmm_6bit: GatherQmm6Bit [f32, f16, bf16]
+                (lhs: Src<T>, lhs_idx: Src<u32>, rhs_idx: Src<u32>, w_q: Src<u32>,
+                 scales: Src<u32>, biases: Src<u32>, out: Dst<T>);
+            gather_qmm_8bit: GatherQmm8Bit [f32, f16, bf16]
+                (lhs: Src<T>, lhs_idx: Src<u32>, rhs_idx: Src<u32>, w_q: Src<u32>,
+                 scales: Src<u32>, biases: Src<u32>, out: Dst<T>);
             // Each token's top-k experts and their scores from its router logits.
             moe_route: MoeRoute [f32, f16, bf16]
                 (logits: Src<T>, correction_bias: Src<f32>, ids: Dst<u32>, scores: Dst<f32>);

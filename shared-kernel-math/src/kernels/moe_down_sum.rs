@@ -12,7 +12,8 @@
 //! flight.
 
 use super::moe_experts::{
-    bind_format, bind_slots, bind_weights, expert_of, unit_dots, MoeParams, THREADS_PER_ROW,
+    bind_format, bind_slots, bind_weights, expert_of, unit_dot, unit_scales, MoeParams,
+    THREADS_PER_ROW,
 };
 use super::qlinear::{load_words, UNIT, X_CHUNK};
 use crate::{Block, Dst, Element, Launch, ShapeError, Src};
@@ -44,7 +45,8 @@ pub fn bind_down_sum(p: &mut MoeParams, shapes: &[&[usize]], bits: u32) -> Resul
         return Err(ShapeError::Invalid("act_g must be [T, K, Dff]"));
     };
     let (e, din) = bind_weights(
-        p,
+        p.group_size,
+        p.scale_dtype,
         "the down weights must be three-dimensional: [E, Din, Dff·bits/32]",
         w_q,
         scales,
@@ -254,21 +256,19 @@ fn slot_unit<const BITS: usize>(
         act_chunk(act_g, at + 2 * X_CHUNK, wide),
         act_chunk(act_g, at + 3 * X_CHUNK, wide),
     ];
-    let (first, _) = unit_dots(
-        p,
-        xs,
-        col,
-        words,
-        scales,
-        biases,
-        words,
+    let split = p.group_size as usize == UNIT / 2;
+    let levels = (1u32 << BITS as u32) as f32;
+    let spans = unit_scales(
+        split,
+        p.group_log2,
+        p.scale_dtype,
+        levels,
         scales,
         biases,
         groups_at,
-        false,
-        (acc, 0.0),
+        col,
     );
-    first
+    unit_dot(words, xs, spans, split, acc)
 }
 
 /// [`X_CHUNK`] values of `act_g` from `at` (one wide load when `wide`).

@@ -29,7 +29,8 @@
 //! the row in units of 32 codes (`bits` whole words at any width), the dot products summed as
 //! `qlinear` sums them (centred code floats, the scale and bias folded in once per span), then
 //! one wave sum. A row's result depends on the wave size only: rows per block and block size
-//! never change a bit.
+//! never change a bit. The per-unit sums (`unit_x`, `unit_scales`, `unit_dot`) and the stacked
+//! weights' checks also serve `gather_qmm`.
 
 use super::affine_codes::packed_scale;
 use super::fused_silu_mul::silu;
@@ -106,10 +107,13 @@ pub(crate) fn bind_slots(p: &mut MoeParams, indices: &[usize]) -> Result<(), Sha
     Ok(())
 }
 
-/// A stacked projection `w_q [E, R, C·bits/32]` with its scales and biases; returns
-/// `(E, R, C)` once `C` (from `cols`, the reduced axis) checks against the format.
+/// A stacked projection `w_q [E, R, C·bits/32]` with its scales and biases (of `group_size`
+/// and the `scale_dtype` code); returns `(E, R)` once `C` (from `cols`, the reduced axis)
+/// checks against the format. Shared with `gather_qmm`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn bind_weights(
-    p: &MoeParams,
+    group_size: u32,
+    scale_dtype: u32,
     what: &'static str,
     w_q: &[usize],
     scales: &[usize],
@@ -127,7 +131,7 @@ pub(crate) fn bind_weights(
             "a projection's columns must be a multiple of 32: the kernels read 32 codes at a time",
         ));
     }
-    if !cols.is_multiple_of(p.group_size as usize) {
+    if !cols.is_multiple_of(group_size as usize) {
         return Err(ShapeError::Invalid(
             "a projection's columns must be a multiple of group_size",
         ));
@@ -139,8 +143,8 @@ pub(crate) fn bind_weights(
     )?;
     let groups = e
         .saturating_mul(r)
-        .saturating_mul(cols / p.group_size as usize);
-    let want = scale_words(p.scale_dtype, groups);
+        .saturating_mul(cols / group_size as usize);
+    let want = scale_words(scale_dtype, groups);
     shape::eq(
         "words of scales (E·R·C/group_size values packed)",
         shape::numel(scales),
@@ -214,9 +218,11 @@ pub fn bind_up(
         p.tokens as usize,
     )?;
     let layout = "the gate, up and fc1 weights must be three-dimensional: [E, Dff, Din·bits/32]";
-    let (e, dff) = bind_weights(p, layout, shapes[2], shapes[3], shapes[4], din, bits)?;
+    let (gs, sd) = (p.group_size, p.scale_dtype);
+    let (e, dff) = bind_weights(gs, sd, layout, shapes[2], shapes[3], shapes[4], din, bits)?;
     if gated {
-        let (e_up, dff_up) = bind_weights(p, layout, shapes[5], shapes[6], shapes[7], din, bits)?;
+        let (e_up, dff_up) =
+            bind_weights(gs, sd, layout, shapes[5], shapes[6], shapes[7], din, bits)?;
         shape::eq("experts of up against gate", e_up, e)?;
         shape::eq("rows of up against gate (Dff)", dff_up, dff)?;
     }
@@ -251,7 +257,8 @@ pub fn bind_down(p: &mut MoeParams, shapes: &[&[usize]], bits: u32) -> Result<()
         return Err(ShapeError::Invalid("act_g must be [T, K, Dff]"));
     };
     let (e, din) = bind_weights(
-        p,
+        p.group_size,
+        p.scale_dtype,
         "the down weights must be three-dimensional: [E, Din, Dff·bits/32]",
         w_q,
         scales,
@@ -477,10 +484,10 @@ fn activation(act: u32, g: f32, u: f32) -> f32 {
 /// one or two units a lane: one DRAM round trip instead of two).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) fn lane_sums<X: Element, B: Block, const BITS: usize>(
+fn lane_sums<T: Element, B: Block, const BITS: usize>(
     b: &B,
     p: &MoeParams,
-    x: Src<X>,
+    x: Src<T>,
     x_at: usize,
     cols: u32,
     one_q: Src<u32>,
@@ -498,10 +505,10 @@ pub(crate) fn lane_sums<X: Element, B: Block, const BITS: usize>(
     let words_at = row * units * BITS;
     let groups_at = row * (cols as usize >> p.group_log2);
     let wave = B::WAVE as usize;
-    let mut acc = (0.0f32, 0.0f32);
     // Wider codes already bring twice the bytes a unit (and the registers to hold them).
     let ahead = BITS <= 4;
     let step = if ahead { 2 * wave } else { wave };
+    let mut acc = (0.0f32, 0.0f32);
     let mut u = b.lane() as usize;
     while u < units {
         let later = u + wave;
@@ -519,34 +526,14 @@ pub(crate) fn lane_sums<X: Element, B: Block, const BITS: usize>(
                 later_two = load_words(two_q, words_at + later * BITS, wide, bits);
             }
         }
-        acc = unit_dots(
-            p,
-            unit_x(x, x_at + u * UNIT, wide),
-            u * UNIT,
-            first_one,
-            one_scales,
-            one_biases,
-            first_two,
-            two_scales,
-            two_biases,
-            groups_at,
-            two,
-            acc,
+        acc = unit_pair(
+            p, x, x_at, u, wide, first_one, one_scales, one_biases, first_two, two_scales,
+            two_biases, groups_at, two, acc,
         );
         if has_later {
-            acc = unit_dots(
-                p,
-                unit_x(x, x_at + later * UNIT, wide),
-                later * UNIT,
-                later_one,
-                one_scales,
-                one_biases,
-                later_two,
-                two_scales,
-                two_biases,
-                groups_at,
-                two,
-                acc,
+            acc = unit_pair(
+                p, x, x_at, later, wide, later_one, one_scales, one_biases, later_two, two_scales,
+                two_biases, groups_at, two, acc,
             );
         }
         u += step;
@@ -554,14 +541,16 @@ pub(crate) fn lane_sums<X: Element, B: Block, const BITS: usize>(
     acc
 }
 
-/// `acc` plus one unit (at column `col`) of projection one (and two when `two`) with the
-/// unit's 32 elements of `x` (`xs`, widened, four chunks of [`X_CHUNK`]).
+/// `acc` plus unit `u` of projection one (words `one`) and of projection two (`other`, when
+/// `two`) against the same 32 elements of `x`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) fn unit_dots<const BITS: usize>(
+fn unit_pair<T: Element, const BITS: usize>(
     p: &MoeParams,
-    xs: [[f32; X_CHUNK]; 4],
-    col: usize,
+    x: Src<T>,
+    x_at: usize,
+    u: usize,
+    wide: bool,
     one: [u32; BITS],
     one_scales: Src<u32>,
     one_biases: Src<u32>,
@@ -572,135 +561,171 @@ pub(crate) fn unit_dots<const BITS: usize>(
     two: bool,
     acc: (f32, f32),
 ) -> (f32, f32) {
-    // The chunks are four calls, not a loop: each chunk's word indices stay constants.
-    let (a0, b0, s0) = chunk_dots(one, other, xs[0], 0, two);
-    let (a1, b1, s1) = chunk_dots(one, other, xs[1], X_CHUNK, two);
-    let (a2, b2, s2) = chunk_dots(one, other, xs[2], 2 * X_CHUNK, two);
-    let (a3, b3, s3) = chunk_dots(one, other, xs[3], 3 * X_CHUNK, two);
-    let sums = [s0, s1, s2, s3];
+    let col = u * UNIT;
+    let split = p.group_size as usize == UNIT / 2;
     let levels = (1u32 << BITS as u32) as f32;
-    let first = unit_fold(
-        p,
-        levels,
-        one_scales,
-        one_biases,
-        groups_at,
-        col,
-        [a0, a1, a2, a3],
-        sums,
-        acc.0,
+    let (log2, dtype) = (p.group_log2, p.scale_dtype);
+    let xs = unit_x(x, x_at + col, wide);
+    let spans = unit_scales(
+        split, log2, dtype, levels, one_scales, one_biases, groups_at, col,
     );
+    let first = unit_dot(one, xs, spans, split, acc.0);
     let second = if two {
-        unit_fold(
-            p,
+        let spans = unit_scales(
+            split,
+            log2,
+            dtype,
             levels,
             other_scales,
             other_biases,
             groups_at,
             col,
-            [b0, b1, b2, b3],
-            sums,
-            acc.1,
-        )
+        );
+        unit_dot(other, xs, spans, split, acc.1)
     } else {
         acc.1
     };
     (first, second)
 }
 
-/// The 32 elements of `x` of a unit from `at`, widened, as four chunks of [`X_CHUNK`].
+/// The 32 elements of `x` of a unit, widened, as four chunks of [`X_CHUNK`].
 #[inline(always)]
-fn unit_x<X: Element>(x: Src<X>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
-    [
-        widened(x_chunk(x, at, wide)),
-        widened(x_chunk(x, at + X_CHUNK, wide)),
-        widened(x_chunk(x, at + 2 * X_CHUNK, wide)),
-        widened(x_chunk(x, at + 3 * X_CHUNK, wide)),
-    ]
-}
-
-/// A chunk of `x` widened to f32.
-#[inline(always)]
-fn widened<X: Element>(c: [X; X_CHUNK]) -> [f32; X_CHUNK] {
-    let mut xs = [0.0f32; X_CHUNK];
-    let mut j = 0;
-    while j < X_CHUNK {
-        xs[j] = c[j].widen();
-        j += 1;
+pub(crate) fn unit_x<T: Element>(x: Src<T>, at: usize, wide: bool) -> [[f32; X_CHUNK]; 4] {
+    let mut xs = [[0.0f32; X_CHUNK]; 4];
+    let mut c = 0;
+    while c < 4 {
+        let xc = x_chunk(x, at + c * X_CHUNK, wide);
+        let mut j = 0;
+        while j < X_CHUNK {
+            xs[c][j] = xc[j].widen();
+            j += 1;
+        }
+        c += 1;
     }
     xs
 }
 
-/// `(Σ(f − 1.5)·x` of projection one, of projection two (0 unless `two`), `Σx)` over the
-/// chunk of [`X_CHUNK`] codes at `first` of a unit.
-#[inline(always)]
-fn chunk_dots<const BITS: usize>(
-    one: [u32; BITS],
-    other: [u32; BITS],
-    x: [f32; X_CHUNK],
-    first: usize,
-    two: bool,
-) -> (f32, f32, f32) {
-    let mut dot_one = 0.0f32;
-    let mut dot_two = 0.0f32;
-    let mut sum = 0.0f32;
-    let mut j = 0;
-    while j < X_CHUNK {
-        dot_one = crate::mul_add(code_float(one, first + j) - 1.5, x[j], dot_one);
-        if two {
-            dot_two = crate::mul_add(code_float(other, first + j) - 1.5, x[j], dot_two);
-        }
-        sum += x[j];
-        j += 1;
-    }
-    (dot_one, dot_two, sum)
+/// The scale spans of one unit of a row (one span, or two halves for groups of 16 when
+/// `split`): each span's `s·levels` and its centre weight `b + s·levels/2`, `levels = 2^bits`.
+/// Read once per unit and row, whatever number of `x` rows the unit then meets.
+#[derive(Clone, Copy)]
+pub(crate) struct UnitScales {
+    /// The first span's `s·levels`.
+    first_scale: f32,
+    /// The first span's centre weight.
+    first_mid: f32,
+    /// The second half's `s·levels` (groups of 16 only).
+    second_scale: f32,
+    /// The second half's centre weight (groups of 16 only).
+    second_mid: f32,
 }
 
-/// `acc` plus one unit's `Σ(s·q + b)·x` of a row from its chunks' `Σ(f − 1.5)·x` (`dots`) and
-/// `Σx` (`sums`), `f = 1 + q/levels`, `levels = 2^bits`: per scale span (16 codes for groups of 16, else the
-/// unit) `s·levels·Σ(f − 1.5)·x + (b + s·levels/2)·Σx` (the `qlinear` form).
+/// The [`UnitScales`] of the unit at column `col` of the row whose first group is `groups_at`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn unit_fold(
-    p: &MoeParams,
+pub(crate) fn unit_scales(
+    split: bool,
+    group_log2: u32,
+    scale_dtype: u32,
     levels: f32,
     scales: Src<u32>,
     biases: Src<u32>,
     groups_at: usize,
     col: usize,
-    dots: [f32; 4],
-    sums: [f32; 4],
-    acc: f32,
-) -> f32 {
-    let group = groups_at + (col >> p.group_log2);
-    if p.group_size as usize == UNIT / 2 {
-        let (d, s) = (dots[0] + dots[1], sums[0] + sums[1]);
-        let acc = fold(p, scales, biases, group, levels, d, s, acc);
-        let (d, s) = (dots[2] + dots[3], sums[2] + sums[3]);
-        fold(p, scales, biases, group + 1, levels, d, s, acc)
+) -> UnitScales {
+    let group = groups_at + (col >> group_log2);
+    let (first_scale, first_mid) = span_scale(scales, biases, scale_dtype, group, levels);
+    let (second_scale, second_mid) = if split {
+        span_scale(scales, biases, scale_dtype, group + 1, levels)
     } else {
-        let dot = (dots[0] + dots[1]) + (dots[2] + dots[3]);
-        let sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-        fold(p, scales, biases, group, levels, dot, sum, acc)
+        (0.0, 0.0)
+    };
+    UnitScales {
+        first_scale,
+        first_mid,
+        second_scale,
+        second_mid,
     }
 }
 
-/// `acc + s·levels·dot + (b + s·levels/2)·sum` with scale and bias `e`, `levels = 2^bits`.
-#[allow(clippy::too_many_arguments)]
+/// The [`UnitScales`] of no unit: what a sweep holds before its first load (never applied).
 #[inline(always)]
-fn fold(
-    p: &MoeParams,
+pub(crate) fn no_unit_scales() -> UnitScales {
+    UnitScales {
+        first_scale: 0.0,
+        first_mid: 0.0,
+        second_scale: 0.0,
+        second_mid: 0.0,
+    }
+}
+
+/// `(s·levels, b + s·levels/2)` of scale and bias `e`.
+#[inline(always)]
+fn span_scale(
     scales: Src<u32>,
     biases: Src<u32>,
+    scale_dtype: u32,
     e: usize,
     levels: f32,
-    dot: f32,
-    sum: f32,
+) -> (f32, f32) {
+    let sc = packed_scale(scales, scale_dtype, e) * levels;
+    // The weight at the centre code: `s·q + b = s·levels·(f − 1.5) + mid`.
+    (
+        sc,
+        crate::mul_add(sc, 0.5, packed_scale(biases, scale_dtype, e)),
+    )
+}
+
+/// `acc` plus one unit's `Σ(s·q + b)·x` of a row: per chunk the centred code floats
+/// `f − 1.5` (`f = 1 + q·2^-BITS`) meet `x` in one FMA each, and per scale span (16 codes when
+/// `split`, else the unit) the sums fold in as `s·2^BITS·Σ(f − 1.5)·x + (b +
+/// s·2^(BITS−1))·Σx` (the `qlinear` form).
+#[inline(always)]
+pub(crate) fn unit_dot<const BITS: usize>(
+    w: [u32; BITS],
+    xs: [[f32; X_CHUNK]; 4],
+    spans: UnitScales,
+    split: bool,
     acc: f32,
 ) -> f32 {
-    let sc = packed_scale(scales, p.scale_dtype, e) * levels;
-    // The weight at the centre code: `s·q + b = s·levels·(f − 1.5) + mid`.
-    let mid = crate::mul_add(sc, 0.5, packed_scale(biases, p.scale_dtype, e));
+    // The chunks are four calls, not a loop: each chunk's word indices stay constants.
+    let (d0, s0) = chunk_dot(w, xs[0], 0);
+    let (d1, s1) = chunk_dot(w, xs[1], X_CHUNK);
+    let (d2, s2) = chunk_dot(w, xs[2], 2 * X_CHUNK);
+    let (d3, s3) = chunk_dot(w, xs[3], 3 * X_CHUNK);
+    if split {
+        let acc = fold(spans.first_scale, spans.first_mid, d0 + d1, s0 + s1, acc);
+        fold(spans.second_scale, spans.second_mid, d2 + d3, s2 + s3, acc)
+    } else {
+        let dot = (d0 + d1) + (d2 + d3);
+        fold(
+            spans.first_scale,
+            spans.first_mid,
+            dot,
+            (s0 + s1) + (s2 + s3),
+            acc,
+        )
+    }
+}
+
+/// `(Σ(f − 1.5)·x, Σx)` over the chunk of [`X_CHUNK`] codes at `first` of a unit.
+#[inline(always)]
+fn chunk_dot<const BITS: usize>(w: [u32; BITS], x: [f32; X_CHUNK], first: usize) -> (f32, f32) {
+    let mut dot = 0.0f32;
+    let mut sum = 0.0f32;
+    let mut j = 0;
+    while j < X_CHUNK {
+        let centred = code_float(w, first + j) - 1.5;
+        dot = crate::mul_add(centred, x[j], dot);
+        sum += x[j];
+        j += 1;
+    }
+    (dot, sum)
+}
+
+/// `acc + sc·dot + mid·sum`: a span's sums with its `s·levels` and centre weight folded in.
+#[inline(always)]
+fn fold(sc: f32, mid: f32, dot: f32, sum: f32, acc: f32) -> f32 {
     let with_mid = crate::mul_add(mid, sum, acc);
     crate::mul_add(sc, dot, with_mid)
 }

@@ -14,6 +14,7 @@ macro_rules! cases_modules {
 }
 kiln_math::for_each_kernel!(cases_modules);
 
+pub mod gather_qmm;
 pub mod moe;
 pub mod paged_cases;
 pub mod qlinear;

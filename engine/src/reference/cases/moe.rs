@@ -47,8 +47,8 @@ struct Shape {
 }
 
 /// `e` experts of `[rows, cols]` normal weights quantized at `format`, as the three buffers'
-/// fills (`w_q`, `scales`, `biases`) and their shapes.
-fn experts(
+/// fills (`w_q`, `scales`, `biases`) and their shapes. Shared with `gather_qmm`'s cases.
+pub(super) fn experts(
     seed: &str,
     format: AffineFormat,
     e: usize,
