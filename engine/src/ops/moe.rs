@@ -181,7 +181,7 @@ pub struct MoeRan {
 }
 
 /// Scratch bytes a [`moe_experts`] call over `tokens × k` slots takes (ids, scores, `act_g`
-/// and, below [`DOWN_SUM_MIN_SLOTS`], the partials), for [`Device::reserve_scratch`].
+/// and, below 8 slots per token, the partials), for [`Device::reserve_scratch`].
 pub fn moe_scratch_bytes(experts: &MoeExperts, tokens: usize, k: usize) -> usize {
     let slots = tokens * k;
     let partials = if k >= DOWN_SUM_MIN_SLOTS {
