@@ -64,6 +64,19 @@ pub struct CopyBandwidth {
     pub gbps: f64,
 }
 
+impl CopyBandwidth {
+    /// The median of `runs` device copies of `bytes` (after a warm-up copy).
+    pub fn measure(dev: &Device, bytes: usize, runs: usize) -> Result<CopyBandwidth, PortError> {
+        let median_s = median(time_copy(dev, bytes, runs)?);
+        Ok(CopyBandwidth {
+            bytes,
+            runs,
+            median_s,
+            gbps: 2.0 * bytes as f64 / median_s / 1e9,
+        })
+    }
+}
+
 /// One kernel × dtype × shape.
 #[derive(Clone, Debug)]
 pub struct BenchRow {
@@ -108,7 +121,7 @@ pub fn bytes_moved(kernel: KernelId, dtype: DType, shapes: &[Vec<usize>]) -> u64
         .sum()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
@@ -128,14 +141,7 @@ pub fn run_with(
     opts: &BenchOptions,
     mut on_row: impl FnMut(&CopyBandwidth, &BenchRow),
 ) -> Result<BenchReport, PortError> {
-    let copy_runs = opts.runs.max(5);
-    let copy_s = median(time_copy(dev, opts.copy_bytes, copy_runs)?);
-    let copy = CopyBandwidth {
-        bytes: opts.copy_bytes,
-        runs: copy_runs,
-        median_s: copy_s,
-        gbps: 2.0 * opts.copy_bytes as f64 / copy_s / 1e9,
-    };
+    let copy = CopyBandwidth::measure(dev, opts.copy_bytes, opts.runs.max(5))?;
     // Rotated copies of a shape's buffers should span twice the cache (64 MiB if unknown).
     let rotate = 2 * dev.l2_bytes().unwrap_or(64 << 20);
     let mut rows = Vec::new();

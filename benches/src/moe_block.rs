@@ -187,9 +187,7 @@ pub fn run_moe_blocks(
             }
             Ok(())
         })?;
-        let mut t = t;
-        t.sort_by(f64::total_cmp);
-        let median_s = t[t.len() / 2];
+        let median_s = crate::median(t);
         let bytes = layer_bytes + 2 * (s.din * dtype.size()) as u64;
         let row = MoeBlockRow {
             model: s.model,

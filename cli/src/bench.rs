@@ -143,15 +143,13 @@ fn moe(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
 /// The device's copy bandwidth in GB/s (read + write bytes of a 256 MiB device copy, median
 /// of 20), printed as a comment line.
 fn copy_gbps(dev: &kiln::Device) -> anyhow::Result<f64> {
-    let mut t = kiln::timing::time_copy(dev, 256 << 20, 20)?;
-    t.sort_by(f64::total_cmp);
-    let copy = 2.0 * (256 << 20) as f64 / t[t.len() / 2];
+    let copy = kiln_benches::CopyBandwidth::measure(dev, 256 << 20, 20)?;
     println!(
         "# {} copy: {:.1} GB/s read + write (256 MiB, median of 20)",
         dev.name(),
-        copy / 1e9
+        copy.gbps
     );
-    Ok(copy / 1e9)
+    Ok(copy.gbps)
 }
 
 pub fn main(a: Args) -> anyhow::Result<()> {
