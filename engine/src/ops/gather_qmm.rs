@@ -266,9 +266,8 @@ fn launch_gather(
         rows_per_block: tiling.rows_per_block,
         ..GatherQmmParams::default()
     };
-    // The codes as `[E, N, C·bits/32]`; scales and biases are read flat.
-    let (q, scales, biases) = experts.weight.buffers();
-    let q = q.reshape(&[experts.experts, experts.rows(), q.shape()[1]])?;
+    let (_, scales, biases) = experts.weight.buffers();
+    let q = experts.weight.stacked_codes(experts.experts)?;
     let mut args = [
         Arg::In(lhs),
         Arg::In(lhs_idx),

@@ -417,15 +417,11 @@ impl MoeExperts {
             ..MoeParams::default()
         };
         // The codes as `[E, R, C·bits/32]`; scales and biases are read flat.
-        let stacked = |w: &QuantizedWeight, rows: usize| -> Result<Tensor, PortError> {
-            let q = w.buffers().0;
-            q.reshape(&[self.experts, rows, q.shape()[1]])
-        };
-        let fq = stacked(&self.first, self.dff())?;
+        let fq = self.first.stacked_codes(self.experts)?;
         let (_, fs, fb) = self.first.buffers();
         let up = match &self.up {
             Some(u) => {
-                let uq = stacked(u, self.dff())?;
+                let uq = u.stacked_codes(self.experts)?;
                 let (_, us, ub) = u.buffers();
                 let code = if self.activation == MoeActivation::GeGlu {
                     ACT_GEGLU
@@ -459,7 +455,7 @@ impl MoeExperts {
                 launch(dev, self.first_kernel(), p.words(), &mut args, Mode::Auto)?
             }
         };
-        let dq = stacked(&self.down, self.din())?;
+        let dq = self.down.stacked_codes(self.experts)?;
         let (_, ds, db) = self.down.buffers();
         let p = params(&self.down, 0);
         let summed = ids.shape()[1] >= DOWN_SUM_MIN_SLOTS;

@@ -153,6 +153,14 @@ impl QuantizedWeight {
         (&self.w_q, &self.scales, &self.biases)
     }
 
+    /// The codes of `experts` stacked experts of equal height as `[E, N/E, K·bits/32]` (MLX's
+    /// stacked layout, what the expert kernels bind); scales and biases are read flat.
+    pub(crate) fn stacked_codes(&self, experts: usize) -> Result<Tensor, PortError> {
+        let words = self.w_q.shape()[1];
+        self.w_q
+            .reshape(&[experts, self.rows / experts.max(1), words])
+    }
+
     fn params(&self, has_bias: bool, act: u32) -> QLinearParams {
         QLinearParams {
             has_bias: has_bias as u32,
