@@ -517,8 +517,17 @@ pub enum SimBlocks {
     /// One of [`sim_blocks`] per case, rotating with the case, dtype and wave, so a matrix run
     /// covers every block size at the cost of one run per case.
     Rotate,
+    /// [`SimBlocks::Rotate`], and of the sims among the devices only one runs each case: a
+    /// kernel's runs take the sims' waves in turn, so each wave runs every kernel with many
+    /// runs (CI's parity test, where the sim's thread per lane is most of the time).
+    RotateWaves,
     /// Every one of [`sim_blocks`] for every case (`kiln check`).
     Every,
+}
+
+/// Whether `dev` is a sim that picks its block per case (one with a fixed block runs as is).
+fn is_free_sim(dev: &Device) -> bool {
+    matches!(dev.kind(), DeviceKind::Sim(cfg) if cfg.block.is_none())
 }
 
 /// The blocks the sim runs a kernel whose launch prefers `preferred` threads at: the emulator's
@@ -566,7 +575,7 @@ fn case_devices(
     };
     let blocks = sim_blocks(cfg, preferred);
     let chosen = match plan {
-        SimBlocks::Rotate => vec![blocks[turn % blocks.len()]],
+        SimBlocks::Rotate | SimBlocks::RotateWaves => vec![blocks[turn % blocks.len()]],
         SimBlocks::Every => blocks,
     };
     chosen
@@ -615,9 +624,44 @@ pub fn run_pairs(
     base: u64,
     plan: SimBlocks,
 ) -> Vec<Outcome> {
+    run_pairs_where(devs, pairs, base, plan, &|_, _| true)
+}
+
+/// [`run_pairs`] over the cases `keep(case index, case count)` accepts (of each pair's cases;
+/// the seeds are those of the whole matrix).
+pub fn run_pairs_where(
+    devs: &[Device],
+    pairs: &[(KernelId, DType)],
+    base: u64,
+    plan: SimBlocks,
+    keep: &dyn Fn(usize, usize) -> bool,
+) -> Vec<Outcome> {
     let mut out = Vec::new();
+    let sims: Vec<usize> = (0..devs.len()).filter(|&i| is_free_sim(&devs[i])).collect();
+    // Per kernel, how many of its cases have gone to a sim under `RotateWaves`.
+    let mut sim_turns: std::collections::HashMap<KernelId, usize> = Default::default();
     for &(k, dt) in pairs {
         let d = k.dtypes().iter().position(|&t| t == dt).unwrap_or(0);
+        let all = cases(k, dt);
+        let n = all.len();
+        let k_cases: Vec<Case> = all
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, case)| keep(i, n).then_some(case))
+            .collect();
+        // The sim each case runs on under `RotateWaves` (none chosen otherwise).
+        let sim_of_case: Vec<Option<usize>> = k_cases
+            .iter()
+            .map(|case| {
+                if plan != SimBlocks::RotateWaves || sims.is_empty() || !case.runs_on(Backend::Sim)
+                {
+                    return None;
+                }
+                let turn = sim_turns.entry(k).or_insert(0);
+                *turn += 1;
+                Some(sims[(*turn - 1) % sims.len()])
+            })
+            .collect();
         for (w, dev) in devs.iter().enumerate() {
             if let Err(e) = crate::ports::select_port(crate::ports::ports(k), dev, dt) {
                 if e.is_fallback() {
@@ -625,8 +669,11 @@ pub fn run_pairs(
                     continue;
                 }
             }
-            for (c, case) in cases(k, dt).iter().enumerate() {
+            for (c, case) in k_cases.iter().enumerate() {
                 if !case.runs_on(dev.backend()) {
+                    continue;
+                }
+                if sim_of_case[c].is_some_and(|s| sims.contains(&w) && s != w) {
                     continue;
                 }
                 for run_on in case_devices(dev, k, case, plan, c + d + w) {

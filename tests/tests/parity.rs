@@ -1,19 +1,48 @@
-//! Every kernel × dtype × available backend against the reference chain.
+//! Every kernel × dtype × available backend against the reference chain. The sims take a
+//! kernel's cases in turns (each case at one wave), so every wave runs every kernel at a quarter
+//! of the cost; `kiln parity --backend sim` and `kiln check` run every case at every wave.
 
-use kiln::parity::{max_rel, normalized_deviation, run_matrix};
-use kiln::KernelId;
+use kiln::parity::{max_rel, normalized_deviation, run_matrix, run_matrix_with, SimBlocks};
+use kiln::{Backend, KernelId};
+use std::collections::BTreeSet;
 
 #[test]
 fn every_kernel_matches_its_reference_on_every_backend() {
     let devs = kiln_tests::test_devices();
     let seed = kiln_tests::seed("parity");
-    let mut outcomes = Vec::new();
-    for dev in &devs {
-        let kernels: Vec<_> = kiln_tests::parity_kernels(dev)
+    let listed = |dev: &kiln::Device| -> Vec<KernelId> {
+        kiln_tests::parity_kernels(dev)
             .into_iter()
             .filter(|k| !kiln_tests::PAGED_KERNELS.contains(k))
-            .collect();
-        outcomes.extend(run_matrix(std::slice::from_ref(dev), &kernels, seed));
+            .collect()
+    };
+    let (sims, others): (Vec<_>, Vec<_>) = devs
+        .iter()
+        .cloned()
+        .partition(|d| d.backend() == Backend::Sim);
+    let mut outcomes = Vec::new();
+    for dev in &others {
+        outcomes.extend(run_matrix(std::slice::from_ref(dev), &listed(dev), seed));
+    }
+    if let Some(first) = sims.first() {
+        let kernels = listed(first);
+        let ran = run_matrix_with(&sims, &kernels, seed, SimBlocks::RotateWaves);
+        // Every kernel with a case per sim ran at every wave.
+        for &k in &kernels {
+            let waves: BTreeSet<u32> = ran
+                .iter()
+                .filter(|o| o.kernel == k)
+                .map(|o| o.wave)
+                .collect();
+            let runs = ran.iter().filter(|o| o.kernel == k).count();
+            assert!(
+                waves.len() == sims.len() || runs < sims.len(),
+                "{} ran {runs} sim cases at waves {waves:?} of {} sims",
+                k.name(),
+                sims.len()
+            );
+        }
+        outcomes.extend(ran);
     }
     // One line per outcome (shown with --nocapture): the device runs' parity table.
     for o in &outcomes {
@@ -57,7 +86,7 @@ fn every_kernel_matches_its_reference_on_every_backend() {
 
 #[test]
 fn kiln_check_runs_every_case_at_every_sim_block() {
-    use kiln::parity::{run_matrix_with, sim_blocks, SimBlocks};
+    use kiln::parity::sim_blocks;
     let devs = [kiln::Device::sim(8).unwrap()];
     let k = KernelId::FusedSiluMul;
     let outcomes = run_matrix_with(
