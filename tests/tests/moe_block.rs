@@ -10,7 +10,7 @@ use kiln::ops::{
     SharedExpert,
 };
 use kiln::quant::{quantize, AffineFormat, AffineTensor};
-use kiln::{DType, Device, PortError, Tensor};
+use kiln::{Backend, DType, Device, PortError, Tensor};
 use kiln_tests::moe_layer::{bf16, dense_reference_f32, deviation, layer, weights, Layer};
 use kiln_tests::{assert_invalid, poisoned, ragged_sim_devices, seed, untouched};
 
@@ -52,7 +52,8 @@ fn host_block(s: u64, shape: &Shape) -> HostBlock {
         .iter()
         .map(|v| v * 0.2)
         .collect();
-    let fmt = AffineFormat::new(8, 32, DType::Bf16).unwrap();
+    // 4 bits: the router's qlinear module is the one lavapipe builds for the parity run.
+    let fmt = AffineFormat::new(4, 32, DType::Bf16).unwrap();
     let router = quantize(&w, e, din, fmt).unwrap();
     let correction_bias = matches!(rule, MoeRouter::SigmoidBias { .. })
         .then(|| weights(&mut state, e).iter().map(|v| v * 0.05).collect());
@@ -286,19 +287,33 @@ const SHAPES: [Shape; 4] = [
 fn moe_block_matches_the_dense_reference_on_every_path() {
     let s = seed("moe_block_matches_the_dense_reference_on_every_path");
     for dev in ragged_sim_devices() {
+        let started = std::time::Instant::now();
+        // Every shape and path on the cpu and hardware GPUs. lavapipe's module builds (~8 s
+        // to over a minute each) take the 4-bit shapes; the sim's thread per lane the
+        // richest one (relu², sigmoid router, shared expert) at one and four tokens.
+        // moe_act's parity cases cover GeGLU on both.
+        let sim = dev.backend() == Backend::Sim;
+        let software = dev.gpu().is_some_and(|g| g.is_software());
         for (i, shape) in SHAPES.iter().enumerate() {
+            let four_bit = shape.6 == 4 && shape.7 == 4;
+            if (software && !four_bit) || (sim && i != 2) {
+                continue;
+            }
             let h = host_block(s ^ i as u64, shape);
             let block = upload(&dev, &h);
             // One token: fused; four: gather; 64 slots: sorted gather (T 16 at K 4).
             check(&dev, &h, &block, s, 1, None, shape.0);
             check(&dev, &h, &block, s, 4, None, shape.0);
-            // The fused kernels take a batch too, and the gather chain one token.
-            check(&dev, &h, &block, s, 4, Some(MoeBlockPath::Fused), shape.0);
-            check(&dev, &h, &block, s, 1, Some(MoeBlockPath::Gather), shape.0);
-            if i == 0 {
+            if i == 0 && !sim {
                 check(&dev, &h, &block, s, 64 / h.k, None, shape.0);
             }
+            if !sim {
+                // The fused kernels take a batch too, and the gather chain one token.
+                check(&dev, &h, &block, s, 4, Some(MoeBlockPath::Fused), shape.0);
+                check(&dev, &h, &block, s, 1, Some(MoeBlockPath::Gather), shape.0);
+            }
         }
+        eprintln!("{}: {:.1} s", dev.name(), started.elapsed().as_secs_f64());
     }
 }
 
