@@ -47,6 +47,12 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
         reason: LIBM_FORCE_EVAL,
     },
     LocalMemory {
+        kernel: KernelId::MoeAct,
+        ptx_bytes: 4,
+        scratch_bytes: 8,
+        reason: LIBM_FORCE_EVAL,
+    },
+    LocalMemory {
         kernel: KernelId::MoeGateup4Bit,
         ptx_bytes: 4,
         scratch_bytes: 56,

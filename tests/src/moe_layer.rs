@@ -1,4 +1,4 @@
-//! One MoE layer on the host for the expert tests (`moe.rs`, `gather_qmm.rs`): stacked
+//! One MoE layer on the host for the expert tests (`moe.rs`, `gather_qmm.rs`, `moe_block.rs`): stacked
 //! projections quantized from seeded weights, a routing, and spec §7.9's all-f32 dense
 //! reference, written here from the spec.
 
@@ -74,8 +74,14 @@ pub fn layer(
 }
 
 /// The all-f32 dense chain of spec §7.9 for `x [T, Din]` (f32 values), rounded to bf16 once.
-#[allow(clippy::excessive_precision)] // spec §7.1's constant as written
 pub fn dense_reference(l: &Layer, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec<f32> {
+    let out = dense_reference_f32(l, x, ids, scores);
+    out.iter().map(|&v| bf16(v)).collect()
+}
+
+/// [`dense_reference`] before its rounding: the f32 score-weighted K-sum.
+#[allow(clippy::excessive_precision)] // spec §7.1's constant as written
+pub fn dense_reference_f32(l: &Layer, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec<f32> {
     let (din, dff) = (l.din, l.dff);
     let first = dequantize(&l.first);
     let up = l.up.as_ref().map(dequantize);
@@ -108,7 +114,7 @@ pub fn dense_reference(l: &Layer, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec
             }
         }
     }
-    out.iter().map(|&v| bf16(v)).collect()
+    out
 }
 
 /// `v` rounded to bf16 (nearest, ties to even).

@@ -75,6 +75,8 @@
     PtxModule { kernel: "moe_route", target: "sm_90", text: concat!(include_str!("sm_90/moe_route.ptx"), "\0") },
     PtxModule { kernel: "moe_combine", target: "sm_80", text: concat!(include_str!("sm_80/moe_combine.ptx"), "\0") },
     PtxModule { kernel: "moe_combine", target: "sm_90", text: concat!(include_str!("sm_90/moe_combine.ptx"), "\0") },
+    PtxModule { kernel: "moe_act", target: "sm_80", text: concat!(include_str!("sm_80/moe_act.ptx"), "\0") },
+    PtxModule { kernel: "moe_act", target: "sm_90", text: concat!(include_str!("sm_90/moe_act.ptx"), "\0") },
     PtxModule { kernel: "ssm_update", target: "sm_80", text: concat!(include_str!("sm_80/ssm_update.ptx"), "\0") },
     PtxModule { kernel: "ssm_update", target: "sm_90", text: concat!(include_str!("sm_90/ssm_update.ptx"), "\0") },
     PtxModule { kernel: "causal_conv1d_update", target: "sm_80", text: concat!(include_str!("sm_80/causal_conv1d_update.ptx"), "\0") },

@@ -75,6 +75,8 @@
     CodeObject { kernel: "moe_route", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/moe_route.hsaco")).0 },
     CodeObject { kernel: "moe_combine", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/moe_combine.hsaco")).0 },
     CodeObject { kernel: "moe_combine", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/moe_combine.hsaco")).0 },
+    CodeObject { kernel: "moe_act", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/moe_act.hsaco")).0 },
+    CodeObject { kernel: "moe_act", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/moe_act.hsaco")).0 },
     CodeObject { kernel: "ssm_update", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/ssm_update.hsaco")).0 },
     CodeObject { kernel: "ssm_update", arch: "gfx942", bytes: &Aligned(*include_bytes!("gfx942/ssm_update.hsaco")).0 },
     CodeObject { kernel: "causal_conv1d_update", arch: "gfx1151", bytes: &Aligned(*include_bytes!("gfx1151/causal_conv1d_update.hsaco")).0 },

@@ -8,6 +8,7 @@ mod gated_delta;
 mod gather_qmm;
 pub mod kernel;
 mod moe;
+mod moe_block;
 mod qlinear;
 mod ssm;
 pub use bitlinear::bitlinear;
@@ -20,6 +21,10 @@ pub use gather_qmm::{
 pub use moe::{
     moe_experts, moe_experts_routed, moe_route, moe_scratch_bytes, MoeActivation, MoeExperts,
     MoeRan, MoeRouter,
+};
+pub use moe_block::{
+    moe_block, moe_block_on, moe_block_routed, moe_block_scratch_bytes, MoeBlock, MoeBlockPath, MoeBlockRan,
+    MoeGate, SharedExpert, SORTED_MIN_SLOTS,
 };
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 pub use ssm::{

@@ -64,7 +64,7 @@ fn down_kernel(bits: u32, summed: bool) -> Option<KernelId> {
 }
 
 /// Columns of the partials a call over `k` slots per token keeps (none when down sums).
-fn partial_din(experts: &MoeExperts, k: usize) -> usize {
+pub(super) fn partial_din(experts: &MoeExperts, k: usize) -> usize {
     if k >= DOWN_SUM_MIN_SLOTS {
         0
     } else {
@@ -166,6 +166,29 @@ impl MoeExperts {
     /// The activation.
     pub fn activation(&self) -> MoeActivation {
         self.activation
+    }
+
+    /// Gate (or fc1), up and down, for `moe_block`'s `gather_qmm` views of the same buffers.
+    pub(super) fn weights(&self) -> (&QuantizedWeight, Option<&QuantizedWeight>, &QuantizedWeight) {
+        (&self.first, self.up.as_ref(), &self.down)
+    }
+
+    /// [`moe_experts_routed`] over temporaries the caller carved (`act_g [T, K, Dff]` and
+    /// `partial [T, K, partial_din]` f32), for `moe_block`, which holds the scratch region.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_routed(
+        &self,
+        dev: &Device,
+        x: &Tensor,
+        ids: &Tensor,
+        scores: &Tensor,
+        rows_per_block: u32,
+        act_g: &mut Tensor,
+        partial: &mut Tensor,
+        out: &mut Tensor,
+    ) -> Result<MoeRan, PortError> {
+        self.check(x, ids.shape().get(1).copied().unwrap_or(0))?;
+        self.launch_all(dev, x, ids, scores, rows_per_block, act_g, partial, out)
     }
 }
 
@@ -344,6 +367,29 @@ pub fn moe_route(
     ids: &mut Tensor,
     scores: &mut Tensor,
 ) -> Result<Ran, PortError> {
+    let bias = match (router, correction_bias) {
+        (MoeRouter::SigmoidBias { .. }, Some(b)) => b,
+        (MoeRouter::Softmax { .. }, None) => logits,
+        _ => {
+            return Err(PortError::invalid(
+                KernelId::MoeRoute,
+                "a correction bias goes with the sigmoid router, and only with it",
+            ))
+        }
+    };
+    route_launch(dev, logits, router, bias, ids, scores)
+}
+
+/// The `moe_route` launch of `router` with `bias` in the correction bias's place (unread by
+/// the softmax router: any f32 tensor of one element or more, `moe_block` passes its own).
+pub(super) fn route_launch(
+    dev: &Device,
+    logits: &Tensor,
+    router: MoeRouter,
+    bias: &Tensor,
+    ids: &mut Tensor,
+    scores: &mut Tensor,
+) -> Result<Ran, PortError> {
     let (mode, renormalize, scaling_factor) = match router {
         MoeRouter::Softmax { renormalize } => (MODE_SOFTMAX, renormalize, 1.0),
         MoeRouter::SigmoidBias {
@@ -357,16 +403,6 @@ pub fn moe_route(
         scaling_factor,
         ..MoeRouteParams::default()
     };
-    let bias = match (router, correction_bias) {
-        (MoeRouter::SigmoidBias { .. }, Some(b)) => b,
-        (MoeRouter::Softmax { .. }, None) => logits,
-        _ => {
-            return Err(PortError::invalid(
-                KernelId::MoeRoute,
-                "a correction bias goes with the sigmoid router, and only with it",
-            ))
-        }
-    };
     kernel::moe_route(dev, &p, logits, bias, ids, scores)
 }
 
@@ -376,7 +412,7 @@ impl MoeExperts {
     }
 
     /// `x [T, Din]` and K against the layer.
-    fn check(&self, x: &Tensor, k: usize) -> Result<(), PortError> {
+    pub(super) fn check(&self, x: &Tensor, k: usize) -> Result<(), PortError> {
         let bad = |msg: String| PortError::invalid(self.first_kernel(), msg);
         let &[_, din] = x.shape() else {
             return Err(bad("x must be two-dimensional: [T, Din]".into()));
@@ -396,7 +432,8 @@ impl MoeExperts {
         Ok(())
     }
 
-    /// The two launches over device ids and scores and the `act_g` temporary.
+    /// The launches over device ids and scores and the `act_g` temporary: down with the K-sum
+    /// from [`DOWN_SUM_MIN_SLOTS`] slots per token, else into `partial` and `moe_combine`.
     #[allow(clippy::too_many_arguments)]
     fn launch_all(
         &self,
@@ -409,6 +446,38 @@ impl MoeExperts {
         partial: &mut Tensor,
         out: &mut Tensor,
     ) -> Result<MoeRan, PortError> {
+        let summed = ids.shape()[1] >= DOWN_SUM_MIN_SLOTS;
+        let down_out = if summed { &mut *out } else { &mut *partial };
+        let (up, down) =
+            self.launch_up_down(dev, x, ids, scores, rows_per_block, act_g, down_out, summed)?;
+        let combine = if summed {
+            None
+        } else {
+            Some(kernel::moe_combine(
+                dev,
+                &MoeCombineParams::default(),
+                partial,
+                out,
+            )?)
+        };
+        Ok(MoeRan { up, down, combine })
+    }
+
+    /// Gate/up (or fc1) into `act_g`, then down: with the K-sum into `down_out [T, Din]` when
+    /// `summed`, else into its f32 partials `down_out [T, K, Din]` (`moe_block`'s shared
+    /// expert writes them beside the routed sum).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_up_down(
+        &self,
+        dev: &Device,
+        x: &Tensor,
+        ids: &Tensor,
+        scores: &Tensor,
+        rows_per_block: u32,
+        act_g: &mut Tensor,
+        down_out: &mut Tensor,
+        summed: bool,
+    ) -> Result<(Ran, Ran), PortError> {
         let params = |w: &QuantizedWeight, act: u32| MoeParams {
             group_size: w.format().group_size(),
             scale_dtype: scale_code(w.format().scale_dtype()),
@@ -458,7 +527,6 @@ impl MoeExperts {
         let dq = self.down.stacked_codes(self.experts)?;
         let (_, ds, db) = self.down.buffers();
         let p = params(&self.down, 0);
-        let summed = ids.shape()[1] >= DOWN_SUM_MIN_SLOTS;
         let down_kernel =
             down_kernel(self.down.format().bits(), summed).expect("checked at construction");
         let mut args = [
@@ -468,19 +536,9 @@ impl MoeExperts {
             Arg::In(db),
             Arg::In(act_g),
             Arg::In(scores),
-            Arg::Out(if summed { out } else { partial }),
+            Arg::Out(down_out),
         ];
         let down = launch(dev, down_kernel, p.words(), &mut args, Mode::Auto)?;
-        let combine = if summed {
-            None
-        } else {
-            Some(kernel::moe_combine(
-                dev,
-                &MoeCombineParams::default(),
-                partial,
-                out,
-            )?)
-        };
-        Ok(MoeRan { up, down, combine })
+        Ok((up, down))
     }
 }

@@ -151,6 +151,9 @@ macro_rules! for_each_kernel {
                 (logits: Src<T>, correction_bias: Src<f32>, ids: Dst<u32>, scores: Dst<f32>);
             // The K-sum of the partials in f32, rounded to T once.
             moe_combine: MoeCombine [f32, f16, bf16] (partial: Src<f32>, out: Dst<T>);
+            // The gather_qmm chain's activation: score · act(gate, up) in f32 from T rows.
+            moe_act: MoeAct [f32, f16, bf16]
+                (gate: Src<T>, up: Src<T>, scores: Src<f32>, act_g: Dst<f32>);
             // Mamba2's single-token state update (spec §8); the dtypes of the packed inputs
             // are params, the state is f32.
             ssm_update: SsmUpdate [f32, f16, bf16]

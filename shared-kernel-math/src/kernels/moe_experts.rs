@@ -42,8 +42,9 @@ use crate::{Block, Dst, Element, Launch, ShapeError, Src};
 pub const ACT_SWIGLU: u32 = 0;
 /// `act` of `moe_gateup`: GeGLU with the tanh form of spec §7.1.
 pub const ACT_GEGLU: u32 = 1;
-/// The activation `moe_fc1_relu2` applies (not a value of the `act` param).
-const ACT_RELU2: u32 = 2;
+/// The activation `moe_fc1_relu2` applies (not a value of these kernels' `act` param; `moe_act`
+/// takes it).
+pub const ACT_RELU2: u32 = 2;
 
 /// Most rows one block owns (the seeds' `sgy` range).
 pub const MAX_ROWS_PER_BLOCK: u32 = 32;
@@ -455,10 +456,10 @@ pub(crate) fn expert_of(p: &MoeParams, indices: Src<u32>, slot: usize) -> (usize
     (if known { e } else { 0 }, known)
 }
 
-/// `act` of the two dot products of a row (`u` unused by relu²).
+/// `act` of the two dot products of a row (`u` unused by relu²). Shared with `moe_act`.
 #[allow(clippy::excessive_precision)] // spec §7.1's constant as written
 #[inline(always)]
-fn activation(act: u32, g: f32, u: f32) -> f32 {
+pub(crate) fn activation(act: u32, g: f32, u: f32) -> f32 {
     if act == ACT_RELU2 {
         // A non-finite `g` gives NaN: whether a sum meets an infinity as ±inf or NaN depends
         // on its order, so relu² of −inf (0) is not an answer every order gives.
