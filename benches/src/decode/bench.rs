@@ -195,7 +195,8 @@ pub fn run_decode_bench(
     let mut sampler = Sampler::new(dev, mcfg.vocab, SamplingParams::default())?;
     let (weight_bytes, kv_bytes) = model.bytes();
     let weight_read = model.weight_bytes_read_per_token();
-    let workspace = dev.live_bytes() - live0 - weight_bytes - kv_bytes;
+    let workspace =
+        (dev.live_bytes().saturating_sub(live0)).saturating_sub(weight_bytes + kv_bytes);
     let mut logits = sampler.logits().view(0, &[1, mcfg.vocab])?;
     let token = sampler.device_token().ok_or_else(|| {
         DecodeError::Bench("the greedy sampler keeps its token on the device".into())
@@ -284,7 +285,7 @@ pub fn run_decode_bench(
         weights: weight_bytes,
         kv: kv_bytes,
         workspace,
-        peak: dev.peak_bytes() - live0,
+        peak: dev.peak_bytes().saturating_sub(live0),
     };
     let mean_context = prompt + steps / 2;
     let kv_read = 2 * mcfg.layers * mean_context * mcfg.kv_heads * mcfg.head_dim * 4;
