@@ -1,7 +1,18 @@
 //! `kiln bench`.
 
+use crate::decode_bench::{CompareArgs, DecodeSettings};
+
+#[derive(clap::Subcommand)]
+pub enum BenchCmd {
+    /// Pairs two `--decode` CSV files by model: median decode ratio (after/before), quartiles,
+    /// range and the rows that moved more than the threshold (spec §16.2).
+    Compare(CompareArgs),
+}
+
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(subcommand)]
+    cmd: Option<BenchCmd>,
     /// cpu, sim, cuda, rocm or wgpu.
     #[arg(long, default_value = "cpu")]
     backend: String,
@@ -47,9 +58,30 @@ pub struct Args {
     #[arg(long)]
     no_crossover: bool,
     /// Issue every timed launch from the host each pass instead of replaying a recorded pass
-    /// (CUDA graphs): shows the host's per-launch cost where it exceeds the kernel's.
+    /// (CUDA graphs): shows the host's per-launch cost where it exceeds the kernel's. With
+    /// --decode: skip the graph loop.
     #[arg(long)]
     eager: bool,
+    /// Decode instead: models at real shapes with synthetic 4-bit weights, a prompt then
+    /// greedy decode at batch 1; tok/s, GPU time and host gap per token, the per-kernel
+    /// profile, peak memory and a CSV row per model (--csv appends them).
+    #[arg(long)]
+    decode: bool,
+    /// With --decode: the model shapes (comma-separated: llama-3.1-8b, tiny-llama).
+    #[arg(long, value_delimiter = ',', default_value = "llama-3.1-8b")]
+    model: Vec<String>,
+    /// With --decode: run only the first N layers (default: all of the model's).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// With --decode: prompt tokens (run token by token; prefill is reported, not tuned).
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// With --decode: greedy decode tokens timed.
+    #[arg(long, default_value_t = 128)]
+    decode_tokens: usize,
+    /// With --decode: seed of the synthetic weights and prompt.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
@@ -153,9 +185,26 @@ fn copy_gbps(dev: &kiln::Device) -> anyhow::Result<f64> {
 }
 
 pub fn main(a: Args) -> anyhow::Result<()> {
+    if let Some(BenchCmd::Compare(c)) = a.cmd {
+        return crate::decode_bench::compare_main(c);
+    }
     let b = kiln::Backend::parse(&a.backend)
         .ok_or_else(|| anyhow::anyhow!("unknown backend `{}`", a.backend))?;
     let dev = kiln::Device::open(b)?;
+    if a.decode {
+        return crate::decode_bench::decode(
+            &dev,
+            &DecodeSettings {
+                models: a.model.clone(),
+                layers: a.layers,
+                prompt_tokens: a.prompt_tokens,
+                decode_tokens: a.decode_tokens,
+                seed: a.seed,
+                graphs: !a.eager,
+                csv: a.csv.clone(),
+            },
+        );
+    }
     if a.paged {
         return paged(&dev, &a);
     }

@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod check;
+mod decode_bench;
 mod generate;
 mod parity;
 mod ports;

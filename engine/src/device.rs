@@ -2,8 +2,9 @@
 
 use crate::gpu::GpuDevice;
 use crate::host::SimConfig;
-use crate::storage::Storage;
+use crate::storage::{MemoryMeter, Storage};
 use crate::{Backend, PortError};
+use kiln_math::{DType, KernelId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -24,6 +25,22 @@ struct Inner {
     allocations: AtomicUsize,
     /// The scratch region ops carve their temporaries from, reused call after call.
     pub(crate) scratch: Mutex<Option<Arc<Storage>>>,
+    /// Bytes of kiln's live allocations on the device, and their peak.
+    meter: Arc<MemoryMeter>,
+    /// While profiling: each launch's kernel, dtype and time, in launch order.
+    profile: Mutex<Option<Vec<LaunchTime>>>,
+}
+
+/// One launch timed by a profiling pass (`kiln::timing::profile_launches`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaunchTime {
+    /// The kernel.
+    pub kernel: KernelId,
+    /// Its element type.
+    pub dtype: DType,
+    /// Seconds: device timers around the launch where the backend has them (CUDA events),
+    /// else the host clock from a drained queue to the launch's completion.
+    pub seconds: f64,
 }
 
 impl Inner {
@@ -35,6 +52,8 @@ impl Inner {
             kind,
             allocations: AtomicUsize::new(0),
             scratch: Mutex::new(None),
+            meter: Arc::default(),
+            profile: Mutex::new(None),
         }
     }
 }
@@ -170,6 +189,54 @@ impl Device {
     /// check that a decode step allocates nothing once warm.
     pub fn allocations(&self) -> usize {
         self.0.allocations.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of kiln's allocations on this device that are live now (tensors and scratch;
+    /// memory borrowed from the caller is not kiln's and not counted).
+    pub fn live_bytes(&self) -> usize {
+        self.0.meter.live()
+    }
+
+    /// The most bytes of kiln's allocations live at once since the device opened or since
+    /// [`Device::reset_peak_bytes`].
+    pub fn peak_bytes(&self) -> usize {
+        self.0.meter.peak()
+    }
+
+    /// Starts a new peak from the bytes live now.
+    pub fn reset_peak_bytes(&self) {
+        self.0.meter.reset_peak();
+    }
+
+    pub(crate) fn meter(&self) -> &Arc<MemoryMeter> {
+        &self.0.meter
+    }
+
+    fn profile_slot(&self) -> std::sync::MutexGuard<'_, Option<Vec<LaunchTime>>> {
+        self.0.profile.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts collecting a [`LaunchTime`] per launch (the launcher times each one alone).
+    #[cfg_attr(not(feature = "harness"), allow(dead_code))] // timing::profile_launches
+    pub(crate) fn start_profile(&self) {
+        *self.profile_slot() = Some(Vec::new());
+    }
+
+    /// Stops collecting and returns what was collected.
+    #[cfg_attr(not(feature = "harness"), allow(dead_code))] // timing::profile_launches
+    pub(crate) fn take_profile(&self) -> Vec<LaunchTime> {
+        self.profile_slot().take().unwrap_or_default()
+    }
+
+    /// Whether launches are being profiled.
+    pub(crate) fn is_profiling(&self) -> bool {
+        self.profile_slot().is_some()
+    }
+
+    pub(crate) fn record_launch(&self, t: LaunchTime) {
+        if let Some(v) = self.profile_slot().as_mut() {
+            v.push(t);
+        }
     }
 
     pub(crate) fn scratch_slot(&self) -> &Mutex<Option<Arc<Storage>>> {

@@ -60,6 +60,12 @@ pub struct GpuLaunch<'a> {
     pub shared: usize,
 }
 
+/// A recorded unit of launches (an instantiated CUDA graph) that replays as one.
+pub trait GpuRecording: Send + Sync + Debug {
+    /// Enqueues one replay on the device's stream.
+    fn replay(&self) -> Result<(), DeviceError>;
+}
+
 /// An opened GPU.
 pub trait GpuDevice: Send + Sync + Debug {
     /// The backend.
@@ -138,6 +144,24 @@ pub trait GpuDevice: Send + Sync + Debug {
             "{}: device timing is not implemented",
             self.backend()
         )))
+    }
+    /// Enqueues `l` alone and returns its seconds once it has run: by default the host clock
+    /// from a drained queue to the launch's completion (submit and wait included); a backend
+    /// with device timers times the launch between them.
+    fn time_launch(&self, port: &Port, l: &GpuLaunch) -> Result<f64, DeviceError> {
+        self.sync()?;
+        let t = std::time::Instant::now();
+        self.launch(port, l)?;
+        self.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+    /// Records what `pass` enqueues as one replayable unit (a CUDA graph); `None` where the
+    /// backend records nothing.
+    fn record(
+        &self,
+        _pass: &mut dyn FnMut() -> Result<(), PortError>,
+    ) -> Option<Result<Box<dyn GpuRecording>, PortError>> {
+        None
     }
     /// Whether [`GpuDevice::time_replays`] records (else it returns `None`).
     fn records(&self) -> bool {

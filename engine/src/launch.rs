@@ -5,7 +5,7 @@ use crate::gpu::{GpuBuf, GpuDevice, GpuLaunch};
 use crate::host::{HostBuf, HostData, HostLaunch};
 use crate::port::PortLaunch;
 use crate::ports::{ports, select_port};
-use crate::{Backend, Device, DeviceError, DeviceKind, PortError, Tensor};
+use crate::{Backend, Device, DeviceError, DeviceKind, LaunchTime, PortError, Tensor};
 use kiln_math::{shared_bytes_total, Access, DType, Elem, KernelId};
 
 /// One argument of a launch, in list order: inputs by shared reference, outputs (`Dst`, `Rw`)
@@ -309,8 +309,18 @@ fn launch_views(
     tables: Tables,
 ) -> Result<Ran, PortError> {
     let (dtype, words, geometry) = prepare(dev, kernel, params, args, tables)?;
+    let profiling = dev.is_profiling();
     let fallback = |reason: FallbackReason, args: &mut [Arg]| -> Result<Ran, PortError> {
+        let t = std::time::Instant::now();
         run_fallback(kernel, dtype, &words, args)?;
+        if profiling {
+            // The fallback reads back and writes on the host: its time is the host's.
+            dev.record_launch(LaunchTime {
+                kernel,
+                dtype,
+                seconds: t.elapsed().as_secs_f64(),
+            });
+        }
         Ok(Ran {
             kernel,
             dtype,
@@ -375,7 +385,16 @@ fn launch_views(
                 shared: kernel_shared(block),
                 sim,
             };
+            let t = std::time::Instant::now();
             f(&l)?;
+            if profiling {
+                let seconds = t.elapsed().as_secs_f64();
+                dev.record_launch(LaunchTime {
+                    kernel,
+                    dtype,
+                    seconds,
+                });
+            }
         }
         (DeviceKind::Gpu(g), PortLaunch::Artifact { .. }) => {
             let mut bufs = gpu_bufs(args);
@@ -383,7 +402,16 @@ fn launch_views(
                 bufs.iter_mut().zip(v).for_each(|(b, &n)| b.len = n);
             }
             let l = gpu_launch(g.as_ref(), port, &words, &geometry, &bufs);
-            g.launch(port, &l)?;
+            if profiling {
+                let seconds = g.time_launch(port, &l)?;
+                dev.record_launch(LaunchTime {
+                    kernel,
+                    dtype,
+                    seconds,
+                });
+            } else {
+                g.launch(port, &l)?;
+            }
         }
         _ => {
             return Err(refused(format!(

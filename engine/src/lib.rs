@@ -114,7 +114,7 @@ pub use backend::Backend;
 #[cfg(feature = "cuda")]
 pub use cudarc::driver as cuda_api;
 pub(crate) use device::DeviceKind;
-pub use device::{Device, MemorySpace};
+pub use device::{Device, LaunchTime, MemorySpace};
 pub use error::{DeviceError, DeviceState, PortError};
 pub use host::{watchdog_limit, SimConfig};
 pub use kiln_math::{self as math, DType, KernelId};

@@ -3,6 +3,81 @@
 
 use crate::gpu::DeviceMemory;
 use crate::{DeviceError, PortError};
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Bytes of kiln's own allocations on one device: live now, and the most live at once since
+/// the last reset (a decode bench's peak device memory).
+#[derive(Debug, Default)]
+pub(crate) struct MemoryMeter {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl MemoryMeter {
+    /// Counts `bytes` as live until the returned guard drops.
+    pub(crate) fn take(self: &Arc<Self>, bytes: usize) -> Counted {
+        let now = self.live.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        Counted {
+            meter: self.clone(),
+            bytes,
+        }
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak from what is live now.
+    pub(crate) fn reset_peak(&self) {
+        self.peak.store(self.live(), Ordering::Relaxed);
+    }
+}
+
+/// One allocation's bytes on its device's meter, given back when the allocation drops.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    meter: Arc<MemoryMeter>,
+    bytes: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.meter.live.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// A device allocation kiln made, counted on the meter while it lives; everything else is
+/// the allocation's own (`as_any` too, so backends still find their type).
+#[derive(Debug)]
+pub(crate) struct CountedMemory {
+    pub(crate) mem: Box<dyn DeviceMemory>,
+    pub(crate) _counted: Counted,
+}
+
+impl DeviceMemory for CountedMemory {
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.mem.read(offset, out)
+    }
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
+        self.mem.write(offset, data)
+    }
+    fn write_enqueued(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
+        self.mem.write_enqueued(offset, data)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self.mem.as_any()
+    }
+}
 
 /// Host bytes: kiln's zeroed allocation or a caller's region.
 pub(crate) struct HostStore {
@@ -10,6 +85,8 @@ pub(crate) struct HostStore {
     len: usize,
     /// The allocation when kiln owns it (8-byte aligned); `None` for a caller's region.
     _owned: Option<Vec<u64>>,
+    /// Its bytes on the device's meter, when kiln owns it.
+    _counted: Option<Counted>,
 }
 
 // SAFETY: the bytes are plain data reached through raw pointers only; launches and copies that
@@ -58,13 +135,14 @@ fn zeroed_words(len: usize) -> Result<Vec<u64>, PortError> {
 }
 
 impl Storage {
-    /// `bytes` of zeroed host memory.
-    pub(crate) fn host_zeroed(bytes: usize) -> Result<Storage, PortError> {
+    /// `bytes` of zeroed host memory, counted on `counted`'s meter while it lives.
+    pub(crate) fn host_zeroed(bytes: usize, counted: Counted) -> Result<Storage, PortError> {
         let mut words = zeroed_words(bytes.div_ceil(8).max(1))?;
         Ok(Storage::Host(HostStore {
             ptr: words.as_mut_ptr() as *mut u8,
             len: bytes,
             _owned: Some(words),
+            _counted: Some(counted),
         }))
     }
 
@@ -77,6 +155,7 @@ impl Storage {
             ptr,
             len,
             _owned: None,
+            _counted: None,
         })
     }
 

@@ -40,8 +40,17 @@ fn other(msg: String) -> PortError {
 pub(crate) fn allocate(dev: &Device, bytes: usize) -> Result<Storage, PortError> {
     dev.count_allocation();
     match dev.kind() {
-        DeviceKind::Cpu | DeviceKind::Sim(_) => Storage::host_zeroed(bytes),
-        DeviceKind::Gpu(g) => Ok(Storage::Gpu(g.alloc(bytes.max(1))?)),
+        DeviceKind::Cpu | DeviceKind::Sim(_) => {
+            Storage::host_zeroed(bytes, dev.meter().take(bytes))
+        }
+        DeviceKind::Gpu(g) => {
+            let mem = g.alloc(bytes.max(1))?;
+            let counted = dev.meter().take(mem.len());
+            Ok(Storage::Gpu(Box::new(crate::storage::CountedMemory {
+                mem,
+                _counted: counted,
+            })))
+        }
     }
 }
 

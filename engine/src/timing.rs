@@ -1,9 +1,10 @@
 //! Timing for benchmarks: kernel launches and copies, on the device's own clock where it has
 //! one (GPU events) and on the wall clock for the host backends.
 
+use crate::gpu::GpuRecording;
 use crate::launch::{gpu_bufs, gpu_launch, launch_checked_tables, prepare, Arg, Mode, Tables};
 use crate::ports::{ports, select_port};
-use crate::{Device, DeviceKind, PortError};
+use crate::{Device, DeviceKind, LaunchTime, PortError};
 use kiln_math::KernelId;
 use std::time::Instant;
 
@@ -146,4 +147,43 @@ pub fn time_recorded(
     };
     timed()?;
     (0..runs).map(|_| timed()).collect()
+}
+
+/// Runs what `pass` enqueues with every launch timed alone, in order: between device events on
+/// CUDA, on the host clock from a drained queue to completion on other GPUs, around the body
+/// on the host backends. A profile of a decode step, aggregated by kernel and dtype, says where
+/// its device time goes; the step runs slower than unprofiled (a wait after every launch).
+pub fn profile_launches(
+    dev: &Device,
+    pass: impl FnOnce() -> Result<(), PortError>,
+) -> Result<Vec<LaunchTime>, PortError> {
+    dev.sync()?;
+    dev.start_profile();
+    let ran = pass();
+    let launches = dev.take_profile();
+    ran?;
+    Ok(launches)
+}
+
+/// Launches recorded once and replayed as one unit (a CUDA graph).
+#[derive(Debug)]
+pub struct Recording(Box<dyn GpuRecording>);
+
+impl Recording {
+    /// Enqueues one replay; the launches see the buffers' contents at replay time.
+    pub fn replay(&self) -> Result<(), PortError> {
+        Ok(self.0.replay()?)
+    }
+}
+
+/// Records what `pass` enqueues (ops on buffers made beforehand: nothing may allocate, so run
+/// the pass once eagerly first) where the backend records; `None` elsewhere.
+pub fn record(
+    dev: &Device,
+    mut pass: impl FnMut() -> Result<(), PortError>,
+) -> Result<Option<Recording>, PortError> {
+    match dev.kind() {
+        DeviceKind::Gpu(g) => g.record(&mut pass).transpose().map(|r| r.map(Recording)),
+        _ => Ok(None),
+    }
 }

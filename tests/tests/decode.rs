@@ -6,8 +6,8 @@
 use kiln::quant::{GgmlType, GgufFile, GgufWriter, MetaValue, Repacked, ValueType};
 use kiln::{Backend, DType, Device, Tensor};
 use kiln_benches::decode::{
-    generate, trace_logits, DecodeError, GateUp, ModelFile, QkvProjection, Sampler, SamplerKind,
-    SamplingParams, TextStream, Weights,
+    generate, trace_logits, DecodeError, GateUp, Mlp, ModelFile, QkvProjection, Sampler,
+    SamplerKind, SamplingParams, TextStream, Weights,
 };
 
 const LAYERS: usize = 2;
@@ -317,11 +317,23 @@ fn split_projections_give_the_fused_ones_logits() {
     let mut f = tiny(&dense).unwrap();
     let w = Weights::load(&mut f.file, &f.config, &dev).unwrap();
     assert!(matches!(w.layers[0].qkv, QkvProjection::Split(_)));
-    assert!(matches!(w.layers[0].gate_up, GateUp::Split { .. }));
+    assert!(matches!(
+        w.layers[0].mlp,
+        Mlp::Dense {
+            gate_up: GateUp::Split { .. },
+            ..
+        }
+    ));
     let mut f = tiny(&Edits::default()).unwrap();
     let w = Weights::load(&mut f.file, &f.config, &dev).unwrap();
     assert!(matches!(w.layers[0].qkv, QkvProjection::Fused(_)));
-    assert!(matches!(w.layers[0].gate_up, GateUp::Interleaved(_)));
+    assert!(matches!(
+        w.layers[0].mlp,
+        Mlp::Dense {
+            gate_up: GateUp::Interleaved(_),
+            ..
+        }
+    ));
     // The same values in other layouts: only the order of f32 sums differs.
     let fused = logits_of(&Edits::default(), &dev, &IDS);
     let split = logits_of(&dense, &dev, &IDS);

@@ -30,6 +30,24 @@ pub struct LlamaConfig {
     pub rms_eps: f32,
     /// The context length the model was trained for.
     pub context: usize,
+    /// Each query and key head RMS-normalised (its own gain) before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// A mixture-of-experts MLP in every layer instead of the dense one (Qwen3-MoE).
+    pub moe: Option<MoeConfig>,
+}
+
+/// A mixture-of-experts MLP: a router over the experts, the top `k` of its softmax per token,
+/// each a SwiGLU MLP of width `expert_ffn`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeConfig {
+    /// Experts per layer.
+    pub experts: usize,
+    /// Experts each token runs.
+    pub k: usize,
+    /// Width of one expert's MLP.
+    pub expert_ffn: usize,
+    /// Divide the top-k probabilities by their sum (`norm_topk_prob`).
+    pub renormalize: bool,
 }
 
 /// The architectures the driver runs.
@@ -145,6 +163,8 @@ impl LlamaConfig {
             rope_dims,
             rms_eps: positive_or(f, &key("attention.layer_norm_rms_epsilon"), 1e-5)?,
             context: size_or(f, &key("context_length"), 2048)?,
+            qk_norm: false,
+            moe: None,
         })
     }
 

@@ -73,6 +73,12 @@ pub enum DecodeError {
     /// Sampling settings out of range.
     #[error("sampling: {0}")]
     Sampling(String),
+    /// A model shape name the decode bench does not know.
+    #[error("unknown model shape {0}")]
+    UnknownModel(String),
+    /// A decode bench setting out of range.
+    #[error("decode bench: {0}")]
+    Bench(String),
     /// A kiln op, tensor or device refused or failed.
     #[error("kiln: {0}")]
     Kiln(#[from] PortError),

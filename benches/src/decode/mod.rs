@@ -13,24 +13,44 @@
 //!
 //! Buffers are made when the model and sampler are made; a warm step allocates nothing on the
 //! device (a test checks `Device::allocations`).
+//!
+//! `kiln bench --decode` runs the same model at real shapes with synthetic weights
+//! ([`ModelShape`], [`Weights::synthetic`], [`run_decode_bench`]): tok/s, GPU time and host
+//! gap per token, the per-kernel profile, peak memory within its bound, a CSV row per model,
+//! and [`compare`] for two such CSV files.
 
+mod bench;
+mod compare;
 mod config;
 mod error;
 mod generate;
 mod kv;
 mod model;
+mod report;
 mod sampler;
+mod synthetic;
 mod tokenizer;
 mod weights;
 
-pub use config::LlamaConfig;
+pub use bench::{
+    run_decode_bench, shares, DecodeBenchConfig, DecodeBenchReport, DecodeLoop, DecodeMemory,
+    KernelShare,
+};
+pub use compare::{compare, CompareError, CompareOptions, Comparison, Pair};
+pub use config::{LlamaConfig, MoeConfig};
 pub use error::DecodeError;
 pub use generate::{generate, trace_logits, GenerateReport, StopReason, TextStream};
 pub use kv::{KvCache, PAGE_SIZE};
 pub use model::Model;
+pub use report::{utc_date, RunInfo, CSV_HEADER};
 pub use sampler::{Sampler, SamplerKind, SamplingParams};
+pub use synthetic::{
+    llama_3_1_8b, model_shape, model_shapes, qwen3_30b_a3b, tiny_llama, tiny_moe, ModelShape,
+};
 pub use tokenizer::Tokenizer;
-pub use weights::{read_matrix, GateUp, HostMatrix, LayerWeights, Matrix, QkvProjection, Weights};
+pub use weights::{
+    read_matrix, GateUp, HostMatrix, LayerWeights, Matrix, Mlp, QkNorm, QkvProjection, Weights,
+};
 
 use kiln::quant::GgufFile;
 use kiln::Device;

@@ -189,6 +189,62 @@ impl Sampler {
         [w as u32, (w >> 32) as u32]
     }
 
+    /// The u32 `[1]` on the device that the greedy draw writes its token into, for a step
+    /// that reads its token there ([`super::Model::enqueue_step`]); `None` for other kinds.
+    pub fn device_token(&self) -> Option<Tensor> {
+        match &self.buffers {
+            Buffers::Greedy { tokens, .. } => tokens.view(0, &[1]).ok(),
+            _ => None,
+        }
+    }
+
+    /// Enqueues the greedy draw alone (no wait, no host data: recordable with the step);
+    /// [`Sampler::read_token`] reads what it wrote. Refused for the other kinds.
+    pub fn enqueue_greedy(&mut self) -> Result<(), DecodeError> {
+        let key = self.key();
+        let Buffers::Greedy {
+            draft_probs,
+            draft_tokens,
+            tokens,
+            emitted,
+        } = &mut self.buffers
+        else {
+            return Err(DecodeError::Sampling(
+                "only the greedy draw runs on the device alone".into(),
+            ));
+        };
+        ops::speculative_accept(
+            &self.dev,
+            &self.target,
+            draft_probs,
+            draft_tokens,
+            AcceptRule::Greedy,
+            key,
+            tokens,
+            emitted,
+        )?;
+        Ok(())
+    }
+
+    /// The token the last greedy draw wrote (waits for the device).
+    pub fn read_token(&self) -> Result<u32, DecodeError> {
+        let id = match &self.buffers {
+            Buffers::Greedy { tokens, .. } => tokens.to_vec::<u32>()?[0],
+            _ => {
+                return Err(DecodeError::Sampling(
+                    "only the greedy draw runs on the device alone".into(),
+                ))
+            }
+        };
+        if id as usize >= self.vocab {
+            return Err(DecodeError::TokenOutOfVocab {
+                id,
+                vocab: self.vocab,
+            });
+        }
+        Ok(id)
+    }
+
     /// Draws the next token from the logits buffer (waits for the device).
     pub fn sample(&mut self) -> Result<u32, DecodeError> {
         let key = self.key();

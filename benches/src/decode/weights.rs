@@ -8,7 +8,7 @@
 
 use super::{DecodeError, LlamaConfig};
 use kiln::math::kernels::linear::LinearParams;
-use kiln::ops::{self, QuantizedWeight};
+use kiln::ops::{self, MoeExperts, QuantizedWeight};
 use kiln::quant::{AffineTensor, GgufFile, Repacked};
 use kiln::{DType, Device, PortError, Ran, Tensor};
 
@@ -155,6 +155,38 @@ pub enum GateUp {
     },
 }
 
+/// A layer's MLP.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per layer: a few hundred bytes either way
+pub enum Mlp {
+    /// SwiGLU: gate and up, then down.
+    Dense {
+        /// Gate and up projections.
+        gate_up: GateUp,
+        /// Down projection.
+        down: Matrix,
+    },
+    /// Mixture of experts: the router's logits, the top k experts (`ops::moe_route`), their
+    /// SwiGLU MLPs summed by score (`ops::moe_experts_routed`).
+    Moe {
+        /// The router `[experts, hidden]`.
+        router: Matrix,
+        /// The stacked experts.
+        experts: MoeExperts,
+        /// Device bytes of the experts' codes, scales and biases.
+        expert_bytes: usize,
+    },
+}
+
+/// Per-head RMSNorm gains of the queries and keys, f32 `[head_dim]` each (Qwen3).
+#[derive(Debug)]
+pub struct QkNorm {
+    /// The query heads' gain.
+    pub q: Tensor,
+    /// The key heads' gain.
+    pub k: Tensor,
+}
+
 /// One transformer block's weights.
 #[derive(Debug)]
 pub struct LayerWeights {
@@ -162,14 +194,14 @@ pub struct LayerWeights {
     pub attn_norm: Tensor,
     /// q/k/v projection.
     pub qkv: QkvProjection,
+    /// Query and key head norms, where the model has them.
+    pub qk_norm: Option<QkNorm>,
     /// Attention output projection.
     pub wo: Matrix,
     /// RMSNorm gain before the MLP, f32 `[hidden]`.
     pub ffn_norm: Tensor,
-    /// Gate and up projections.
-    pub gate_up: GateUp,
-    /// Down projection.
-    pub down: Matrix,
+    /// The MLP.
+    pub mlp: Mlp,
 }
 
 /// Every weight of a Llama model on one device.
@@ -221,10 +253,13 @@ impl Weights {
             layers.push(LayerWeights {
                 attn_norm: read_vector(f, &name("attn_norm"), h, dev)?,
                 qkv,
+                qk_norm: None,
                 wo: read_matrix(f, &name("attn_output"), h, qw)?.upload(dev)?,
                 ffn_norm: read_vector(f, &name("ffn_norm"), h, dev)?,
-                gate_up,
-                down: read_matrix(f, &name("ffn_down"), h, cfg.ffn)?.upload(dev)?,
+                mlp: Mlp::Dense {
+                    gate_up,
+                    down: read_matrix(f, &name("ffn_down"), h, cfg.ffn)?.upload(dev)?,
+                },
             });
         }
         Ok(Weights {
@@ -237,17 +272,42 @@ impl Weights {
 
     /// Device bytes of every weight.
     pub fn bytes(&self) -> usize {
+        self.bytes_with_experts(1.0)
+    }
+
+    /// Device bytes one decode token reads: every weight (a tied LM head reads the whole
+    /// table), but of each MoE layer's experts only the `k / experts` share a token routes to.
+    pub fn bytes_read_per_token(&self, cfg: &LlamaConfig) -> usize {
+        let share = cfg.moe.map_or(1.0, |m| m.k as f64 / m.experts as f64);
+        self.bytes_with_experts(share)
+    }
+
+    fn bytes_with_experts(&self, expert_share: f64) -> usize {
         let mut n = self.embed.bytes() + self.output_norm.byte_len();
         n += self.lm_head.as_ref().map_or(0, Matrix::bytes);
         for l in &self.layers {
-            n += l.attn_norm.byte_len() + l.ffn_norm.byte_len() + l.wo.bytes() + l.down.bytes();
+            n += l.attn_norm.byte_len() + l.ffn_norm.byte_len() + l.wo.bytes();
+            n += l
+                .qk_norm
+                .as_ref()
+                .map_or(0, |q| q.q.byte_len() + q.k.byte_len());
             n += match &l.qkv {
                 QkvProjection::Fused(m) => m.bytes(),
                 QkvProjection::Split(ms) => ms.iter().map(Matrix::bytes).sum(),
             };
-            n += match &l.gate_up {
-                GateUp::Interleaved(w) => quantized_bytes(w),
-                GateUp::Split { gate, up } => gate.bytes() + up.bytes(),
+            n += match &l.mlp {
+                Mlp::Dense { gate_up, down } => {
+                    down.bytes()
+                        + match gate_up {
+                            GateUp::Interleaved(w) => quantized_bytes(w),
+                            GateUp::Split { gate, up } => gate.bytes() + up.bytes(),
+                        }
+                }
+                Mlp::Moe {
+                    router,
+                    expert_bytes,
+                    ..
+                } => router.bytes() + (*expert_bytes as f64 * expert_share) as usize,
             };
         }
         n
@@ -255,7 +315,7 @@ impl Weights {
 }
 
 /// Device bytes of a quantized weight's codes, scales and biases.
-fn quantized_bytes(w: &QuantizedWeight) -> usize {
+pub(crate) fn quantized_bytes(w: &QuantizedWeight) -> usize {
     let (q, s, b) = w.buffers();
     q.byte_len() + s.byte_len() + b.byte_len()
 }

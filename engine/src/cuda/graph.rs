@@ -3,13 +3,37 @@
 //! per-launch issue cost (the way peers time small kernels: graph replay).
 
 use super::context::other;
+use super::stream::Stream;
 use super::CudaGpu;
+use crate::gpu::GpuRecording;
 use crate::{DeviceError, PortError};
 use cudarc::driver::{result, sys};
+use std::sync::Arc;
 
 /// An instantiated graph of the device's stream, destroyed on drop.
 pub(super) struct Recording {
     exec: sys::CUgraphExec,
+    stream: Arc<Stream>,
+}
+
+// SAFETY: a graph executable is a driver handle usable from any thread of its context; the
+// replay binds the context first, and launches on one stream are ordered by the driver.
+unsafe impl Send for Recording {}
+unsafe impl Sync for Recording {}
+
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Recording({:?})", self.exec)
+    }
+}
+
+impl GpuRecording for Recording {
+    fn replay(&self) -> Result<(), DeviceError> {
+        self.stream.shared.enter()?;
+        // SAFETY: an instantiated graph of this context, launched on its stream.
+        unsafe { result::graph::launch(self.exec, self.stream.raw()) }
+            .map_err(|e| other("cuGraphLaunch", e))
+    }
 }
 
 impl Drop for Recording {
@@ -48,13 +72,9 @@ impl CudaGpu {
             let _ = result::graph::destroy(graph);
         }
         let exec = exec.map_err(|e| other("cuGraphInstantiate", e))?;
-        Ok(Recording { exec })
-    }
-
-    /// Enqueues one replay of `r` on the stream.
-    pub(super) fn replay(&self, r: &Recording) -> Result<(), DeviceError> {
-        // SAFETY: an instantiated graph of this context, launched on its stream.
-        unsafe { result::graph::launch(r.exec, self.stream.raw()) }
-            .map_err(|e| other("cuGraphLaunch", e))
+        Ok(Recording {
+            exec,
+            stream: self.stream.clone(),
+        })
     }
 }

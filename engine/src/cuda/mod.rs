@@ -20,7 +20,7 @@ use context::{loaded, other, Loaded};
 use memory::CudaMem;
 use stream::Stream;
 
-use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch};
+use crate::gpu::{DeviceMemory, GpuDevice, GpuLaunch, GpuRecording};
 use crate::port::{Port, PortLaunch};
 use crate::{Backend, Device, DeviceError, PortError};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
@@ -346,6 +346,44 @@ impl GpuDevice for CudaGpu {
         true
     }
 
+    fn record(
+        &self,
+        pass: &mut dyn FnMut() -> Result<(), PortError>,
+    ) -> Option<Result<Box<dyn GpuRecording>, PortError>> {
+        Some(CudaGpu::record(self, pass).map(|r| Box::new(r) as Box<dyn GpuRecording>))
+    }
+
+    fn time_launch(&self, port: &Port, l: &GpuLaunch) -> Result<f64, DeviceError> {
+        // One launch between two events, no warm-up: a profiled step runs every kernel once,
+        // as the step does (a second run would change in-place buffers such as the residual).
+        self.enter()?;
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let start = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
+        let stop = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
+        let stream = self.stream.raw();
+        let timed = (|| {
+            // SAFETY: events created above, recorded on the device's stream.
+            unsafe { result::event::record(start, stream) }
+                .map_err(|e| other("cuEventRecord", e))?;
+            self.enqueue(port, l)?;
+            unsafe { result::event::record(stop, stream) }
+                .map_err(|e| other("cuEventRecord", e))?;
+            unsafe { result::event::synchronize(stop) }.map_err(|e| {
+                self.shared()
+                    .launch_error(l.kernel.name(), "cuEventSynchronize", e)
+            })?;
+            let ms = unsafe { result::event::elapsed(start, stop) }
+                .map_err(|e| other("cuEventElapsedTime", e))?;
+            Ok(ms as f64 * 1e-3)
+        })();
+        // SAFETY: events created above and no longer used.
+        unsafe {
+            let _ = result::event::destroy(start);
+            let _ = result::event::destroy(stop);
+        }
+        timed
+    }
+
     fn time_replays(
         &self,
         runs: usize,
@@ -353,7 +391,7 @@ impl GpuDevice for CudaGpu {
         pass: &mut dyn FnMut() -> Result<(), PortError>,
     ) -> Option<Result<Vec<f64>, PortError>> {
         let timed = self.record(pass).and_then(|r| {
-            self.time_passes("(recorded pass)", runs, per_pass, || self.replay(&r))
+            self.time_passes("(recorded pass)", runs, per_pass, || r.replay())
                 .map_err(PortError::from)
         });
         Some(timed)

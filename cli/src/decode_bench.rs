@@ -1,0 +1,125 @@
+//! `kiln bench --decode` (models at real shapes with synthetic weights: tok/s, GPU time and
+//! host gap per token, the per-kernel profile, peak memory, CSV rows) and `kiln bench compare`.
+
+use kiln_benches::decode::{
+    compare, model_shape, run_decode_bench, utc_date, CompareOptions, DecodeBenchConfig, RunInfo,
+    CSV_HEADER,
+};
+use std::io::Write as _;
+
+/// The decode bench's settings (flags of `kiln bench`).
+pub struct DecodeSettings {
+    pub models: Vec<String>,
+    pub layers: Option<usize>,
+    pub prompt_tokens: usize,
+    pub decode_tokens: usize,
+    pub seed: u64,
+    pub graphs: bool,
+    pub csv: Option<std::path::PathBuf>,
+}
+
+/// `kiln bench compare`.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The baseline CSV.
+    #[arg(long)]
+    before: std::path::PathBuf,
+    /// The CSV to compare with it.
+    #[arg(long)]
+    after: std::path::PathBuf,
+    /// Pair rows measured at different commits.
+    #[arg(long)]
+    allow_commit_change: bool,
+    /// Largest relative difference of prompt_tokens a pair may have.
+    #[arg(long, default_value_t = 0.10)]
+    prompt_tolerance: f64,
+    /// A ratio further than this from 1 is reported as moved.
+    #[arg(long, default_value_t = 0.10)]
+    moved_threshold: f64,
+}
+
+/// The commit the run reports: `KILN_COMMIT`, else `git rev-parse HEAD` here, else `unknown`.
+fn commit() -> String {
+    if let Ok(c) = std::env::var("KILN_COMMIT") {
+        return c;
+    }
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn decode(dev: &kiln::Device, s: &DecodeSettings) -> anyhow::Result<()> {
+    let gpu = dev.l2_bytes().is_some();
+    // The roofline's bandwidth, measured in this process as `kiln bench` measures it.
+    let (bytes, runs) = if gpu { (256 << 20, 20) } else { (64 << 20, 5) };
+    let copy = kiln_benches::CopyBandwidth::measure(dev, bytes, runs)?;
+    let info = RunInfo {
+        date: utc_date(),
+        commit: commit(),
+        copy_gbps: Some(copy.gbps),
+        seed: s.seed,
+    };
+    let mut rows = Vec::new();
+    for name in &s.models {
+        let shape = model_shape(name)?;
+        let full = shape.config.layers;
+        let cfg = DecodeBenchConfig {
+            shape,
+            layers: s.layers,
+            prompt_tokens: s.prompt_tokens,
+            decode_tokens: s.decode_tokens,
+            seed: s.seed,
+            graphs: s.graphs,
+        };
+        let report = run_decode_bench(dev, &cfg)?;
+        print!("{}", report.summary(full, &info));
+        if !report.memory.within_bound() {
+            anyhow::bail!(
+                "{}: peak device memory {} bytes exceeds the bound {}",
+                report.model,
+                report.memory.peak,
+                report.memory.bound()
+            );
+        }
+        let row = report.csv_row(full, &info);
+        println!("{CSV_HEADER}");
+        println!("{row}");
+        std::io::stdout().flush()?;
+        rows.push(row);
+    }
+    if let Some(path) = &s.csv {
+        // Appends under one header, so runs of several models or backends share a file.
+        let fresh = !path.exists() || std::fs::metadata(path)?.len() == 0;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        if fresh {
+            writeln!(f, "{CSV_HEADER}")?;
+        }
+        for r in &rows {
+            writeln!(f, "{r}")?;
+        }
+    }
+    Ok(())
+}
+
+pub fn compare_main(a: CompareArgs) -> anyhow::Result<()> {
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    };
+    let o = CompareOptions {
+        prompt_tolerance: a.prompt_tolerance,
+        moved_threshold: a.moved_threshold,
+        allow_commit_change: a.allow_commit_change,
+    };
+    let c = compare(&read(&a.before)?, &read(&a.after)?, o)?;
+    print!("{}", c.text(&o));
+    Ok(())
+}
