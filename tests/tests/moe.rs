@@ -473,6 +473,36 @@ fn routing_on_the_device_feeds_the_experts_as_host_routing_does() {
     }
 }
 
+/// The softmax router reads 16-bit logits as it reads f32 ones (its unread bias slot is f32).
+#[test]
+fn the_softmax_router_takes_16_bit_logits() {
+    let (e, k) = (5, 3);
+    // Distinct, exact in f16 and bf16; the picks are the largest three, best first.
+    let logits = [0.25f32, -1.5, 2.0, 0.75, -0.125, 1.0, 3.0, -2.0, 0.5, 0.0];
+    let want: [u32; 6] = [2, 3, 0, 1, 0, 3];
+    for dev in test_devices() {
+        for dt in [DType::F16, DType::Bf16] {
+            let lt = Tensor::from_f32(&dev, dt, &[2, e], &logits).unwrap();
+            let mut ids = Tensor::zeros(&dev, DType::U32, &[2, k]).unwrap();
+            let mut scores = poisoned(&dev, DType::F32, &[2, k]);
+            let router = ops::MoeRouter::Softmax { renormalize: false };
+            ops::moe_route(&dev, &lt, router, None, &mut ids, &mut scores).unwrap();
+            assert_eq!(
+                ids.to_vec::<u32>().unwrap(),
+                want,
+                "{} {}",
+                dev.name(),
+                dt.name()
+            );
+            assert!(scores
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .all(|&p| p > 0.0 && p < 1.0));
+        }
+    }
+}
+
 #[test]
 fn moe_route_refuses_bad_inputs_before_any_launch() {
     let dev = Device::cpu();

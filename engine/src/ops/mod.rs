@@ -23,8 +23,8 @@ pub use moe::{
     MoeRan, MoeRouter,
 };
 pub use moe_block::{
-    moe_block, moe_block_on, moe_block_routed, moe_block_scratch_bytes, MoeBlock, MoeBlockPath, MoeBlockRan,
-    MoeGate, SharedExpert, SORTED_MIN_SLOTS,
+    moe_block, moe_block_on, moe_block_routed, moe_block_scratch_bytes, MoeBlock, MoeBlockPath,
+    MoeBlockRan, MoeGate, SharedExpert, SORTED_MIN_SLOTS,
 };
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
 pub use ssm::{
