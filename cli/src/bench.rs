@@ -67,7 +67,9 @@ pub struct Args {
     /// profile, peak memory and a CSV row per model (--csv appends them).
     #[arg(long)]
     decode: bool,
-    /// With --decode: the model shapes (comma-separated: llama-3.1-8b, tiny-llama).
+    /// With --decode: the models (comma-separated): shapes with synthetic weights
+    /// (llama-3.1-8b, qwen3-30b-a3b, tiny-llama, tiny-moe) or Llama-architecture GGUF files
+    /// (a path ending in .gguf: its own weights and config).
     #[arg(long, value_delimiter = ',', default_value = "llama-3.1-8b")]
     model: Vec<String>,
     /// With --decode: run only the first N layers (default: all of the model's).

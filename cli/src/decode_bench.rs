@@ -1,9 +1,10 @@
-//! `kiln bench --decode` (models at real shapes with synthetic weights: tok/s, GPU time and
+//! `kiln bench --decode` (models at real shapes with synthetic weights, or a GGUF file: tok/s, GPU time and
 //! host gap per token, the per-kernel profile, peak memory, CSV rows) and `kiln bench compare`.
 
+use kiln::quant::GgufFile;
 use kiln_benches::decode::{
-    compare, model_shape, run_decode_bench, utc_date, CompareOptions, DecodeBenchConfig, RunInfo,
-    CSV_HEADER,
+    compare, model_shape, run_decode_bench, utc_date, CompareOptions, DecodeBenchConfig,
+    LlamaConfig, ModelShape, RunInfo, CSV_HEADER,
 };
 use std::io::Write as _;
 
@@ -67,10 +68,23 @@ pub fn decode(dev: &kiln::Device, s: &DecodeSettings) -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     for name in &s.models {
-        let shape = model_shape(name)?;
+        let (shape, gguf) = if name.ends_with(".gguf") {
+            let file = GgufFile::open(name)?;
+            let stem = std::path::Path::new(name)
+                .file_stem()
+                .map(|s| s.to_string_lossy());
+            let shape = ModelShape {
+                name: stem.map_or_else(|| name.clone(), |s| s.into_owned()),
+                config: LlamaConfig::from_gguf(&file)?,
+            };
+            (shape, Some(std::path::PathBuf::from(name)))
+        } else {
+            (model_shape(name)?, None)
+        };
         let full = shape.config.layers;
         let cfg = DecodeBenchConfig {
             shape,
+            gguf,
             layers: s.layers,
             prompt_tokens: s.prompt_tokens,
             decode_tokens: s.decode_tokens,

@@ -1,5 +1,5 @@
 //! `kiln bench --decode`: a model of a real shape with synthetic weights
-//! ([`super::synthetic`]), a prompt run token by token, then a fixed number of greedy decode
+//! ([`super::synthetic`]) or a GGUF file's own, a prompt run token by token, then a fixed number of greedy decode
 //! steps at batch 1, measured three ways:
 //!
 //! - **eager**: each step's launches issued from the host, the token read back after each
@@ -20,6 +20,7 @@
 
 use super::synthetic::ModelShape;
 use super::{DecodeError, Model, Sampler, SamplingParams, Weights};
+use kiln::quant::GgufFile;
 use kiln::rng::Rng;
 use kiln::timing::{profile_launches, record, Recording};
 use kiln::{Device, DeviceError, PortError};
@@ -31,6 +32,8 @@ use std::time::Instant;
 pub struct DecodeBenchConfig {
     /// The model's shape.
     pub shape: ModelShape,
+    /// Its weights from this GGUF file (whose config `shape` holds), not synthetic ones.
+    pub gguf: Option<std::path::PathBuf>,
     /// Run only the first this many layers (`None`: all of them).
     pub layers: Option<usize>,
     /// Prompt tokens (prefill, one step per token, timed only as a whole).
@@ -97,7 +100,9 @@ pub struct DecodeLoop {
 /// What a run measured.
 #[derive(Clone, Debug)]
 pub struct DecodeBenchReport {
-    pub model: &'static str,
+    pub model: String,
+    /// Where the weights came from: `synthetic:seed=<seed>` or the GGUF file's path.
+    pub source: String,
     pub layers: usize,
     pub backend: String,
     pub device: String,
@@ -190,7 +195,10 @@ pub fn run_decode_bench(
     dev.sync()?;
     dev.reset_peak_bytes();
     let live0 = dev.live_bytes();
-    let weights = Weights::synthetic(&mcfg, dev, cfg.seed)?;
+    let weights = match &cfg.gguf {
+        Some(path) => Weights::load(&mut GgufFile::open(path)?, &mcfg, dev)?,
+        None => Weights::synthetic(&mcfg, dev, cfg.seed)?,
+    };
     let mut model = Model::new(mcfg.clone(), weights, dev, capacity)?;
     let mut sampler = Sampler::new(dev, mcfg.vocab, SamplingParams::default())?;
     let (weight_bytes, kv_bytes) = model.bytes();
@@ -290,7 +298,11 @@ pub fn run_decode_bench(
     let mean_context = prompt + steps / 2;
     let kv_read = 2 * mcfg.layers * mean_context * mcfg.kv_heads * mcfg.head_dim * 4;
     Ok(DecodeBenchReport {
-        model: cfg.shape.name,
+        model: cfg.shape.name.clone(),
+        source: match &cfg.gguf {
+            Some(path) => path.display().to_string(),
+            None => format!("synthetic:seed={}", cfg.seed),
+        },
         layers: mcfg.layers,
         backend: dev.backend().to_string(),
         device: dev.name().to_string(),
@@ -348,6 +360,7 @@ mod tests {
     fn run(dev: &Device, shape: ModelShape, graphs: bool) -> DecodeBenchReport {
         let cfg = DecodeBenchConfig {
             shape,
+            gguf: None,
             layers: None,
             prompt_tokens: 8,
             decode_tokens: 4,
@@ -437,6 +450,7 @@ mod tests {
         let dev = Device::cpu();
         let mut cfg = DecodeBenchConfig {
             shape: tiny_llama(),
+            gguf: None,
             layers: Some(3),
             prompt_tokens: 8,
             decode_tokens: 4,

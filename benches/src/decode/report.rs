@@ -80,7 +80,7 @@ impl DecodeBenchReport {
         let eager_tok_s = self.eager.tokens.len() as f64 / self.eager.seconds;
         [
             self.model_label(full_layers),
-            format!("synthetic:seed={}", info.seed),
+            self.source.clone(),
             self.prompt_tokens.to_string(),
             self.generated_tokens().to_string(),
             format!("{prefill_ms:.3}"),

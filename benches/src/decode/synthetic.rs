@@ -16,8 +16,8 @@ use kiln::{DType, Device, PortError, Tensor};
 /// A named model shape the decode bench runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelShape {
-    /// The name the CSV rows carry and `--model` takes.
-    pub name: &'static str,
+    /// The name the CSV rows carry and `--model` takes (a GGUF file's stem for a real model).
+    pub name: String,
     /// Its sizes (RMSNorm epsilon and context as the published config says).
     pub config: LlamaConfig,
 }
@@ -28,7 +28,7 @@ pub struct ModelShape {
 /// which a 640-token run never reaches, so plain RoPE reads the same bytes and launches.
 pub fn llama_3_1_8b() -> ModelShape {
     ModelShape {
-        name: "llama-3.1-8b",
+        name: "llama-3.1-8b".into(),
         config: LlamaConfig {
             layers: 32,
             hidden: 4096,
@@ -53,7 +53,7 @@ pub fn llama_3_1_8b() -> ModelShape {
 /// rms_norm_eps 1e-6).
 pub fn qwen3_30b_a3b() -> ModelShape {
     ModelShape {
-        name: "qwen3-30b-a3b",
+        name: "qwen3-30b-a3b".into(),
         config: LlamaConfig {
             layers: 48,
             hidden: 2048,
@@ -81,7 +81,7 @@ pub fn qwen3_30b_a3b() -> ModelShape {
 /// quantization group).
 pub fn tiny_llama() -> ModelShape {
     ModelShape {
-        name: "tiny-llama",
+        name: "tiny-llama".into(),
         config: LlamaConfig {
             layers: 2,
             hidden: 64,
@@ -111,7 +111,7 @@ pub fn tiny_moe() -> ModelShape {
         renormalize: true,
     });
     ModelShape {
-        name: "tiny-moe",
+        name: "tiny-moe".into(),
         config,
     }
 }
@@ -127,7 +127,7 @@ pub fn model_shape(name: &str) -> Result<ModelShape, DecodeError> {
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(|| {
-            let names: Vec<_> = model_shapes().iter().map(|s| s.name).collect();
+            let names: Vec<_> = model_shapes().into_iter().map(|s| s.name).collect();
             DecodeError::UnknownModel(format!("`{name}` (known: {})", names.join(", ")))
         })
 }
