@@ -567,7 +567,7 @@ fn case_devices(
     let DeviceKind::Sim(cfg) = dev.kind() else {
         return vec![dev.clone()];
     };
-    if cfg.block.is_some() {
+    if !is_free_sim(dev) {
         return vec![dev.clone()];
     }
     let Some(preferred) = preferred_block(kernel, case) else {

@@ -180,30 +180,51 @@ impl CudaGpu {
         launches: usize,
         mut enqueue_pass: impl FnMut() -> Result<(), DeviceError>,
     ) -> Result<Vec<f64>, DeviceError> {
+        self.with_events(|start, stop| {
+            crate::gpu::warm_then_timed(runs, launches, || {
+                self.time_between(kernel, start, stop, &mut enqueue_pass)
+            })
+            .and_then(|t| self.stream.sync().map(|_| t))
+        })
+    }
+
+    /// Runs `timed` with two fresh events, destroyed after it.
+    fn with_events<T>(
+        &self,
+        timed: impl FnOnce(sys::CUevent, sys::CUevent) -> Result<T, DeviceError>,
+    ) -> Result<T, DeviceError> {
         self.enter()?;
         let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
         let start = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
         let stop = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
-        let timed = crate::gpu::warm_then_timed(runs, launches, || {
-            // SAFETY: events created above, recorded on the default stream.
-            unsafe { result::event::record(start, self.stream.raw()) }
-                .map_err(|e| other("cuEventRecord", e))?;
-            enqueue_pass()?;
-            unsafe { result::event::record(stop, self.stream.raw()) }
-                .map_err(|e| other("cuEventRecord", e))?;
-            unsafe { result::event::synchronize(stop) }
-                .map_err(|e| self.shared().launch_error(kernel, "cuEventSynchronize", e))?;
-            let ms = unsafe { result::event::elapsed(start, stop) }
-                .map_err(|e| other("cuEventElapsedTime", e))?;
-            Ok(ms as f64 * 1e-3)
-        })
-        .and_then(|t| self.stream.sync().map(|_| t));
+        let out = timed(start, stop);
         // SAFETY: events created above and no longer used.
         unsafe {
             let _ = result::event::destroy(start);
             let _ = result::event::destroy(stop);
         }
-        timed
+        out
+    }
+
+    /// Seconds of what `enqueue` puts on the stream, between `start` and `stop`.
+    fn time_between(
+        &self,
+        kernel: &'static str,
+        start: sys::CUevent,
+        stop: sys::CUevent,
+        enqueue: &mut impl FnMut() -> Result<(), DeviceError>,
+    ) -> Result<f64, DeviceError> {
+        // SAFETY: events created by `with_events`, recorded on the device's stream.
+        unsafe { result::event::record(start, self.stream.raw()) }
+            .map_err(|e| other("cuEventRecord", e))?;
+        enqueue()?;
+        unsafe { result::event::record(stop, self.stream.raw()) }
+            .map_err(|e| other("cuEventRecord", e))?;
+        unsafe { result::event::synchronize(stop) }
+            .map_err(|e| self.shared().launch_error(kernel, "cuEventSynchronize", e))?;
+        let ms = unsafe { result::event::elapsed(start, stop) }
+            .map_err(|e| other("cuEventElapsedTime", e))?;
+        Ok(ms as f64 * 1e-3)
     }
 }
 
@@ -356,32 +377,9 @@ impl GpuDevice for CudaGpu {
     fn time_launch(&self, port: &Port, l: &GpuLaunch) -> Result<f64, DeviceError> {
         // One launch between two events, no warm-up: a profiled step runs every kernel once,
         // as the step does (a second run would change in-place buffers such as the residual).
-        self.enter()?;
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        let start = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
-        let stop = result::event::create(flags).map_err(|e| other("cuEventCreate", e))?;
-        let stream = self.stream.raw();
-        let timed = (|| {
-            // SAFETY: events created above, recorded on the device's stream.
-            unsafe { result::event::record(start, stream) }
-                .map_err(|e| other("cuEventRecord", e))?;
-            self.enqueue(port, l)?;
-            unsafe { result::event::record(stop, stream) }
-                .map_err(|e| other("cuEventRecord", e))?;
-            unsafe { result::event::synchronize(stop) }.map_err(|e| {
-                self.shared()
-                    .launch_error(l.kernel.name(), "cuEventSynchronize", e)
-            })?;
-            let ms = unsafe { result::event::elapsed(start, stop) }
-                .map_err(|e| other("cuEventElapsedTime", e))?;
-            Ok(ms as f64 * 1e-3)
-        })();
-        // SAFETY: events created above and no longer used.
-        unsafe {
-            let _ = result::event::destroy(start);
-            let _ = result::event::destroy(stop);
-        }
-        timed
+        self.with_events(|start, stop| {
+            self.time_between(l.kernel.name(), start, stop, &mut || self.enqueue(port, l))
+        })
     }
 
     fn time_replays(

@@ -367,37 +367,26 @@ pub fn moe_route(
     ids: &mut Tensor,
     scores: &mut Tensor,
 ) -> Result<Ran, PortError> {
-    match (router, correction_bias) {
-        (MoeRouter::SigmoidBias { .. }, Some(b)) => {
-            route_launch(dev, logits, router, b, ids, scores)
-        }
+    let unread;
+    let bias = match (router, correction_bias) {
+        (MoeRouter::SigmoidBias { .. }, Some(b)) => b,
         (MoeRouter::Softmax { .. }, None) => {
             // The softmax router reads no bias, but its slot is f32: the logits' first word
             // (no allocation) unless they are too short or start mid-word.
-            let unread = if logits.byte_len() >= 4 && logits.byte_offset().is_multiple_of(4) {
+            unread = if logits.byte_len() >= 4 && logits.byte_offset().is_multiple_of(4) {
                 logits.view_bytes(0, DType::F32, &[1])?
             } else {
                 Tensor::zeros(dev, DType::F32, &[1])?
             };
-            route_launch(dev, logits, router, &unread, ids, scores)
+            &unread
         }
-        _ => Err(PortError::invalid(
-            KernelId::MoeRoute,
-            "a correction bias goes with the sigmoid router, and only with it",
-        )),
-    }
-}
-
-/// The `moe_route` launch of `router` with `bias` in the correction bias's place (unread by
-/// the softmax router: any f32 tensor of one element or more, `moe_block` passes its own).
-pub(super) fn route_launch(
-    dev: &Device,
-    logits: &Tensor,
-    router: MoeRouter,
-    bias: &Tensor,
-    ids: &mut Tensor,
-    scores: &mut Tensor,
-) -> Result<Ran, PortError> {
+        _ => {
+            return Err(PortError::invalid(
+                KernelId::MoeRoute,
+                "a correction bias goes with the sigmoid router, and only with it",
+            ))
+        }
+    };
     let (mode, renormalize, scaling_factor) = match router {
         MoeRouter::Softmax { renormalize } => (MODE_SOFTMAX, renormalize, 1.0),
         MoeRouter::SigmoidBias {

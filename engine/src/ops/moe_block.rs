@@ -6,7 +6,7 @@
 //! round `out` once.
 
 use super::gather_qmm::{gather_qmm_indexed, gather_sort, scatter_unsort};
-use super::moe::{partial_din, route_launch};
+use super::moe::{moe_route, partial_din};
 use super::{
     kernel, qlinear, GatherTiling, MoeActivation, MoeExperts, MoeRouter, QuantizedWeight,
     StackedExperts,
@@ -17,6 +17,7 @@ use crate::{Device, PortError, Tensor};
 use kiln_math::kernels::moe_act::MoeActParams;
 use kiln_math::kernels::moe_combine::MoeCombineParams;
 use kiln_math::kernels::moe_experts::{ACT_GEGLU, ACT_RELU2, ACT_SWIGLU};
+use kiln_math::kernels::qlinear::MAX_M;
 use kiln_math::DType;
 
 /// The name refusals carry.
@@ -25,9 +26,6 @@ const OP: &str = "moe_block";
 /// Slots (tokens × K) from which the gather path sorts them by expert first (spec §13: prefill
 /// with `T·K ≥ 64`), so a block reads each weight word once per run of one expert.
 pub const SORTED_MIN_SLOTS: usize = 64;
-
-/// Rows of `x` one `qlinear` launch takes (the router's logits run in such chunks).
-const QLINEAR_ROWS: usize = 8;
 
 /// Rows per block of the fused expert kernels (never changes a bit; the seeds' default).
 const FUSED_ROWS_PER_BLOCK: u32 = 8;
@@ -423,8 +421,8 @@ impl BlockRun<'_> {
     /// `y = x · Ŵᵀ` over rows of `x` in `qlinear`'s chunks.
     fn linear(&mut self, w: &QuantizedWeight, y: &mut Tensor) -> Result<(), PortError> {
         let (x, cols, n) = (self.x, self.x.shape()[1], y.shape()[1]);
-        for first in (0..self.tokens).step_by(QLINEAR_ROWS) {
-            let rows = QLINEAR_ROWS.min(self.tokens - first);
+        for first in (0..self.tokens).step_by(MAX_M) {
+            let rows = MAX_M.min(self.tokens - first);
             let xs = x.view(first * cols, &[rows, cols])?;
             let mut ys = y.view(first * n, &[rows, n])?;
             self.launches
@@ -441,11 +439,8 @@ impl BlockRun<'_> {
         let mut ids = scratch.tensor(DType::U32, &[self.tokens, k])?;
         let mut scores = scratch.tensor(DType::F32, &[self.tokens, k])?;
         self.linear(&b.gate.weight, &mut logits)?;
-        // The softmax router reads no bias; its place takes an f32 piece of its own (the
-        // logits are in the activation dtype).
-        let unread = scratch.tensor(DType::F32, &[1])?;
-        let bias = b.gate.correction_bias.as_ref().unwrap_or(&unread);
-        let ran = route_launch(self.dev, &logits, b.gate.rule, bias, &mut ids, &mut scores)?;
+        let bias = b.gate.correction_bias.as_ref();
+        let ran = moe_route(self.dev, &logits, b.gate.rule, bias, &mut ids, &mut scores)?;
         self.launches.push(ran);
         Ok((ids, scores))
     }
