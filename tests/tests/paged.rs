@@ -44,8 +44,9 @@ fn paged_kernels_match_their_references_on_every_backend() {
 
 use kiln::math::Element;
 use kiln::paged::{
-    choose_arm, paged_decode, paged_decode_with, plan_decode, BlockTable, DecodeArm, DecodePolicy,
-    KvGeometry, PageTable, PlanConfig, PlanError, ARM_ENV, MAX_CHUNKS,
+    choose_arm, paged_decode, paged_decode_planned, paged_decode_with, plan_decode, BlockTable,
+    DecodeArm, DecodePolicy, DecodeRun, DeviceDecodePlan, KvGeometry, PageTable, PlanConfig,
+    PlanError, ARM_ENV, MAX_CHUNKS,
 };
 use kiln::rng::Rng;
 use kiln::{ops, DType, Device, KernelId, PortError, SimConfig, Tensor};
@@ -245,18 +246,12 @@ fn check_dispatch(
     label: &str,
 ) {
     let (q, k, v, mut out) = bt.tensors(dev, dtype);
-    let run = paged_decode_with(
-        dev,
-        &q,
-        &k,
-        &v,
-        &bt.table,
-        0.0,
-        &mut out,
-        &policy(dev, &q, &k, &v, ppc),
-        arm,
-    )
-    .unwrap_or_else(|e| panic!("{label} {arm:?}: {e}"));
+    let pol = policy(dev, &q, &k, &v, ppc);
+    let run = paged_decode_with(dev, &q, &k, &v, &bt.table, 0.0, &mut out, &pol, arm)
+        .unwrap_or_else(|e| panic!("{label} {arm:?}: {e}"));
+    if run.arm != DecodeArm::Fallback {
+        check_planned(dev, bt, (&q, &k, &v), &out, pol, arm, &run, label);
+    }
     assert_eq!(run.arm, arm.unwrap_or(run.arm), "{label}");
     assert!(!run.reason.is_empty(), "{label}");
     let arm = run.arm;
@@ -281,6 +276,41 @@ fn check_dispatch(
             );
         }
     }
+}
+
+/// The same batch planned once on the device (`DeviceDecodePlan`, the decode driver's path):
+/// the dispatch's arm and plan, and bit for bit the host-table run's output.
+#[allow(clippy::too_many_arguments)]
+fn check_planned(
+    dev: &Device,
+    bt: &Batch,
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    host_out: &Tensor,
+    pol: DecodePolicy,
+    arm: Option<DecodeArm>,
+    run: &DecodeRun,
+    label: &str,
+) {
+    let geo = KvGeometry::of(KernelId::PagedAttentionDecode, q, k, v).unwrap();
+    let mut plan = DeviceDecodePlan::with_policy(dev, geo, bt.table.indices.len(), pol).unwrap();
+    let choice = plan.write_with(dev, &bt.table, k, arm).unwrap();
+    assert_eq!((choice.arm, &choice.plan), (run.arm, &run.plan), "{label}");
+    let mut out = Tensor::from_f32(dev, DType::F32, q.shape(), &vec![f32::NAN; q.numel()]).unwrap();
+    paged_decode_planned(dev, q, k, v, &plan, 0.0, &mut out)
+        .unwrap_or_else(|e| panic!("{label} planned {}: {e}", run.arm.name()));
+    let bits = |t: &Tensor| -> Vec<u32> {
+        t.to_f32_vec()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    assert_eq!(
+        bits(&out),
+        bits(host_out),
+        "{label} planned {}",
+        run.arm.name()
+    );
 }
 
 /// Every head dim, GQA 1:1 / 4:1 / 8:1, both page sizes, page-boundary lengths, windows with a

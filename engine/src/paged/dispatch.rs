@@ -11,7 +11,6 @@ use super::table::{check_scale, KvGeometry, PageTable, RequestSpan};
 use crate::launch::{forced_fallback, resident_blocks, FallbackReason, Path, Ran};
 use crate::ports::{ports, select_port};
 use crate::reference::primitives::attend_heads;
-use crate::scratch::scratch_bytes;
 use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::decode_attention::group_heads;
 use kiln_math::kernels::paged_attention_decode::{PagedAttentionDecode, PagedDecodeParams};
@@ -397,60 +396,35 @@ fn run_v2(
     scale: f32,
     out: &mut Tensor,
 ) -> Result<Vec<Ran>, PortError> {
-    let c = plan.chunks();
     let tables = launch::v2_tables(table, plan);
-    let (hq, d) = (geo.heads_q, geo.head_dim);
     let p = PagedDecodeV2Params {
         scale,
         pages_per_chunk: plan.pages_per_chunk as u32,
         ..Default::default()
     };
-    // Partials, LSEs and the uploaded tables all come from the device's scratch region.
-    let mut bytes = launch::table_bytes(&tables) + launch::table_bytes(&[&plan.o_indptr]);
-    bytes += scratch_bytes(&[(DType::F32, c * hq), (DType::F32, geo.batch * hq)]);
-    if !plan.merge_free {
-        bytes += scratch_bytes(&[(DType::F32, c * hq * d)]);
-    }
+    // The uploaded tables, partials and LSEs all come from the device's scratch region.
+    let bytes = launch::table_bytes(&tables)
+        + launch::table_bytes(&[&plan.o_indptr])
+        + launch::v2_scratch_bytes(plan, geo.batch, geo.heads_q, geo.head_dim);
     let mut scratch = dev.scratch(bytes)?;
-    let mut lse = scratch.tensor(DType::F32, &[c, hq])?;
-    if plan.merge_free {
-        // One chunk per request, in order: the partials are the answer.
-        let ran = launch::v2_upload_and_launch(
-            dev,
-            &mut scratch,
-            &p,
-            q,
-            k_pool,
-            v_pool,
-            &tables,
-            out,
-            &mut lse,
-        )?;
-        return Ok(vec![ran]);
-    }
-    let mut partial = scratch.tensor(DType::F32, &[c, hq, d])?;
-    let a = launch::v2_upload_and_launch(
+    let t: Vec<Tensor> = tables
+        .iter()
+        .chain([&&plan.o_indptr[..]])
+        .map(|t| scratch.upload(t))
+        .collect::<Result<_, _>>()?;
+    let [indices, indptr, last, first, requests, tiles, o_indptr] = &t[..] else {
+        unreachable!("seven tables")
+    };
+    launch::v2_partials_and_merge(
         dev,
         &mut scratch,
         &p,
-        q,
-        k_pool,
-        v_pool,
-        &tables,
-        &mut partial,
-        &mut lse,
-    )?;
-    let mut merged_lse = scratch.tensor(DType::F32, &[geo.batch, hq])?;
-    let b = launch::merge_upload_and_launch(
-        &mut scratch,
-        dev,
-        &partial,
-        &lse,
-        &plan.o_indptr,
+        plan,
+        (q, k_pool, v_pool),
+        [indices, indptr, last, first, requests, tiles],
+        o_indptr,
         out,
-        &mut merged_lse,
-    )?;
-    Ok(vec![a, b])
+    )
 }
 
 fn widen(dtype: DType, bytes: &[u8]) -> Result<Vec<f64>, PortError> {

@@ -141,6 +141,32 @@ pub(crate) fn v2_upload_and_launch(
     let [indices, indptr, last, first, requests, tiles] = &t[..] else {
         unreachable!("six tables")
     };
+    v2_launch(
+        dev,
+        p,
+        q,
+        k_pool,
+        v_pool,
+        [indices, indptr, last, first, requests, tiles],
+        out_v,
+        out_lse,
+    )
+}
+
+/// Launches the partials kernel over v2 `tables` already on the device (checked on the host
+/// when they were written), in [`v2_tables`]' order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn v2_launch(
+    dev: &Device,
+    p: &PagedDecodeV2Params,
+    q: &Tensor,
+    k_pool: &Tensor,
+    v_pool: &Tensor,
+    tables: [&Tensor; 6],
+    out_v: &mut Tensor,
+    out_lse: &mut Tensor,
+) -> Result<Ran, PortError> {
+    let [indices, indptr, last, first, requests, tiles] = tables;
     let mut args = [
         Arg::In(q),
         Arg::In(k_pool),
@@ -198,10 +224,23 @@ pub(crate) fn merge_upload_and_launch(
     lse_out: &mut Tensor,
 ) -> Result<Ran, PortError> {
     let indptr = scratch.upload(o_indptr)?;
+    merge_launch(dev, v_in, lse_in, &indptr, v_out, lse_out)
+}
+
+/// Launches the merge over an `o_indptr` already on the device (checked on the host when it
+/// was written).
+pub(crate) fn merge_launch(
+    dev: &Device,
+    v_in: &Tensor,
+    lse_in: &Tensor,
+    o_indptr: &Tensor,
+    v_out: &mut Tensor,
+    lse_out: &mut Tensor,
+) -> Result<Ran, PortError> {
     let mut args = [
         Arg::In(v_in),
         Arg::In(lse_in),
-        Arg::In(&indptr),
+        Arg::In(o_indptr),
         Arg::Out(v_out),
         Arg::Out(lse_out),
     ];
@@ -212,4 +251,53 @@ pub(crate) fn merge_upload_and_launch(
         &mut args,
         Mode::Auto,
     )
+}
+
+/// Scratch bytes [`v2_partials_and_merge`] carves for `plan` over `batch` requests of `heads_q`
+/// heads of `head_dim`: the LSEs, and unless the plan is merge-free the partials and the merged
+/// LSEs.
+pub(crate) fn v2_scratch_bytes(
+    plan: &DecodePlan,
+    batch: usize,
+    heads_q: usize,
+    head_dim: usize,
+) -> usize {
+    let c = plan.chunks();
+    let mut pieces = vec![(DType::F32, c * heads_q)];
+    if !plan.merge_free {
+        pieces.extend([
+            (DType::F32, c * heads_q * head_dim),
+            (DType::F32, batch * heads_q),
+        ]);
+    }
+    scratch_bytes(&pieces)
+}
+
+/// The v2 partials over `tables` on the device and, unless `plan` is merge-free (one chunk per
+/// request, in order: the partials are the answer), their merge by `o_indptr` into `out`; the
+/// LSEs and partials come from `scratch` ([`v2_scratch_bytes`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn v2_partials_and_merge(
+    dev: &Device,
+    scratch: &mut Scratch,
+    p: &PagedDecodeV2Params,
+    plan: &DecodePlan,
+    (q, k_pool, v_pool): (&Tensor, &Tensor, &Tensor),
+    tables: [&Tensor; 6],
+    o_indptr: &Tensor,
+    out: &mut Tensor,
+) -> Result<Vec<Ran>, PortError> {
+    let (c, batch) = (plan.chunks(), o_indptr.numel() - 1);
+    let (hq, d) = (out.shape()[1], *out.shape().last().unwrap_or(&0));
+    let mut lse = scratch.tensor(DType::F32, &[c, hq])?;
+    if plan.merge_free {
+        return Ok(vec![v2_launch(
+            dev, p, q, k_pool, v_pool, tables, out, &mut lse,
+        )?]);
+    }
+    let mut partial = scratch.tensor(DType::F32, &[c, hq, d])?;
+    let a = v2_launch(dev, p, q, k_pool, v_pool, tables, &mut partial, &mut lse)?;
+    let mut merged_lse = scratch.tensor(DType::F32, &[batch, hq])?;
+    let b = merge_launch(dev, &partial, &lse, o_indptr, out, &mut merged_lse)?;
+    Ok(vec![a, b])
 }

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod launch;
 pub mod plan;
 pub mod resident;
+pub mod resident_plan;
 pub(crate) mod table;
 
 pub use dispatch::{
@@ -18,4 +19,5 @@ pub use dispatch::{
 };
 pub use plan::{check_chunks, plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
 pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
+pub use resident_plan::{paged_decode_planned, planned_scratch_bytes, DeviceDecodePlan};
 pub use table::{BlockTable, KvGeometry, PageTable, RequestSpan, TableError};

@@ -66,9 +66,7 @@ impl DeviceBlockTable {
             (&self.logical_starts, &table.logical_starts),
             (&self.visible_lens, &table.visible_lens),
         ] {
-            // SAFETY: i32 is plain data.
-            let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len() * 4) };
-            t.enqueue_write_at(0, bytes)?;
+            write_i32(t, v)?;
         }
         self.checked_for = Some((num_blocks, block_size));
         Ok(())
@@ -120,4 +118,21 @@ pub fn paged_attention_decode_resident(
         Arg::Out(out),
     ];
     launch_checked_tables(dev, kernel, p.words(), &mut args, Mode::Auto)
+}
+
+/// Writes `host` into the front of the device table `t`, in order with the queued work.
+pub(crate) fn write_i32(t: &Tensor, host: &[i32]) -> Result<(), PortError> {
+    if host.len() > t.numel() {
+        return Err(PortError::invalid(
+            KernelId::PagedAttentionDecode,
+            format!(
+                "a table of {} entries does not fit {}",
+                host.len(),
+                t.numel()
+            ),
+        ));
+    }
+    // SAFETY: i32 is plain data.
+    let bytes = unsafe { std::slice::from_raw_parts(host.as_ptr() as *const u8, host.len() * 4) };
+    t.enqueue_write_at(0, bytes)
 }
