@@ -59,6 +59,16 @@ impl DeviceMemory for CudaMem {
     }
     fn write_enqueued(&self, offset: usize, data: &[u8]) -> Result<(), DeviceError> {
         self.range(offset, data.len())?;
+        // A captured copy reads its host address again at every replay, long after `data` is
+        // gone: a recording holds device-side work only.
+        if self.stream.capturing() {
+            return Err(DeviceError::Other(format!(
+                "a copy of {} host bytes cannot be recorded into a CUDA graph (a replay would read \
+                 host memory the caller has freed): write device buffers before recording or \
+                 between replays",
+                data.len()
+            )));
+        }
         self.stream.shared.enter()?;
         // SAFETY: inside the region (checked above). From pageable host memory the driver
         // stages `data` before returning, so the caller may drop it at once.

@@ -19,6 +19,7 @@ use kiln_math::kernels::moe_combine::MoeCombineParams;
 use kiln_math::kernels::moe_experts::{ACT_GEGLU, ACT_RELU2, ACT_SWIGLU};
 use kiln_math::kernels::qlinear::MAX_M;
 use kiln_math::DType;
+use std::sync::Mutex;
 
 /// The name refusals carry.
 const OP: &str = "moe_block";
@@ -129,6 +130,10 @@ pub struct MoeBlock {
     stacked_up: Option<StackedExperts>,
     stacked_down: StackedExperts,
     shared: Option<SharedExpert>,
+    /// The shared expert's routing, slot 0 with score 1 for every token, kept on the device
+    /// (grown outside a recording): a call uploads nothing, so a CUDA graph of it replays
+    /// without reading host memory the call has freed.
+    shared_route: Mutex<Option<(Tensor, Tensor)>>,
 }
 
 /// The same weight over the same buffers (views: nothing is copied).
@@ -209,7 +214,32 @@ impl MoeBlock {
             stacked_up,
             stacked_down,
             shared,
+            shared_route: Mutex::new(None),
         })
+    }
+
+    /// The shared expert's ids (zeros, u32) and scores (ones, f32), `[tokens, 1]` views of
+    /// device tensors made, or grown, on the first call of that many tokens.
+    fn shared_route(&self, dev: &Device, tokens: usize) -> Result<(Tensor, Tensor), PortError> {
+        let mut route = self.shared_route.lock().unwrap_or_else(|p| p.into_inner());
+        let fits = matches!(&*route, Some((ids, _)) if ids.numel() >= tokens);
+        if !fits {
+            if dev.is_capturing() {
+                return Err(invalid(format!(
+                    "the shared expert's routing for {tokens} tokens is not on the device: run \
+                     the block once at this many tokens before recording it"
+                )));
+            }
+            let n = tokens.next_power_of_two();
+            *route = Some((
+                Tensor::from_slice(dev, &[n], &vec![0u32; n])?,
+                Tensor::from_slice(dev, &[n], &vec![1f32; n])?,
+            ));
+        }
+        match &*route {
+            Some((ids, scores)) => Ok((ids.view(0, &[tokens, 1])?, scores.view(0, &[tokens, 1])?)),
+            None => Err(invalid("the shared expert's routing is missing")),
+        }
     }
 
     /// Experts per token (K).
@@ -247,9 +277,8 @@ impl MoeBlock {
         v.push((DType::F32, 1));
         if let Some(s) = &self.shared {
             let w = s.width();
-            // The two f32 sums, then the shared expert's ids, scores and activations.
-            v.extend([(DType::F32, 2 * tokens * din), (DType::U32, tokens)]);
-            v.extend([(DType::F32, tokens), (DType::F32, tokens * w)]);
+            // The two f32 sums, then the shared expert's activations.
+            v.extend([(DType::F32, 2 * tokens * din), (DType::F32, tokens * w)]);
         }
         match path {
             MoeBlockPath::Fused => v.extend([
@@ -454,8 +483,7 @@ impl BlockRun<'_> {
         own: &mut Tensor,
     ) -> Result<(), PortError> {
         let t = self.tokens;
-        let ids = scratch.upload(&vec![0u32; t])?.reshape(&[t, 1])?;
-        let scores = scratch.upload(&vec![1f32; t])?.reshape(&[t, 1])?;
+        let (ids, scores) = self.block.shared_route(self.dev, t)?;
         let mut act_g = scratch.tensor(DType::F32, &[t, 1, s.width()])?;
         let mut partial = own.reshape(&[t, 1, s.mlp.din()])?;
         s.mlp.check(self.x, 1)?;
