@@ -185,6 +185,27 @@ impl Device {
         }
     }
 
+    /// Hands the work kiln holds back to the device's queue without waiting for it. On wgpu,
+    /// launches and staged copies are held and submitted together at the next read, write,
+    /// sync or flush (one submission per decode step): an engine that submits its own work on
+    /// the queue it shares with kiln (`Device::wgpu_from`) flushes first. Other backends
+    /// launch at once.
+    pub fn flush(&self) -> Result<(), PortError> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => Ok(g.flush()?),
+            _ => Ok(()),
+        }
+    }
+
+    /// Queue submissions kiln has made on this device, where the backend batches them (wgpu);
+    /// `None` elsewhere. An engine can check that a step is one submission.
+    pub fn queue_submissions(&self) -> Option<u64> {
+        match &self.0.kind {
+            DeviceKind::Gpu(g) => g.queue_submissions(),
+            _ => None,
+        }
+    }
+
     /// How many allocations kiln has made on this device (tensors and scratch): an engine can
     /// check that a decode step allocates nothing once warm.
     pub fn allocations(&self) -> usize {

@@ -104,6 +104,15 @@ pub trait GpuDevice: Send + Sync + Debug {
     fn sync(&self) -> Result<(), DeviceError> {
         Ok(())
     }
+    /// Hands work the backend holds back to the device's queue without waiting (wgpu keeps a
+    /// step's launches for one submission); nothing to do where launches go out at once.
+    fn flush(&self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    /// Queue submissions made so far, where the backend submits work in batches (wgpu).
+    fn queue_submissions(&self) -> Option<u64> {
+        None
+    }
     /// Whether the device is a software rasteriser on the host (lavapipe, WARP).
     fn is_software(&self) -> bool {
         false

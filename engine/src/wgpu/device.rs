@@ -58,9 +58,11 @@ impl Options {
 
 impl crate::Device {
     /// A device on the caller's wgpu device and queue (Vulkan, Metal or DX12): kiln's buffers,
-    /// pipelines and submissions go there, beside the engine's own. `adapter` is the info of
-    /// the adapter the device was requested from (its subgroup sizes decide the modules);
-    /// kiln uses the subgroup, f16 and timestamp features the device was created with.
+    /// pipelines and submissions go there, beside the engine's own (kiln holds its launches
+    /// until a read, write, sync or `Device::flush`: flush before submitting work that reads
+    /// kiln's outputs). `adapter` is the info of the adapter the device was requested from (its
+    /// subgroup sizes decide the modules); kiln uses the subgroup, f16 and timestamp features
+    /// the device was created with.
     pub fn wgpu_from(
         adapter: &wgpu::AdapterInfo,
         device: wgpu::Device,
@@ -179,11 +181,7 @@ impl WgpuDevice {
             Timer::HostClock
         };
         Ok(WgpuDevice {
-            ctx: Arc::new(Ctx {
-                device,
-                queue,
-                faults: Default::default(),
-            }),
+            ctx: Arc::new(Ctx::new(device, queue)),
             name: format!(
                 "{} ({:?}, wgpu {:?}, subgroup {}, {}, {})",
                 info.name,
@@ -319,10 +317,13 @@ impl GpuDevice for WgpuDevice {
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         }
-        self.ctx.queue.submit([enc.finish()]);
+        // Finished inside the launch's error scope, so a validation error names its kernel;
+        // submitted with the rest of the held work.
+        let commands = enc.finish();
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(launch_err(kernel, format!("{e}")));
         }
+        self.ctx.enqueue(commands);
         self.ctx
             .defer_fault_check(kernel, fault_buf, fault_bytes, self.wave)
     }
@@ -330,6 +331,15 @@ impl GpuDevice for WgpuDevice {
     fn sync(&self) -> Result<(), DeviceError> {
         self.ctx.wait()?;
         self.ctx.check_faults()
+    }
+
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.ctx.flush();
+        Ok(())
+    }
+
+    fn queue_submissions(&self) -> Option<u64> {
+        Some(self.ctx.submissions())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -6,8 +6,9 @@ use crate::{Backend, DeviceError};
 use kiln_math::KernelId;
 use std::sync::Mutex;
 
-/// Dispatches whose fault records have not been read: past this many, a launch reads them.
-const MAX_PENDING: usize = 256;
+/// Dispatches whose fault records have not been read: past this many, a launch reads them
+/// (above a decode step's launches, so a step waits for nothing).
+const MAX_PENDING: usize = 4096;
 
 /// A dispatch's fault record, not read yet.
 struct Pending {
@@ -60,25 +61,31 @@ impl Faults {
         p.len() >= MAX_PENDING
     }
 
-    /// Reads every pending record with `read` (which waits for their dispatches) and reports
-    /// the first fault; the records go back to the free list.
-    pub(super) fn check(
+    /// Reads every pending record and the `extra` parts with one call of `read` (which waits
+    /// for their dispatches) and reports the first fault, else returns the extra parts' bytes;
+    /// the records go back to the free list.
+    pub(super) fn check_reading(
         &self,
-        read: impl Fn(&wgpu::Buffer, u64) -> Result<Vec<u8>, DeviceError>,
-    ) -> Result<(), DeviceError> {
+        extra: &[(&wgpu::Buffer, u64, u64)],
+        read: impl Fn(&[(&wgpu::Buffer, u64, u64)]) -> Result<Vec<Vec<u8>>, DeviceError>,
+    ) -> Result<Vec<Vec<u8>>, DeviceError> {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut first = None;
-        for p in pending {
-            let words = read(&p.buf, p.bytes)?;
-            if first.is_none() {
-                first = decode(p.kernel, p.wave, &words);
-            }
-            self.free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(p.buf);
+        if pending.is_empty() && extra.is_empty() {
+            return Ok(Vec::new());
         }
-        first.map_or(Ok(()), Err)
+        let mut parts: Vec<_> = pending.iter().map(|p| (&p.buf, 0, p.bytes)).collect();
+        parts.extend_from_slice(extra);
+        let mut records = read(&parts)?;
+        let extras = records.split_off(pending.len());
+        let first = pending
+            .iter()
+            .zip(&records)
+            .find_map(|(p, w)| decode(p.kernel, p.wave, w));
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(pending.into_iter().map(|p| p.buf));
+        first.map_or(Ok(extras), Err)
     }
 }
 

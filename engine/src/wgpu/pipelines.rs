@@ -255,7 +255,7 @@ impl WgpuDevice {
             offsets[k] = b.offset - lo;
         }
         if let Some(e) = enc {
-            self.ctx.queue.submit([e.finish()]);
+            self.ctx.enqueue(e.finish());
         }
     }
 

@@ -104,8 +104,11 @@ impl WgpuDevice {
         if let Some((set, resolve)) = &queries {
             enc.resolve_query_set(set, 0..2, resolve, 0);
         }
+        let commands = enc.finish();
+        // The held work runs before the clock starts.
+        self.ctx.wait()?;
         let start = Instant::now();
-        self.ctx.queue.submit([enc.finish()]);
+        self.ctx.submit(vec![commands]);
         let Some((_, resolve)) = &queries else {
             self.ctx.wait()?;
             return match pollster::block_on(scope.pop()) {
