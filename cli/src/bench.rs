@@ -48,7 +48,8 @@ pub struct Args {
     /// With --paged: contexts to run (comma-separated; default 1024,4096,16384,32768).
     #[arg(long, value_delimiter = ',')]
     contexts: Vec<usize>,
-    /// With --paged: batch sizes to run (comma-separated; default 1,4,8).
+    /// With --paged: batch sizes to run (comma-separated; default 1,4,8). With --decode:
+    /// sequences decoded in lockstep, one row per batch size (default 1).
     #[arg(long, value_delimiter = ',')]
     batches: Vec<usize>,
     /// With --paged: arms to run (comma-separated v1, v2, fallback; default all three).
@@ -63,13 +64,14 @@ pub struct Args {
     #[arg(long)]
     eager: bool,
     /// Decode instead: models at real shapes with synthetic 4-bit weights, a prompt then
-    /// greedy decode at batch 1; tok/s, GPU time and host gap per token, the per-kernel
-    /// profile, peak memory and a CSV row per model (--csv appends them).
+    /// greedy decode (batch 1, or --batches); tok/s, GPU time and host gap per step, the
+    /// per-kernel profile, peak memory and a CSV row per model and batch (--csv appends them).
     #[arg(long)]
     decode: bool,
     /// With --decode: the models (comma-separated): shapes with synthetic weights
-    /// (llama-3.1-8b, qwen3-30b-a3b, tiny-llama, tiny-moe) or Llama-architecture GGUF files
-    /// (a path ending in .gguf: its own weights and config).
+    /// (llama-3.1-8b, qwen3-30b-a3b, granite-4.0-h-tiny, nemotron-3-nano-30b-a3b, tiny-llama,
+    /// tiny-moe, tiny-hybrid), Llama-architecture GGUF files (a path ending in .gguf) or MLX
+    /// model directories (a directory): their own weights and config.
     #[arg(long, value_delimiter = ',', default_value = "llama-3.1-8b")]
     model: Vec<String>,
     /// With --decode: run only the first N layers (default: all of the model's).
@@ -198,6 +200,11 @@ pub fn main(a: Args) -> anyhow::Result<()> {
             &dev,
             &DecodeSettings {
                 models: a.model.clone(),
+                batches: if a.batches.is_empty() {
+                    vec![1]
+                } else {
+                    a.batches.clone()
+                },
                 layers: a.layers,
                 prompt_tokens: a.prompt_tokens,
                 decode_tokens: a.decode_tokens,

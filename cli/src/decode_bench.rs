@@ -1,16 +1,18 @@
-//! `kiln bench --decode` (models at real shapes with synthetic weights, or a GGUF file: tok/s, GPU time and
-//! host gap per token, the per-kernel profile, peak memory, CSV rows) and `kiln bench compare`.
+//! `kiln bench --decode` (models at real shapes with synthetic weights, or a GGUF file or MLX
+//! directory: tok/s, GPU time and host gap per token, the per-kernel profile, peak memory, CSV
+//! rows) and `kiln bench compare`.
 
-use kiln::quant::GgufFile;
 use kiln_benches::decode::{
-    compare, model_shape, run_decode_bench, utc_date, CompareOptions, DecodeBenchConfig,
-    LlamaConfig, ModelShape, RunInfo, CSV_HEADER,
+    compare, model_shape, run_decode_bench, utc_date, Checkpoint, CompareOptions,
+    DecodeBenchConfig, ModelShape, RunInfo, CSV_HEADER,
 };
 use std::io::Write as _;
 
 /// The decode bench's settings (flags of `kiln bench`).
 pub struct DecodeSettings {
     pub models: Vec<String>,
+    /// Sequences per step, one run each.
+    pub batches: Vec<usize>,
     pub layers: Option<usize>,
     pub prompt_tokens: usize,
     pub decode_tokens: usize,
@@ -68,44 +70,51 @@ pub fn decode(dev: &kiln::Device, s: &DecodeSettings) -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     for name in &s.models {
-        let (shape, gguf) = if name.ends_with(".gguf") {
-            let file = GgufFile::open(name)?;
-            let stem = std::path::Path::new(name)
-                .file_stem()
-                .map(|s| s.to_string_lossy());
+        let path = std::path::Path::new(name);
+        let (shape, gguf) = if name.ends_with(".gguf") || path.is_dir() {
+            let config = Checkpoint::open(path)?.config()?;
+            // A file's stem, a directory's whole name.
+            let stem = if path.is_dir() {
+                path.file_name()
+            } else {
+                path.file_stem()
+            };
             let shape = ModelShape {
-                name: stem.map_or_else(|| name.clone(), |s| s.into_owned()),
-                config: LlamaConfig::from_gguf(&file)?,
+                name: stem.map_or_else(|| name.clone(), |s| s.to_string_lossy().into_owned()),
+                config,
             };
             (shape, Some(std::path::PathBuf::from(name)))
         } else {
             (model_shape(name)?, None)
         };
         let full = shape.config.layers;
-        let cfg = DecodeBenchConfig {
-            shape,
-            gguf,
-            layers: s.layers,
-            prompt_tokens: s.prompt_tokens,
-            decode_tokens: s.decode_tokens,
-            seed: s.seed,
-            graphs: s.graphs,
-        };
-        let report = run_decode_bench(dev, &cfg)?;
-        print!("{}", report.summary(full, &info));
-        if !report.memory.within_bound() {
-            anyhow::bail!(
-                "{}: peak device memory {} bytes exceeds the bound {}",
-                report.model,
-                report.memory.peak,
-                report.memory.bound()
-            );
+        for &batch in &s.batches {
+            let cfg = DecodeBenchConfig {
+                shape: shape.clone(),
+                gguf: gguf.clone(),
+                layers: s.layers,
+                prompt_tokens: s.prompt_tokens,
+                decode_tokens: s.decode_tokens,
+                batch,
+                seed: s.seed,
+                graphs: s.graphs,
+            };
+            let report = run_decode_bench(dev, &cfg)?;
+            print!("{}", report.summary(full, &info));
+            if !report.memory.within_bound() {
+                anyhow::bail!(
+                    "{} at batch {batch}: peak device memory {} bytes exceeds the bound {}",
+                    report.model,
+                    report.memory.peak,
+                    report.memory.bound()
+                );
+            }
+            let row = report.csv_row(full, &info);
+            println!("{CSV_HEADER}");
+            println!("{row}");
+            std::io::stdout().flush()?;
+            rows.push(row);
         }
-        let row = report.csv_row(full, &info);
-        println!("{CSV_HEADER}");
-        println!("{row}");
-        std::io::stdout().flush()?;
-        rows.push(row);
     }
     if let Some(path) = &s.csv {
         // Appends under one header, so runs of several models or backends share a file.

@@ -1,11 +1,13 @@
-//! `kiln generate`: a GGUF model generating text on one backend, streamed to stdout.
+//! `kiln generate`: a GGUF model or an MLX model directory generating text on one backend,
+//! streamed to stdout.
 
 use kiln_benches::decode::{generate, ModelFile, Sampler, SamplingParams};
 use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The model: a Llama-architecture GGUF file.
+    /// The model: a Llama-architecture GGUF file, or an MLX model directory (llama, qwen3,
+    /// qwen3_moe).
     #[arg(long)]
     model: std::path::PathBuf,
     /// The prompt text.

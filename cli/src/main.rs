@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod check;
+mod convert;
 mod decode_bench;
 mod generate;
 mod parity;
@@ -40,9 +41,11 @@ enum Cmd {
     /// A kernel author's check: WGSL for every dtype × variant validated by naga, then parity
     /// on the cpu and on the sim at waves 4, 8, 32, 64 and several block sizes.
     Check(check::Args),
-    /// Generates text with a GGUF model (Llama architecture) through kiln's ops, streamed to
-    /// stdout.
+    /// Generates text with a GGUF model (Llama architecture) or an MLX model directory through
+    /// kiln's ops, streamed to stdout.
     Generate(generate::Args),
+    /// Writes a Llama GGUF as an MLX model directory (quantized tensors repacked exactly).
+    Convert(convert::Args),
 }
 
 /// Prints an error as its chain of causes on one line and exits 1: returning it from `main`
@@ -73,5 +76,6 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Bench(a) => bench::main(a),
         Cmd::Check(a) => check::main(a),
         Cmd::Generate(a) => generate::main(a),
+        Cmd::Convert(a) => convert::main(a),
     }
 }

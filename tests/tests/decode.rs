@@ -7,7 +7,7 @@ use kiln::quant::{GgmlType, GgufFile, GgufWriter, MetaValue, Repacked, ValueType
 use kiln::{Backend, DType, Device, Tensor};
 use kiln_benches::decode::{
     generate, trace_logits, DecodeError, GateUp, Mlp, ModelFile, QkvProjection, Sampler,
-    SamplerKind, SamplingParams, TextStream, Weights,
+    SamplerKind, SamplingParams, TextStream,
 };
 
 const LAYERS: usize = 2;
@@ -315,7 +315,7 @@ fn split_projections_give_the_fused_ones_logits() {
         ..Default::default()
     };
     let mut f = tiny(&dense).unwrap();
-    let w = Weights::load(&mut f.file, &f.config, &dev).unwrap();
+    let w = f.checkpoint.load_weights(&f.config, &dev).unwrap();
     assert!(matches!(w.layers[0].qkv, QkvProjection::Split(_)));
     assert!(matches!(
         w.layers[0].mlp,
@@ -325,7 +325,7 @@ fn split_projections_give_the_fused_ones_logits() {
         }
     ));
     let mut f = tiny(&Edits::default()).unwrap();
-    let w = Weights::load(&mut f.file, &f.config, &dev).unwrap();
+    let w = f.checkpoint.load_weights(&f.config, &dev).unwrap();
     assert!(matches!(w.layers[0].qkv, QkvProjection::Fused(_)));
     assert!(matches!(
         w.layers[0].mlp,

@@ -275,14 +275,14 @@ fn backend(b: Backend, test: &str) -> Option<Device> {
     }
 }
 
-/// Tokens `wgpu_agrees_with_the_reference_and_the_cpu` generates: `KILN_DECODE_WGPU_TOKENS`,
-/// default 0 (not run). Lavapipe (CI's wgpu) runs a step of this model in about 30 s on two
-/// cores, nearly all of it in the qlinear kernels, so the first prompt and one token take ~4
-/// minutes of CI's 45; every op the step issues is checked on lavapipe by the parity test, and
-/// this end-to-end check runs by hand: `KILN_DECODE_WGPU_TOKENS=1` (or 32 for the 32-token
-/// comparison; results in `docs/results/generate-cpu-2026-12-04.md`).
-fn wgpu_tokens() -> usize {
-    std::env::var("KILN_DECODE_WGPU_TOKENS")
+/// Tokens the GPU tests generate: `KILN_DECODE_GPU_TOKENS`, default 0 (not run). Lavapipe
+/// (CI's wgpu) runs a step of this model in about 30 s on two cores, nearly all of it in the
+/// qlinear kernels, so the first prompt and one token take ~4 minutes of CI's 45; every op the
+/// step issues is checked on lavapipe by the parity test, and this end-to-end check runs by hand
+/// and on the H200: `KILN_DECODE_GPU_TOKENS=1` (or 32 for the 32-token comparison; results in
+/// `docs/results/generate-cpu-2026-12-04.md`).
+fn gpu_tokens() -> usize {
+    std::env::var("KILN_DECODE_GPU_TOKENS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
@@ -307,29 +307,27 @@ fn greedy(path: &Path, dev: &Device, prompt: &[u32], tokens: usize) -> (Vec<u32>
     (ids.split_off(prompt.len()), rows)
 }
 
-/// On wgpu: the first reference prompt, then greedy tokens. The logits each token is chosen
-/// from are compared with the reference's while wgpu's sequence is the reference's (decided top-1 and nrms, as on
-/// the cpu), and the greedy tokens with the cpu's: identical, or the first divergence is at a
-/// position the cpu's logits leave undecided.
-#[test]
-fn wgpu_agrees_with_the_reference_and_the_cpu() {
-    let test = "wgpu_agrees_with_the_reference_and_the_cpu";
+/// On a GPU backend: the first reference prompt, then greedy tokens. The logits each token is
+/// chosen from are compared with the reference's while the GPU's sequence is the reference's
+/// (decided top-1 and nrms, as on the cpu), and the greedy tokens with the cpu's: identical, or
+/// the first divergence is at a position the cpu's logits leave undecided.
+fn gpu_agrees_with_the_reference_and_the_cpu(b: Backend, test: &str) {
     let Some((path, reference)) = model_and_reference(test) else {
         return;
     };
-    let tokens = wgpu_tokens();
+    let tokens = gpu_tokens();
     if tokens == 0 {
-        eprintln!("skipped {test}: set KILN_DECODE_WGPU_TOKENS (1, or 32) to run it");
+        eprintln!("skipped {test}: set KILN_DECODE_GPU_TOKENS (1, or 32) to run it");
         return;
     }
-    let Some(wgpu) = backend(Backend::Wgpu, test) else {
+    let Some(gpu) = backend(b, test) else {
         return;
     };
     let p = &reference.prompts[0];
     let t = std::time::Instant::now();
-    let (gpu_ids, gpu_rows) = greedy(&path, &wgpu, &p.prompt_ids, tokens);
+    let (gpu_ids, gpu_rows) = greedy(&path, &gpu, &p.prompt_ids, tokens);
     eprintln!(
-        "{test}: {} prompt tokens and {tokens} generated on wgpu in {:.1} s",
+        "{test}: {} prompt tokens and {tokens} generated on {b} in {:.1} s",
         p.prompt_ids.len(),
         t.elapsed().as_secs_f64()
     );
@@ -358,7 +356,7 @@ fn wgpu_agrees_with_the_reference_and_the_cpu() {
     }
     eprintln!(
         "{} vs {}: {} positions, {} decided, {} top-1 mismatches, nrms max {:.3e}",
-        wgpu.name(),
+        gpu.name(),
         reference.source,
         stats.positions,
         stats.decided,
@@ -368,7 +366,7 @@ fn wgpu_agrees_with_the_reference_and_the_cpu() {
     check(&stats);
     let file = ModelFile::open(&path).unwrap();
     eprintln!(
-        "greedy, {tokens} tokens:\n  cpu:  {:?}\n  wgpu: {:?}",
+        "greedy, {tokens} tokens:\n  cpu: {:?}\n  {b}: {:?}",
         file.tokenizer.decode(&cpu_ids).unwrap(),
         file.tokenizer.decode(&gpu_ids).unwrap()
     );
@@ -376,11 +374,35 @@ fn wgpu_agrees_with_the_reference_and_the_cpu() {
         let (_, gap) = top2(&cpu_rows[i]);
         assert!(
             gap <= DECIDED_GAP,
-            "cpu and wgpu diverge at generated token {i}, where the cpu's top-2 gap is {gap:.2} \
+            "cpu and {b} diverge at generated token {i}, where the cpu's top-2 gap is {gap:.2} \
              > {DECIDED_GAP}: {} vs {}",
             cpu_ids[i],
             gpu_ids[i]
         );
         eprintln!("first divergence at generated token {i}, undecided (gap {gap:.3})");
     }
+}
+
+#[test]
+fn wgpu_agrees_with_the_reference_and_the_cpu() {
+    gpu_agrees_with_the_reference_and_the_cpu(
+        Backend::Wgpu,
+        "wgpu_agrees_with_the_reference_and_the_cpu",
+    );
+}
+
+#[test]
+fn cuda_agrees_with_the_reference_and_the_cpu() {
+    gpu_agrees_with_the_reference_and_the_cpu(
+        Backend::Cuda,
+        "cuda_agrees_with_the_reference_and_the_cpu",
+    );
+}
+
+#[test]
+fn rocm_agrees_with_the_reference_and_the_cpu() {
+    gpu_agrees_with_the_reference_and_the_cpu(
+        Backend::Rocm,
+        "rocm_agrees_with_the_reference_and_the_cpu",
+    );
 }

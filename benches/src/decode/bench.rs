@@ -1,28 +1,36 @@
 //! `kiln bench --decode`: a model of a real shape with synthetic weights
-//! ([`super::synthetic`]) or a GGUF file's own, a prompt run token by token, then a fixed number of greedy decode
-//! steps at batch 1, measured three ways:
+//! ([`super::synthetic`]) or a GGUF file's own, a prompt run token by token, then a fixed number
+//! of greedy decode steps, at batch 1 or for a batch of sequences in lockstep (each its own
+//! random prompt and cache; a step decodes one token of every sequence), measured three ways:
 //!
 //! - **eager**: each step's launches issued from the host, the token read back after each
 //!   (wall time per token);
 //! - **graph** (where the device records: CUDA): the same steps replayed from recordings made
 //!   before the timed loop. `fused_rope_qk_append` takes the position as a launch parameter
 //!   and the K/V rows it writes are views at that position, so one recording cannot serve
-//!   every token: there is one per position, recorded ahead; the token id travels on the
+//!   every token: there is one per position, recorded ahead; the token ids travel on the
 //!   device (the sampler's output is the next step's embedding input) and the block table's
 //!   length is written before each replay. The replayed tokens must equal the eager ones;
+//! - **device time**: where the device records, a step replayed back to back between device
+//!   events (the GPU's busy time per step, as the peers' graph replay measures it);
+//!   elsewhere the profiled step's launches summed;
 //! - **profiled**: one more step with every launch timed alone (device events on CUDA),
-//!   aggregated by kernel and dtype: the GPU time per token and where it goes.
+//!   aggregated by kernel and dtype: where the GPU time goes. Timing a launch alone adds its
+//!   own cost to small kernels, so the profile's total exceeds the replayed step's time.
 //!
-//! Host gap per token = wall per token − GPU time per token. Memory: every kiln allocation on
+//! A hybrid stack's Mamba2 states carry every earlier step (a KV row only its position), so
+//! they are saved after the prompt and put back before each loop that repeats the steps.
+//!
+//! Host gap per step = wall per step − GPU time per step (a step is one token at batch 1).
+//! Memory: every kiln allocation on
 //! the device is metered (`Device::peak_bytes`); the peak must stay within the weights, the KV
 //! pool, 5% of the two, and the workspace the model and sampler allocate when made
 //! (activations, sampler rows, scratch), which is reported.
 
 use super::synthetic::ModelShape;
-use super::{DecodeError, Model, Sampler, SamplingParams, Weights};
-use kiln::quant::GgufFile;
+use super::{BatchGreedy, Checkpoint, DecodeError, Model, Weights};
 use kiln::rng::Rng;
-use kiln::timing::{profile_launches, record, Recording};
+use kiln::timing::{profile_launches, record, time_recorded, Issue, Recording};
 use kiln::{Device, DeviceError, PortError};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -32,14 +40,17 @@ use std::time::Instant;
 pub struct DecodeBenchConfig {
     /// The model's shape.
     pub shape: ModelShape,
-    /// Its weights from this GGUF file (whose config `shape` holds), not synthetic ones.
+    /// Its weights from this GGUF file or MLX directory (whose config `shape` holds), not
+    /// synthetic ones.
     pub gguf: Option<std::path::PathBuf>,
     /// Run only the first this many layers (`None`: all of them).
     pub layers: Option<usize>,
     /// Prompt tokens (prefill, one step per token, timed only as a whole).
     pub prompt_tokens: usize,
-    /// Greedy decode steps timed.
+    /// Greedy decode steps timed (each a token of every sequence).
     pub decode_tokens: usize,
+    /// Sequences decoded in lockstep (1 to `MAX_M`).
+    pub batch: usize,
     /// Seed of the weights and the prompt.
     pub seed: u64,
     /// Also decode from per-position recordings where the device records.
@@ -91,9 +102,9 @@ impl DecodeMemory {
 pub struct DecodeLoop {
     /// `eager` or `graph`.
     pub path: &'static str,
-    /// Seconds of the whole loop (every step, every token read back).
+    /// Seconds of the whole loop (every step, every step's tokens read back).
     pub seconds: f64,
-    /// The tokens it produced.
+    /// The tokens it produced, step after step (a step's `batch` tokens together).
     pub tokens: Vec<u32>,
 }
 
@@ -107,29 +118,41 @@ pub struct DecodeBenchReport {
     pub backend: String,
     pub device: String,
     pub prompt_tokens: usize,
+    /// Sequences per step.
+    pub batch: usize,
     /// Seconds from the first prompt token to the first token sampled.
     pub prefill_seconds: f64,
     pub eager: DecodeLoop,
     pub graph: Option<DecodeLoop>,
     /// Seconds to record the graph loop's steps (one recording per position), untimed.
     pub record_seconds: Option<f64>,
-    /// Device seconds of one profiled step (the sum of its launches).
-    pub gpu_seconds_per_token: f64,
+    /// Device seconds per step: a replayed step between device events where the device
+    /// records, else the profiled step's launches summed.
+    pub gpu_seconds_per_step: f64,
+    /// How `gpu_seconds_per_step` was measured, in words.
+    pub gpu_time_source: &'static str,
+    /// The profiled step's launches, each timed alone, summed.
+    pub profile_seconds_per_step: f64,
     /// Kernels by share of the profiled step, largest first.
     pub profile: Vec<KernelShare>,
     pub memory: DecodeMemory,
     /// kiln allocations during the timed loops (0: a warm step allocates nothing).
     pub steady_allocations: usize,
-    /// Bytes a decode step must read at the loop's mean context: every weight (the tied LM
-    /// head reads the whole table; of the experts, the routed share) and the K/V rows
-    /// attention reads.
-    pub bytes_per_token: u64,
+    /// Bytes a decode step must read at the loop's mean context: every weight once (the tied
+    /// LM head reads the whole table; of the experts, the share the batch's tokens route to)
+    /// and every sequence's K/V rows that attention reads.
+    pub bytes_per_step: u64,
 }
 
 impl DecodeBenchReport {
-    /// Tokens the decode loops produce.
+    /// Tokens the decode loops produce (of every sequence).
     pub fn generated_tokens(&self) -> usize {
         self.eager.tokens.len()
+    }
+
+    /// Decode steps a loop runs.
+    pub fn steps(&self) -> usize {
+        self.eager.tokens.len() / self.batch.max(1)
     }
 
     /// The fastest loop measured (graph where recorded).
@@ -137,24 +160,15 @@ impl DecodeBenchReport {
         self.graph.as_ref().unwrap_or(&self.eager)
     }
 
-    /// Wall seconds per token of `l`.
-    pub fn seconds_per_token(&self, l: &DecodeLoop) -> f64 {
-        l.seconds / l.tokens.len().max(1) as f64
+    /// Wall seconds per step of `l`.
+    pub fn seconds_per_step(&self, l: &DecodeLoop) -> f64 {
+        l.seconds * self.batch.max(1) as f64 / l.tokens.len().max(1) as f64
     }
 
-    /// Host gap per token of `l`: wall per token − device time per token.
+    /// Host gap per step of `l`: wall per step − device time per step.
     pub fn host_gap(&self, l: &DecodeLoop) -> f64 {
-        self.seconds_per_token(l) - self.gpu_seconds_per_token
+        self.seconds_per_step(l) - self.gpu_seconds_per_step
     }
-}
-
-/// Puts `first` back as the sampler's device token, so a loop re-runs the same steps.
-fn restart(sampler: &Sampler, first: u32) -> Result<(), DecodeError> {
-    let mut t = sampler.device_token().ok_or_else(|| {
-        DecodeError::Bench("the greedy sampler keeps its token on the device".into())
-    })?;
-    t.write(&[first])?;
-    Ok(())
 }
 
 fn kiln_error(e: DecodeError) -> PortError {
@@ -179,7 +193,7 @@ pub fn run_decode_bench(
         }
         mcfg.layers = n;
     }
-    let (prompt, steps) = (cfg.prompt_tokens, cfg.decode_tokens);
+    let (prompt, steps, batch) = (cfg.prompt_tokens, cfg.decode_tokens, cfg.batch);
     if prompt == 0 || steps == 0 {
         return Err(DecodeError::Bench(
             "the prompt and the decode need one token or more".into(),
@@ -196,46 +210,47 @@ pub fn run_decode_bench(
     dev.reset_peak_bytes();
     let live0 = dev.live_bytes();
     let weights = match &cfg.gguf {
-        Some(path) => Weights::load(&mut GgufFile::open(path)?, &mcfg, dev)?,
+        Some(path) => Checkpoint::open(path)?.load_weights(&mcfg, dev)?,
         None => Weights::synthetic(&mcfg, dev, cfg.seed)?,
     };
-    let mut model = Model::new(mcfg.clone(), weights, dev, capacity)?;
-    let mut sampler = Sampler::new(dev, mcfg.vocab, SamplingParams::default())?;
+    let mut model = Model::batched(mcfg.clone(), weights, dev, capacity, batch)?;
+    let mut sampler = BatchGreedy::new(dev, mcfg.vocab, batch)?;
     let (weight_bytes, kv_bytes) = model.bytes();
-    let weight_read = model.weight_bytes_read_per_token();
+    let weight_read = model.weight_bytes_read_per_step();
     let workspace =
         (dev.live_bytes().saturating_sub(live0)).saturating_sub(weight_bytes + kv_bytes);
-    let mut logits = sampler.logits().view(0, &[1, mcfg.vocab])?;
-    let token = sampler.device_token().ok_or_else(|| {
-        DecodeError::Bench("the greedy sampler keeps its token on the device".into())
-    })?;
+    let mut logits = sampler.logits()?;
+    let tokens_on_device = sampler.device_tokens()?;
 
+    // Position-major: the batch's prompt tokens at position p are ids[p·B..(p + 1)·B].
     let mut rng = Rng::new(cfg.seed ^ 0x7072_6f6d_7074);
-    let ids: Vec<u32> = (0..prompt)
+    let ids: Vec<u32> = (0..prompt * batch)
         .map(|_| (rng.next_u64() % mcfg.vocab as u64) as u32)
         .collect();
     let t0 = Instant::now();
-    for (position, &id) in ids[..prompt - 1].iter().enumerate() {
-        model.prefill_step(id, position)?;
+    for (position, at) in ids.chunks(batch).take(prompt - 1).enumerate() {
+        model.prefill_batch(at, position)?;
     }
-    model.step(ids[prompt - 1], prompt - 1, &mut logits)?;
-    sampler.enqueue_greedy()?;
-    let first = sampler.read_token()?;
+    model.step_batch(&ids[(prompt - 1) * batch..], prompt - 1, &mut logits)?;
+    sampler.enqueue()?;
+    let first = sampler.read()?;
     let prefill_seconds = t0.elapsed().as_secs_f64();
+    // Later loops re-run the same decode steps: the Mamba2 states go back to this point.
+    let saved = model.save_states()?;
 
-    // One step: the model reads the sampler's last token on the device and the sampler
-    // writes the next one there.
-    let mut enqueue = |model: &mut Model, sampler: &mut Sampler, position: usize| {
-        model.enqueue_step(&token, position, &mut logits)?;
-        sampler.enqueue_greedy()
+    // One step: the model reads the sampler's last tokens on the device and the sampler
+    // writes the next ones there.
+    let mut enqueue = |model: &mut Model, sampler: &mut BatchGreedy, position: usize| {
+        model.enqueue_step(&tokens_on_device, position, &mut logits)?;
+        sampler.enqueue()
     };
     let allocations0 = dev.allocations();
     let t = Instant::now();
-    let mut tokens = Vec::with_capacity(steps);
+    let mut tokens = Vec::with_capacity(steps * batch);
     for i in 0..steps {
         model.set_position(prompt + i)?;
         enqueue(&mut model, &mut sampler, prompt + i)?;
-        tokens.push(sampler.read_token()?);
+        tokens.extend(sampler.read()?);
     }
     let eager = DecodeLoop {
         path: "eager",
@@ -248,6 +263,10 @@ pub fn run_decode_bench(
         let t = Instant::now();
         let mut recordings: Vec<Recording> = Vec::with_capacity(steps);
         for i in 0..steps {
+            // A recording keeps the launch geometry of the plan written when it was made (v2's
+            // chunks, pages per chunk): record each position over its own plan, the plan its
+            // replay will find.
+            model.set_position(prompt + i)?;
             let rec = record(dev, || {
                 enqueue(&mut model, &mut sampler, prompt + i).map_err(kiln_error)
             })?;
@@ -258,23 +277,27 @@ pub fn run_decode_bench(
         }
         if recordings.len() == steps {
             record_seconds = Some(t.elapsed().as_secs_f64());
-            restart(&sampler, first)?;
+            sampler.set(&first)?;
+            model.restore_states(&saved)?;
             let t = Instant::now();
-            let mut tokens = Vec::with_capacity(steps);
+            let mut tokens = Vec::with_capacity(steps * batch);
             for (i, r) in recordings.iter().enumerate() {
                 model.set_position(prompt + i)?;
                 r.replay()?;
-                tokens.push(sampler.read_token()?);
+                tokens.extend(sampler.read()?);
             }
             let replayed = DecodeLoop {
                 path: "graph",
                 seconds: t.elapsed().as_secs_f64(),
                 tokens,
             };
-            if let Some(i) = (0..steps).find(|&i| replayed.tokens[i] != eager.tokens[i]) {
+            if let Some(i) = (0..steps * batch).find(|&i| replayed.tokens[i] != eager.tokens[i]) {
                 return Err(DecodeError::Bench(format!(
-                    "graph replay gave token {} at decode step {i}, the eager step {}",
-                    replayed.tokens[i], eager.tokens[i]
+                    "graph replay gave token {} at decode step {} of sequence {}, the eager step {}",
+                    replayed.tokens[i],
+                    i / batch,
+                    i % batch,
+                    eager.tokens[i]
                 )));
             }
             graph = Some(replayed);
@@ -283,12 +306,33 @@ pub fn run_decode_bench(
     let steady_allocations = dev.allocations() - allocations0;
 
     // The profiled step re-runs the first decode position.
-    restart(&sampler, first)?;
+    sampler.set(&first)?;
+    model.restore_states(&saved)?;
     model.set_position(prompt)?;
     let launches = profile_launches(dev, || {
         enqueue(&mut model, &mut sampler, prompt).map_err(kiln_error)
     })?;
-    let (gpu_seconds_per_token, profile) = shares(&launches);
+    let (profile_seconds_per_step, profile) = shares(&launches);
+    // The GPU's busy time per step: the first decode step replayed back to back (its token
+    // input changes between replays; its launches and bytes do not).
+    let (gpu_seconds_per_step, gpu_time_source) = if graph.is_some() {
+        sampler.set(&first)?;
+        model.set_position(prompt)?;
+        let mut times = time_recorded(dev, 9, 1, Issue::Replayed, || {
+            enqueue(&mut model, &mut sampler, prompt).map_err(kiln_error)
+        })?;
+        model.restore_states(&saved)?;
+        times.sort_by(f64::total_cmp);
+        (
+            times[times.len() / 2],
+            "a step replayed back to back between device events (median of 9)",
+        )
+    } else {
+        (
+            profile_seconds_per_step,
+            "the profiled step's launches, each timed alone, summed",
+        )
+    };
     let memory = DecodeMemory {
         weights: weight_bytes,
         kv: kv_bytes,
@@ -296,7 +340,10 @@ pub fn run_decode_bench(
         peak: dev.peak_bytes().saturating_sub(live0),
     };
     let mean_context = prompt + steps / 2;
-    let kv_read = 2 * mcfg.layers * mean_context * mcfg.kv_heads * mcfg.head_dim * 4;
+    let kv_read =
+        batch * 2 * model.attention_layers() * mean_context * mcfg.kv_heads * mcfg.head_dim * 4;
+    // Each Mamba2 state is read from one copy and written whole into the other.
+    let states = model.state_bytes();
     Ok(DecodeBenchReport {
         model: cfg.shape.name.clone(),
         source: match &cfg.gguf {
@@ -307,15 +354,18 @@ pub fn run_decode_bench(
         backend: dev.backend().to_string(),
         device: dev.name().to_string(),
         prompt_tokens: prompt,
+        batch,
         prefill_seconds,
         eager,
         graph,
         record_seconds,
-        gpu_seconds_per_token,
+        gpu_seconds_per_step,
+        gpu_time_source,
+        profile_seconds_per_step,
         profile,
         memory,
         steady_allocations,
-        bytes_per_token: (weight_read + kv_read) as u64,
+        bytes_per_step: (weight_read + kv_read + states) as u64,
     })
 }
 
@@ -350,8 +400,18 @@ fn token_tensor(dev: &Device, id: u32) -> Result<kiln::Tensor, PortError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::synthetic::{tiny_llama, tiny_moe};
+    use super::super::synthetic::{tiny_hybrid, tiny_llama, tiny_moe};
     use super::*;
+    use kiln::math::kernels::qlinear::MAX_M;
+
+    /// Launches of kernel `k` in one step of the report's profile.
+    fn launches(r: &DecodeBenchReport, k: &str) -> usize {
+        r.profile
+            .iter()
+            .filter(|s| s.kernel == k)
+            .map(|s| s.launches)
+            .sum()
+    }
 
     fn tiny(dev: &Device, graphs: bool) -> DecodeBenchReport {
         run(dev, tiny_llama(), graphs)
@@ -364,6 +424,7 @@ mod tests {
             layers: None,
             prompt_tokens: 8,
             decode_tokens: 4,
+            batch: 1,
             seed: 3,
             graphs,
         };
@@ -408,20 +469,88 @@ mod tests {
             r.memory,
             r.memory.bound()
         );
-        let count = |k: &str| {
-            r.profile
-                .iter()
-                .filter(|s| s.kernel == k)
-                .map(|s| s.launches)
-                .sum::<usize>()
-        };
+        let count = |k: &str| launches(&r, k);
         // Per layer: the router and the route, the experts' two launches (K 2 < 8: down into
         // partials, then the K-sum); the q and k head norms beside the two layer norms.
         assert_eq!(count("moe_route"), 2);
         assert_eq!(count("moe_gateup_4bit"), 2);
         assert_eq!(count("fused_add_rms_norm"), 2 * 4 + 1);
         // The routed share of the experts: K/E of their bytes, so fewer than all weights.
-        assert!(r.bytes_per_token < (r.memory.weights + r.memory.kv) as u64);
+        assert!(r.bytes_per_step < (r.memory.weights + r.memory.kv) as u64);
+    }
+
+    #[test]
+    fn a_batch_decodes_every_sequence_within_its_bound() {
+        let dev = Device::cpu();
+        let mut cfg = DecodeBenchConfig {
+            shape: tiny_moe(),
+            gguf: None,
+            layers: None,
+            prompt_tokens: 8,
+            decode_tokens: 4,
+            batch: 3,
+            seed: 3,
+            graphs: false,
+        };
+        let r = run_decode_bench(&dev, &cfg).unwrap();
+        assert_eq!((r.batch, r.steps(), r.generated_tokens()), (3, 4, 12));
+        assert_eq!(r.steady_allocations, 0);
+        assert!(r.memory.within_bound(), "{:?}", r.memory);
+        let count = |k: &str| launches(&r, k);
+        // Projections and routes once per layer for the batch; RoPE+append, the q/k head norms
+        // and the greedy draw once per sequence.
+        assert_eq!(count("moe_route"), 2);
+        assert_eq!(count("fused_rope_qk_append"), 2 * 3);
+        assert_eq!(count("fused_add_rms_norm"), 2 * (2 + 2 * 3) + 1);
+        assert_eq!(count("speculative_accept"), 3);
+        // Three times the KV rows of batch 1, the weights read once.
+        cfg.batch = 1;
+        let one = run_decode_bench(&dev, &cfg).unwrap();
+        assert!(r.bytes_per_step > one.bytes_per_step);
+        assert!(r.memory.kv == 3 * one.memory.kv);
+        assert!(r.model_label(2).ends_with("-b3") && one.model_label(2) == one.model);
+        cfg.batch = MAX_M + 1;
+        assert!(matches!(
+            run_decode_bench(&dev, &cfg),
+            Err(DecodeError::Bench(_))
+        ));
+    }
+
+    #[test]
+    fn the_tiny_hybrid_runs_mamba_attention_and_moe_layers_within_its_bound() {
+        let dev = Device::cpu();
+        for batch in [1, 2] {
+            let cfg = DecodeBenchConfig {
+                shape: tiny_hybrid(),
+                gguf: None,
+                layers: None,
+                prompt_tokens: 8,
+                decode_tokens: 4,
+                batch,
+                seed: 3,
+                graphs: false,
+            };
+            let r = run_decode_bench(&dev, &cfg).unwrap();
+            assert_eq!(r.generated_tokens(), 4 * batch);
+            assert_eq!(r.steady_allocations, 0);
+            assert!(r.memory.within_bound(), "{:?}", r.memory);
+            let count = |k: &str| launches(&r, k);
+            // Two Mamba2 layers (conv, SSM and gated norm per sequence), one attention layer
+            // (RoPE+append per sequence), three MoE blocks (one route each); a norm before each
+            // of the six sublayers and the head.
+            assert_eq!(count("causal_conv1d_update"), 2 * batch);
+            assert_eq!(count("ssm_update"), 2 * batch);
+            assert_eq!(count("gated_rms_norm"), 2 * batch);
+            assert_eq!(count("fused_rope_qk_append"), batch);
+            assert_eq!(count("paged_attention_decode"), 1);
+            assert_eq!(count("moe_route"), 3);
+            assert_eq!(count("fused_add_rms_norm"), 7);
+            // The same run repeats its tokens: the states were put back.
+            assert_eq!(
+                run_decode_bench(&dev, &cfg).unwrap().eager.tokens,
+                r.eager.tokens
+            );
+        }
     }
 
     #[test]
@@ -454,6 +583,7 @@ mod tests {
             layers: Some(3),
             prompt_tokens: 8,
             decode_tokens: 4,
+            batch: 1,
             seed: 3,
             graphs: false,
         };

@@ -3,6 +3,7 @@
 //! with the key named.
 
 use super::DecodeError;
+use kiln::ops::MoeActivation;
 use kiln::quant::{GgufFile, MetaValue};
 
 /// The sizes and constants of a Llama-architecture model.
@@ -26,14 +27,117 @@ pub struct LlamaConfig {
     pub rope_base: f32,
     /// Leading dims of each head that RoPE rotates.
     pub rope_dims: usize,
+    /// RoPE rotates adjacent pairs `(2i, 2i+1)` of each head (ggml's order, which GGUF's llama
+    /// q/k rows are permuted for, and the loaders' default); otherwise half-split pairs
+    /// `(i, i + dims/2)`, Hugging Face's `rotate_half` on the rows as HF and MLX store them.
+    pub rope_traditional: bool,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
     /// The context length the model was trained for.
     pub context: usize,
     /// Each query and key head RMS-normalised (its own gain) before RoPE (Qwen3).
     pub qk_norm: bool,
-    /// A mixture-of-experts MLP in every layer instead of the dense one (Qwen3-MoE).
+    /// A mixture-of-experts MLP in every layer instead of the dense one (Qwen3-MoE), or in
+    /// the layers a hybrid stack says.
     pub moe: Option<MoeConfig>,
+    /// A hybrid stack of Mamba2 mixers, attention and MoE (granite-4.0-h, Nemotron-H);
+    /// `None`: every layer is attention then the MLP.
+    pub hybrid: Option<HybridConfig>,
+}
+
+/// What a layer of a hybrid stack runs, each part after its own RMSNorm and added to the
+/// residual stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerKind {
+    /// The sequence mixer, if any.
+    pub mixer: Option<MixerKind>,
+    /// A MoE block after the mixer (or alone).
+    pub moe: bool,
+}
+
+/// A hybrid layer's sequence mixer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MixerKind {
+    /// Grouped-query attention over the paged cache, without positional encoding.
+    Attention,
+    /// Mamba2's selective state space, one token at a time.
+    Mamba2,
+}
+
+/// A Mamba2 mixer's sizes (HF's `mamba_*` / `ssm_*` keys).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mamba2Config {
+    /// SSM heads (H).
+    pub heads: usize,
+    /// Channels per head (Dh); the inner width is `H·Dh`.
+    pub head_dim: usize,
+    /// Groups sharing B and C (G); also the gated norm's groups.
+    pub groups: usize,
+    /// State size per channel (Ds).
+    pub state: usize,
+    /// Conv window (k).
+    pub conv: usize,
+    /// The clip of `softplus(dt + dt_bias)`.
+    pub dt_min: f32,
+    /// The clip's upper bound.
+    pub dt_max: f32,
+}
+
+impl Mamba2Config {
+    /// The inner width `H·Dh`.
+    pub fn inner(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Channels of the conv: x, then B and C (`I + 2·G·Ds`).
+    pub fn conv_channels(&self) -> usize {
+        self.inner() + 2 * self.groups * self.state
+    }
+
+    /// Rows of the input projection: z, the conv's channels, dt.
+    pub fn in_proj_rows(&self) -> usize {
+        self.inner() + self.conv_channels() + self.heads
+    }
+}
+
+/// A hybrid stack: each layer's kind, its Mamba2 mixers' sizes, whether the LM head is the
+/// embedding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HybridConfig {
+    /// One per layer.
+    pub layers: Vec<LayerKind>,
+    /// The Mamba2 mixers' sizes.
+    pub mamba: Mamba2Config,
+    /// The LM head reads the embedding table.
+    pub tied_embeddings: bool,
+}
+
+impl HybridConfig {
+    /// Layer kinds from Nemotron-H's `hybrid_override_pattern`: `M` a Mamba2 mixer, `E` a MoE
+    /// block, `*` attention, one character per layer.
+    pub fn nemotron_pattern(pattern: &str) -> Result<Vec<LayerKind>, DecodeError> {
+        pattern
+            .chars()
+            .map(|c| match c {
+                'M' => Ok(LayerKind {
+                    mixer: Some(MixerKind::Mamba2),
+                    moe: false,
+                }),
+                'E' => Ok(LayerKind {
+                    mixer: None,
+                    moe: true,
+                }),
+                '*' => Ok(LayerKind {
+                    mixer: Some(MixerKind::Attention),
+                    moe: false,
+                }),
+                other => Err(bad(
+                    "hybrid_override_pattern",
+                    format!("`{other}` is not a layer kind (M, E or *)"),
+                )),
+            })
+            .collect()
+    }
 }
 
 /// A mixture-of-experts MLP: a router over the experts, the top `k` of its softmax per token,
@@ -48,6 +152,13 @@ pub struct MoeConfig {
     pub expert_ffn: usize,
     /// Divide the top-k probabilities by their sum (`norm_topk_prob`).
     pub renormalize: bool,
+    /// The experts' activation (SwiGLU; Nemotron-H's relu²).
+    pub activation: MoeActivation,
+    /// `Some(routed_scaling_factor)`: the sigmoid router with a correction bias (Nemotron-H);
+    /// `None`: softmax.
+    pub sigmoid_scale: Option<f32>,
+    /// Width of a shared expert every token runs beside the routed ones, if any.
+    pub shared_ffn: Option<usize>,
 }
 
 /// The architectures the driver runs.
@@ -161,10 +272,12 @@ impl LlamaConfig {
             vocab,
             rope_base: positive_or(f, &key("rope.freq_base"), 10_000.0)?,
             rope_dims,
+            rope_traditional: true,
             rms_eps: positive_or(f, &key("attention.layer_norm_rms_epsilon"), 1e-5)?,
             context: size_or(f, &key("context_length"), 2048)?,
             qk_norm: false,
             moe: None,
+            hybrid: None,
         })
     }
 

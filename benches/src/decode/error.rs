@@ -10,8 +10,21 @@ pub enum DecodeError {
     /// The GGUF file could not be read or parsed.
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    /// The file's `general.architecture` is not one the driver runs.
-    #[error("unsupported architecture `{0}` (the decode driver runs llama)")]
+    /// A file of a model directory (`config.json`, a safetensors shard, …) could not be read
+    /// or parsed.
+    #[error("`{path}`: {why}")]
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// The GGUF's `general.architecture` or the `config.json`'s `model_type` is not one the
+    /// driver runs.
+    #[error(
+        "unsupported architecture `{0}` (the decode driver runs llama, and from MLX \
+         directories qwen3 and qwen3_moe)"
+    )]
     UnsupportedArch(String),
     /// A metadata key the model needs is absent.
     #[error("metadata key `{0}` is missing")]

@@ -1,11 +1,17 @@
-//! The decode driver: a Llama-architecture GGUF model generating text through kiln's public op
-//! API alone — the worked example of an engine over kiln.
+//! The decode driver: a Llama-architecture GGUF model, or an MLX model directory, generating
+//! text through kiln's public op API alone — the worked example of an engine over kiln.
 //!
-//! - [`LlamaConfig`]: the model's shape from the GGUF's `llama.*` metadata.
-//! - [`Weights`]: every tensor repacked exactly into kiln's affine layout and uploaded (q/k/v
-//!   stacked into one projection, gate/up interleaved for `qlinear_silu_mul`, a tied LM head
-//!   reusing the embedding table).
-//! - [`Tokenizer`]: byte-level BPE from the GGUF's vocabulary and merges, and its chat template.
+//! - [`ModelFile`] / [`Checkpoint`]: a GGUF file or an MLX directory (`config.json`,
+//!   `model*.safetensors`, `tokenizer.json`) opened for generation.
+//! - [`LlamaConfig`]: the model's shape from the GGUF's `llama.*` metadata or the directory's
+//!   `config.json` ([`MlxConfig`]: llama, qwen3, qwen3_moe, MLX's quantization block).
+//! - [`Weights`]: every tensor in kiln's affine layout (a GGUF's repacked exactly, an MLX
+//!   directory's taken as stored) and uploaded (q/k/v stacked into one projection, gate/up
+//!   interleaved for `qlinear_silu_mul`, a tied LM head reusing the embedding table).
+//! - [`Tokenizer`]: byte-level BPE from the GGUF's vocabulary and merges, or the directory's
+//!   `tokenizer.json`, and the chat template.
+//! - [`export_mlx`]: a GGUF written as an MLX directory (its quantized tensors repacked
+//!   exactly, q/k rows back in Hugging Face's order).
 //! - [`KvCache`]: per-layer paged K/V pools and one device block table.
 //! - [`Model`]: the decode step, every op a kiln op; [`Sampler`]: greedy, temperature and
 //!   top-k/top-p/min-p through kiln's samplers; [`generate`]: prefill token by token, then
@@ -19,84 +25,52 @@
 //! gap per token, the per-kernel profile, peak memory within its bound, a CSV row per model,
 //! and [`compare`] for two such CSV files.
 
+mod batch_greedy;
 mod bench;
+mod checkpoint;
 mod compare;
 mod config;
 mod error;
 mod generate;
+mod hybrid;
 mod kv;
+mod mlx_config;
+mod mlx_export;
+mod mlx_weights;
 mod model;
+mod projection;
 mod report;
+mod rope_order;
+mod safetensors_dir;
 mod sampler;
 mod synthetic;
 mod tokenizer;
+mod tokenizer_json;
 mod weights;
 
+pub use batch_greedy::BatchGreedy;
 pub use bench::{
     run_decode_bench, shares, DecodeBenchConfig, DecodeBenchReport, DecodeLoop, DecodeMemory,
     KernelShare,
 };
+pub use checkpoint::{Checkpoint, MlxDir, ModelFile};
 pub use compare::{compare, CompareError, CompareOptions, Comparison, Pair};
-pub use config::{LlamaConfig, MoeConfig};
+pub use config::{HybridConfig, LayerKind, LlamaConfig, Mamba2Config, MixerKind, MoeConfig};
 pub use error::DecodeError;
 pub use generate::{generate, trace_logits, GenerateReport, StopReason, TextStream};
+pub use hybrid::{HybridLayer, HybridMoe, Mamba2Weights, Mixer};
 pub use kv::{KvCache, PAGE_SIZE};
+pub use mlx_config::{MlxConfig, MlxQuantization, QuantSpec};
+pub use mlx_export::export_mlx;
 pub use model::Model;
 pub use report::{utc_date, RunInfo, CSV_HEADER};
+pub use safetensors_dir::SafetensorsDir;
 pub use sampler::{Sampler, SamplerKind, SamplingParams};
 pub use synthetic::{
-    llama_3_1_8b, model_shape, model_shapes, qwen3_30b_a3b, tiny_llama, tiny_moe, ModelShape,
+    granite_4_0_h_tiny, llama_3_1_8b, model_shape, model_shapes, nemotron_3_nano_30b_a3b,
+    qwen3_30b_a3b, tiny_hybrid, tiny_llama, tiny_moe, ModelShape,
 };
 pub use tokenizer::Tokenizer;
 pub use weights::{
     read_matrix, GateUp, HostMatrix, LayerWeights, Matrix, Mlp, QkNorm, QkvProjection, Weights,
 };
-
-use kiln::quant::GgufFile;
-use kiln::Device;
-use std::path::Path;
-
-/// A GGUF model opened for generation: its tokenizer, and the file to load weights from once
-/// the cache size is known.
-pub struct ModelFile {
-    /// The parsed file.
-    pub file: GgufFile,
-    /// Its config.
-    pub config: LlamaConfig,
-    /// Its tokenizer.
-    pub tokenizer: Tokenizer,
-}
-
-impl ModelFile {
-    /// Opens `path` and reads its config and tokenizer (no tensor data yet).
-    pub fn open(path: impl AsRef<Path>) -> Result<ModelFile, DecodeError> {
-        ModelFile::from_gguf(GgufFile::open(path)?)
-    }
-
-    /// Reads the config and tokenizer of a parsed file (one in memory, say).
-    pub fn from_gguf(file: GgufFile) -> Result<ModelFile, DecodeError> {
-        let config = LlamaConfig::from_gguf(&file)?;
-        let tokenizer = Tokenizer::from_gguf(&file)?;
-        if tokenizer.vocab() != config.vocab {
-            return Err(DecodeError::BadMeta {
-                key: "tokenizer.ggml.tokens".into(),
-                why: format!(
-                    "{} tokens for a vocabulary of {}",
-                    tokenizer.vocab(),
-                    config.vocab
-                ),
-            });
-        }
-        Ok(ModelFile {
-            file,
-            config,
-            tokenizer,
-        })
-    }
-
-    /// Loads the weights onto `dev` with a KV cache of `capacity` tokens.
-    pub fn load(&mut self, dev: &Device, capacity: usize) -> Result<Model, DecodeError> {
-        let weights = Weights::load(&mut self.file, &self.config, dev)?;
-        Model::new(self.config.clone(), weights, dev, capacity)
-    }
-}

@@ -21,9 +21,9 @@ pub struct RunInfo {
 /// name their engine), then kiln's.
 pub const CSV_HEADER: &str = "model,model_path,prompt_tokens,generated_tokens,prefill_ms,\
 prefill_tok_s,decode_ms,decode_tok_s,date,hardware,kiln_version,build_type,max_tokens,prompt,\
-prompt_target_len,kiln_commit,backend,decode_path,layers,batch,gpu_ms_per_token,\
-host_gap_ms_per_token,eager_decode_tok_s,eager_host_gap_ms_per_token,graph_record_ms,\
-peak_bytes,weights_bytes,kv_bytes,workspace_bytes,memory_bound_bytes,bytes_per_token,\
+prompt_target_len,kiln_commit,backend,decode_path,layers,batch,gpu_ms_per_step,\
+host_gap_ms_per_step,eager_decode_tok_s,eager_host_gap_ms_per_step,graph_record_ms,\
+peak_bytes,weights_bytes,kv_bytes,workspace_bytes,memory_bound_bytes,bytes_per_step,\
 roofline_pct";
 
 /// Today's date in UTC as `YYYY-MM-DD`.
@@ -49,27 +49,31 @@ fn civil_date(days: i64) -> String {
 }
 
 impl DecodeBenchReport {
-    /// The model column: the shape's name, with the layer count when fewer layers ran (so a
-    /// compare never pairs a cut-down run with a whole one).
+    /// The model column: the shape's name, with the layer count when fewer layers ran and the
+    /// batch when above 1 (so a compare, which pairs rows by model, never pairs a cut-down or
+    /// batched run with a whole batch-1 one).
     pub fn model_label(&self, full_layers: usize) -> String {
-        if self.layers == full_layers {
-            self.model.to_string()
-        } else {
-            format!("{}-{}L", self.model, self.layers)
+        let mut label = self.model.to_string();
+        if self.layers != full_layers {
+            label += &format!("-{}L", self.layers);
         }
+        if self.batch > 1 {
+            label += &format!("-b{}", self.batch);
+        }
+        label
     }
 
-    /// Decode tokens per second of the fastest loop.
+    /// Decode tokens per second of the fastest loop (of every sequence together).
     pub fn decode_tok_s(&self) -> f64 {
         let l = self.best();
         l.tokens.len() as f64 / l.seconds
     }
 
     /// Percent of the weight-read roofline: bytes a step must read ÷ copy bandwidth, over the
-    /// measured time per token.
+    /// measured time per step.
     pub fn roofline_pct(&self, copy_gbps: f64) -> f64 {
-        let floor = self.bytes_per_token as f64 / (copy_gbps * 1e9);
-        100.0 * floor / self.seconds_per_token(self.best())
+        let floor = self.bytes_per_step as f64 / (copy_gbps * 1e9);
+        100.0 * floor / self.seconds_per_step(self.best())
     }
 
     /// One CSV row under [`CSV_HEADER`] (no newline).
@@ -103,8 +107,8 @@ impl DecodeBenchReport {
             self.backend.clone(),
             best.path.to_string(),
             self.layers.to_string(),
-            "1".to_string(),
-            ms(self.gpu_seconds_per_token),
+            self.batch.to_string(),
+            ms(self.gpu_seconds_per_step),
             ms(self.host_gap(best)),
             format!("{eager_tok_s:.2}"),
             ms(self.host_gap(&self.eager)),
@@ -114,7 +118,7 @@ impl DecodeBenchReport {
             self.memory.kv.to_string(),
             self.memory.workspace.to_string(),
             self.memory.bound().to_string(),
-            self.bytes_per_token.to_string(),
+            self.bytes_per_step.to_string(),
             info.copy_gbps
                 .map_or(String::new(), |g| format!("{:.1}", self.roofline_pct(g))),
         ]
@@ -127,14 +131,15 @@ impl DecodeBenchReport {
         let us = |x: f64| x * 1e6;
         let _ = writeln!(
             s,
-            "# {} ({} of {} layers) on {} [{}]: prompt {} tokens, {} greedy decode tokens, batch 1",
+            "# {} ({} of {} layers) on {} [{}]: batch {}, prompt {} tokens, {} greedy decode steps",
             self.model,
             self.layers,
             full_layers,
             self.device,
             self.backend,
+            self.batch,
             self.prompt_tokens,
-            self.generated_tokens()
+            self.steps()
         );
         let _ = writeln!(
             s,
@@ -144,18 +149,20 @@ impl DecodeBenchReport {
         );
         let _ = writeln!(
             s,
-            "# device (GPU) time per token, one profiled step with every launch timed alone: {:.1} us",
-            us(self.gpu_seconds_per_token)
+            "# device (GPU) time per step: {:.1} us ({}); the profiled step below, every launch timed alone: {:.1} us",
+            us(self.gpu_seconds_per_step),
+            self.gpu_time_source,
+            us(self.profile_seconds_per_step)
         );
         for l in std::iter::once(&self.eager).chain(&self.graph) {
             let _ = writeln!(
                 s,
-                "# {:<5} decode: {:.2} tok/s, {:.1} us/token wall, host gap {:.1} us/token ({:.1}% of GPU time)",
+                "# {:<5} decode: {:.2} tok/s, {:.1} us/step wall, host gap {:.1} us/step ({:.1}% of GPU time)",
                 l.path,
                 l.tokens.len() as f64 / l.seconds,
-                us(self.seconds_per_token(l)),
+                us(self.seconds_per_step(l)),
                 us(self.host_gap(l)),
-                100.0 * self.host_gap(l) / self.gpu_seconds_per_token
+                100.0 * self.host_gap(l) / self.gpu_seconds_per_step
             );
         }
         if let Some(r) = self.record_seconds {
@@ -168,10 +175,10 @@ impl DecodeBenchReport {
         if let Some(g) = info.copy_gbps {
             let _ = writeln!(
                 s,
-                "# roofline: {} bytes per token at {:.1} GB/s copy = {:.1} us; measured {:.1}% of it",
-                self.bytes_per_token,
+                "# roofline: {} bytes per step at {:.1} GB/s copy = {:.1} us; measured {:.1}% of it",
+                self.bytes_per_step,
                 g,
-                self.bytes_per_token as f64 / (g * 1e3),
+                self.bytes_per_step as f64 / (g * 1e3),
                 self.roofline_pct(g)
             );
         }
@@ -196,7 +203,7 @@ impl DecodeBenchReport {
         let _ = writeln!(
             s,
             "# {:<28} {:<5} {:>8} {:>11} {:>7}",
-            "kernel", "dtype", "launches", "us/token", "share"
+            "kernel", "dtype", "launches", "us/step", "share"
         );
         for k in &self.profile {
             let _ = writeln!(

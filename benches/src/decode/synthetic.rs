@@ -3,12 +3,15 @@
 //! with MLX affine 4-bit codes (group 64, bf16 scales and biases) drawn from a seed, so a run
 //! reads exactly the bytes a real checkpoint of that shape would, without downloading one.
 
-use super::config::MoeConfig;
+use super::config::{HybridConfig, LayerKind, Mamba2Config, MixerKind, MoeConfig};
+use super::hybrid::{HybridLayer, HybridMoe, Mamba2Weights, Mixer};
 use super::weights::{
     quantized_bytes, GateUp, LayerWeights, Matrix, Mlp, QkNorm, QkvProjection, Weights,
 };
 use super::{DecodeError, LlamaConfig};
-use kiln::ops::{MoeActivation, MoeExperts, QuantizedWeight};
+use kiln::ops::{
+    MoeActivation, MoeBlock, MoeExperts, MoeGate, MoeRouter, QuantizedWeight, SharedExpert,
+};
 use kiln::quant::AffineFormat;
 use kiln::rng::Rng;
 use kiln::{DType, Device, PortError, Tensor};
@@ -39,10 +42,12 @@ pub fn llama_3_1_8b() -> ModelShape {
             vocab: 128256,
             rope_base: 500_000.0,
             rope_dims: 128,
+            rope_traditional: true,
             rms_eps: 1e-5,
             context: 131072,
             qk_norm: false,
             moe: None,
+            hybrid: None,
         },
     }
 }
@@ -64,6 +69,7 @@ pub fn qwen3_30b_a3b() -> ModelShape {
             vocab: 151936,
             rope_base: 1_000_000.0,
             rope_dims: 128,
+            rope_traditional: true,
             rms_eps: 1e-6,
             context: 40960,
             qk_norm: true,
@@ -72,7 +78,11 @@ pub fn qwen3_30b_a3b() -> ModelShape {
                 k: 8,
                 expert_ffn: 768,
                 renormalize: true,
+                activation: MoeActivation::SwiGlu,
+                sigmoid_scale: None,
+                shared_ffn: None,
             }),
+            hybrid: None,
         },
     }
 }
@@ -92,10 +102,12 @@ pub fn tiny_llama() -> ModelShape {
             vocab: 256,
             rope_base: 10_000.0,
             rope_dims: 16,
+            rope_traditional: true,
             rms_eps: 1e-5,
             context: 4096,
             qk_norm: false,
             moe: None,
+            hybrid: None,
         },
     }
 }
@@ -109,6 +121,9 @@ pub fn tiny_moe() -> ModelShape {
         k: 2,
         expert_ffn: 64,
         renormalize: true,
+        activation: MoeActivation::SwiGlu,
+        sigmoid_scale: None,
+        shared_ffn: None,
     });
     ModelShape {
         name: "tiny-moe".into(),
@@ -116,9 +131,171 @@ pub fn tiny_moe() -> ModelShape {
     }
 }
 
+/// IBM's granite-4.0-h-tiny (`config.json` of ibm-granite/granite-4.0-h-tiny,
+/// `granitemoehybrid`: 40 layers, 36 Mamba2 and attention at layers 5, 15, 25 and 35, every
+/// layer followed by a MoE block of 64 SwiGLU experts of width 512, 6 per token, and a shared
+/// expert of width 1024; hidden 1536, 12 query and 4 KV heads of 128, no positional encoding;
+/// Mamba2 48 heads of 64, 1 group, state 128, conv 4; vocab 100352, tied embeddings,
+/// rms_norm_eps 1e-5). Its embedding/residual/attention/logit multipliers are scalars a real
+/// loader folds into weights: they move no bytes and launch nothing.
+pub fn granite_4_0_h_tiny() -> ModelShape {
+    let mamba = |moe| LayerKind {
+        mixer: Some(MixerKind::Mamba2),
+        moe,
+    };
+    let attention = LayerKind {
+        mixer: Some(MixerKind::Attention),
+        moe: true,
+    };
+    let layers = (0..40)
+        .map(|l| if l % 10 == 5 { attention } else { mamba(true) })
+        .collect();
+    ModelShape {
+        name: "granite-4.0-h-tiny".into(),
+        config: LlamaConfig {
+            layers: 40,
+            hidden: 1536,
+            heads: 12,
+            kv_heads: 4,
+            head_dim: 128,
+            ffn: 512,
+            vocab: 100352,
+            rope_base: 10_000.0,
+            rope_dims: 128,
+            rope_traditional: true,
+            rms_eps: 1e-5,
+            context: 131072,
+            qk_norm: false,
+            moe: Some(MoeConfig {
+                experts: 64,
+                k: 6,
+                expert_ffn: 512,
+                renormalize: true,
+                activation: MoeActivation::SwiGlu,
+                sigmoid_scale: None,
+                shared_ffn: Some(1024),
+            }),
+            hybrid: Some(HybridConfig {
+                layers,
+                mamba: Mamba2Config {
+                    heads: 48,
+                    head_dim: 64,
+                    groups: 1,
+                    state: 128,
+                    conv: 4,
+                    dt_min: 0.001,
+                    dt_max: 100.0,
+                },
+                tied_embeddings: true,
+            }),
+        },
+    }
+}
+
+/// NVIDIA's Nemotron-3-Nano-30B-A3B (`config.json` of
+/// nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, `nemotron_h`: 52 layers by
+/// `hybrid_override_pattern` `MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME` — 23
+/// Mamba2, 23 MoE and 6 attention layers; hidden 2688; 32 query and 2 KV heads of 128, no
+/// RoPE; MoE of 128 relu² experts of width 1856, 6 per token, sigmoid router with correction
+/// bias, `norm_topk_prob`, `routed_scaling_factor` 2.5, a relu² shared expert of width 3712;
+/// Mamba2 64 heads of 64, 8 groups, state 128, conv 4, `time_step_limit` (0, ∞); vocab 131072,
+/// untied LM head, norm_eps 1e-5).
+pub fn nemotron_3_nano_30b_a3b() -> ModelShape {
+    let pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+    let layers = HybridConfig::nemotron_pattern(pattern).expect("the published pattern parses");
+    ModelShape {
+        name: "nemotron-3-nano-30b-a3b".into(),
+        config: LlamaConfig {
+            layers: layers.len(),
+            hidden: 2688,
+            heads: 32,
+            kv_heads: 2,
+            head_dim: 128,
+            ffn: 1856,
+            vocab: 131072,
+            rope_base: 10_000.0,
+            rope_dims: 128,
+            rope_traditional: true,
+            rms_eps: 1e-5,
+            context: 262144,
+            qk_norm: false,
+            moe: Some(MoeConfig {
+                experts: 128,
+                k: 6,
+                expert_ffn: 1856,
+                renormalize: true,
+                activation: MoeActivation::Relu2,
+                sigmoid_scale: Some(2.5),
+                shared_ffn: Some(3712),
+            }),
+            hybrid: Some(HybridConfig {
+                layers,
+                mamba: Mamba2Config {
+                    heads: 64,
+                    head_dim: 64,
+                    groups: 8,
+                    state: 128,
+                    conv: 4,
+                    dt_min: 0.0,
+                    dt_max: f32::INFINITY,
+                },
+                tied_embeddings: false,
+            }),
+        },
+    }
+}
+
+/// A four-layer hybrid for tests on the cpu: Mamba2 + MoE, attention + MoE, Mamba2 alone,
+/// MoE alone; the sigmoid router, relu² experts and a shared expert.
+pub fn tiny_hybrid() -> ModelShape {
+    let mut config = tiny_llama().config;
+    let kind = |mixer, moe| LayerKind { mixer, moe };
+    let layers = vec![
+        kind(Some(MixerKind::Mamba2), true),
+        kind(Some(MixerKind::Attention), true),
+        kind(Some(MixerKind::Mamba2), false),
+        kind(None, true),
+    ];
+    config.layers = layers.len();
+    config.moe = Some(MoeConfig {
+        experts: 8,
+        k: 2,
+        expert_ffn: 64,
+        renormalize: true,
+        activation: MoeActivation::Relu2,
+        sigmoid_scale: Some(2.5),
+        shared_ffn: Some(128),
+    });
+    config.hybrid = Some(HybridConfig {
+        layers,
+        mamba: Mamba2Config {
+            heads: 4,
+            head_dim: 32,
+            groups: 2,
+            state: 32,
+            conv: 4,
+            dt_min: 0.0,
+            dt_max: f32::INFINITY,
+        },
+        tied_embeddings: true,
+    });
+    ModelShape {
+        name: "tiny-hybrid".into(),
+        config,
+    }
+}
+
 /// Every shape `--model` accepts.
 pub fn model_shapes() -> Vec<ModelShape> {
-    vec![llama_3_1_8b(), qwen3_30b_a3b(), tiny_llama(), tiny_moe()]
+    vec![
+        llama_3_1_8b(),
+        qwen3_30b_a3b(),
+        granite_4_0_h_tiny(),
+        nemotron_3_nano_30b_a3b(),
+        tiny_llama(),
+        tiny_moe(),
+        tiny_hybrid(),
+    ]
 }
 
 /// The shape named `name`, or a refusal listing the names.
@@ -209,6 +386,9 @@ impl Weights {
     /// where heads are normalised), gate and up interleaved or the experts stacked, the
     /// embedding tied as the LM head except where the model has its own head (an MoE model).
     pub fn synthetic(cfg: &LlamaConfig, dev: &Device, seed: u64) -> Result<Weights, DecodeError> {
+        if cfg.hybrid.is_some() {
+            return synthetic_hybrid(cfg, dev, seed);
+        }
         let grouped = |n: usize| n.is_multiple_of(64);
         let expert_ffn = cfg.moe.map_or(64, |m| m.expert_ffn);
         if !grouped(cfg.hidden)
@@ -260,10 +440,164 @@ impl Weights {
         Ok(Weights {
             embed,
             layers,
+            hybrid: Vec::new(),
             output_norm: ones(dev, h)?,
             lm_head,
         })
     }
+}
+
+/// f32 values drawn uniformly from `[-scale, scale)`.
+fn uniform(dev: &Device, len: usize, scale: f32, rng: &mut Rng) -> Result<Tensor, PortError> {
+    let v: Vec<f32> = (0..len)
+        .map(|_| ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale)
+        .collect();
+    Tensor::from_slice(dev, &[len], &v)
+}
+
+/// A Mamba2 mixer: 4-bit projections; conv taps drawn small, A = −1 (`a_log` 0), D 1, dt
+/// bias 0, so the states decay and a long prompt keeps them finite.
+fn random_mamba(
+    dev: &Device,
+    cfg: &LlamaConfig,
+    m: &Mamba2Config,
+    rng: &mut Rng,
+) -> Result<Mamba2Weights, DecodeError> {
+    let (h, c) = (cfg.hidden, m.conv_channels());
+    let conv_weight = uniform(dev, c * m.conv, 0.5, rng)?.reshape(&[c, m.conv])?;
+    Ok(Mamba2Weights {
+        in_proj: random_matrix(dev, m.in_proj_rows(), h, rng)?,
+        conv_weight,
+        conv_bias: uniform(dev, c, 0.1, rng)?,
+        a_log: Tensor::zeros(dev, DType::F32, &[m.heads])?,
+        d: ones(dev, m.heads)?,
+        dt_bias: Tensor::zeros(dev, DType::F32, &[m.heads])?,
+        norm: ones(dev, m.inner())?,
+        out_proj: random_matrix(dev, h, m.inner(), rng)?,
+    })
+}
+
+/// A MoE block: router, routed experts of `m`'s activation, the shared expert.
+fn random_moe_block(
+    dev: &Device,
+    cfg: &LlamaConfig,
+    m: &MoeConfig,
+    rng: &mut Rng,
+) -> Result<HybridMoe, DecodeError> {
+    let h = cfg.hidden;
+    let gated = m.activation != MoeActivation::Relu2;
+    let rows = m.experts * m.expert_ffn;
+    let first = random_weight(dev, rows, h, rng)?;
+    let up = if gated {
+        Some(random_weight(dev, rows, h, rng)?)
+    } else {
+        None
+    };
+    let down = random_weight(dev, m.experts * h, m.expert_ffn, rng)?;
+    let expert_bytes =
+        quantized_bytes(&first) + up.as_ref().map_or(0, quantized_bytes) + quantized_bytes(&down);
+    let router = random_weight(dev, m.experts, h, rng)?;
+    let mut fixed_bytes = quantized_bytes(&router);
+    let (rule, correction_bias) = match m.sigmoid_scale {
+        Some(scaling_factor) => {
+            let bias = uniform(dev, m.experts, 0.01, rng)?;
+            fixed_bytes += bias.byte_len();
+            let rule = MoeRouter::SigmoidBias {
+                renormalize: m.renormalize,
+                scaling_factor,
+            };
+            (rule, Some(bias))
+        }
+        None => {
+            let rule = MoeRouter::Softmax {
+                renormalize: m.renormalize,
+            };
+            (rule, None)
+        }
+    };
+    let shared = match m.shared_ffn {
+        Some(w) => {
+            let first = random_weight(dev, w, h, rng)?;
+            let up = if gated {
+                Some(random_weight(dev, w, h, rng)?)
+            } else {
+                None
+            };
+            let down = random_weight(dev, h, w, rng)?;
+            fixed_bytes += quantized_bytes(&first)
+                + up.as_ref().map_or(0, quantized_bytes)
+                + quantized_bytes(&down);
+            Some(SharedExpert::new(m.activation, first, up, down)?)
+        }
+        None => None,
+    };
+    let gate = MoeGate {
+        weight: router,
+        rule,
+        correction_bias,
+    };
+    let experts = MoeExperts::new(m.experts, m.activation, first, up, down)?;
+    Ok(HybridMoe {
+        norm: ones(dev, h)?,
+        block: MoeBlock::new(gate, m.k, experts, shared)?,
+        expert_bytes,
+        fixed_bytes,
+    })
+}
+
+/// [`Weights::synthetic`] for a hybrid stack.
+fn synthetic_hybrid(cfg: &LlamaConfig, dev: &Device, seed: u64) -> Result<Weights, DecodeError> {
+    let bad = |why: &str| DecodeError::BadTensor {
+        tensor: "synthetic".into(),
+        why: why.into(),
+    };
+    let hy = cfg
+        .hybrid
+        .as_ref()
+        .ok_or_else(|| bad("not a hybrid stack"))?;
+    let grouped = |n: usize| n.is_multiple_of(64);
+    if !grouped(cfg.hidden) || !grouped(cfg.heads * cfg.head_dim) || !grouped(hy.mamba.inner()) {
+        return Err(bad(
+            "hidden, heads × head dim and the Mamba2 inner width must be multiples of the \
+             group (64)",
+        ));
+    }
+    let mut rng = Rng::new(seed);
+    let h = cfg.hidden;
+    let embed = random_matrix(dev, cfg.vocab, h, &mut rng)?;
+    let mut layers = Vec::with_capacity(hy.layers.len());
+    for kind in hy.layers.iter().take(cfg.layers) {
+        let mixer = match kind.mixer {
+            None => None,
+            Some(MixerKind::Attention) => {
+                let qkv = QkvProjection::Fused(random_matrix(dev, cfg.qkv_width(), h, &mut rng)?);
+                let wo = random_matrix(dev, h, cfg.heads * cfg.head_dim, &mut rng)?;
+                Some((ones(dev, h)?, Mixer::Attention { qkv, wo }))
+            }
+            Some(MixerKind::Mamba2) => {
+                let m = random_mamba(dev, cfg, &hy.mamba, &mut rng)?;
+                Some((ones(dev, h)?, Mixer::Mamba2(m)))
+            }
+        };
+        let moe = match (kind.moe, &cfg.moe) {
+            (false, _) => None,
+            (true, Some(m)) => Some(random_moe_block(dev, cfg, m, &mut rng)?),
+            (true, None) => return Err(bad("a MoE layer in a stack without a MoE config")),
+        };
+        layers.push(HybridLayer { mixer, moe });
+    }
+    let lm_head = if hy.tied_embeddings {
+        None
+    } else {
+        Some(random_matrix(dev, cfg.vocab, h, &mut rng)?)
+    };
+    Ok(Weights {
+        embed,
+        layers: Vec::new(),
+        hybrid: layers,
+        output_norm: ones(dev, h)?,
+        lm_head,
+    })
 }
 
 #[cfg(test)]

@@ -146,6 +146,47 @@ impl Tokenizer {
         })
     }
 
+    /// A tokenizer over a built `tokenizers` one (read from a `tokenizer.json`, say) whose
+    /// vocabulary is every id it knows, added tokens included.
+    pub(super) fn from_parts(
+        inner: tokenizers::Tokenizer,
+        bos: Option<u32>,
+        add_bos: bool,
+        stop: Vec<u32>,
+        chat_template: Option<String>,
+    ) -> Tokenizer {
+        let ids = inner.get_vocab(true);
+        let vocab = ids.values().max().map_or(0, |&id| id as usize + 1);
+        let mut tokens = vec![String::new(); vocab];
+        for (token, id) in ids {
+            tokens[id as usize] = token;
+        }
+        Tokenizer {
+            inner,
+            vocab,
+            bos,
+            add_bos,
+            stop,
+            tokens,
+            chat_template,
+        }
+    }
+
+    /// The `tokenizers` tokenizer inside (what a `tokenizer.json` holds).
+    pub(super) fn hf(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
+    /// The beginning-of-sequence id, and whether [`Tokenizer::encode`] puts it first.
+    pub(super) fn bos(&self) -> (Option<u32>, bool) {
+        (self.bos, self.add_bos)
+    }
+
+    /// The chat template, where the model has one.
+    pub(super) fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+
     /// Tokens in the vocabulary.
     pub fn vocab(&self) -> usize {
         self.vocab

@@ -6,140 +6,13 @@
 //! `ops::qlinear_silu_mul` (the MLP's activation in the same pass). A model whose q/k/v or
 //! gate/up differ in format keeps them apart. A tied LM head reuses the embedding table.
 
+use super::hybrid::HybridLayer;
+pub(crate) use super::projection::quantized_bytes;
+pub use super::projection::{HostMatrix, Matrix, QkvProjection};
 use super::{DecodeError, LlamaConfig};
-use kiln::math::kernels::linear::LinearParams;
 use kiln::ops::{self, MoeExperts, QuantizedWeight};
-use kiln::quant::{AffineTensor, GgufFile, Repacked};
-use kiln::{DType, Device, PortError, Ran, Tensor};
-
-/// A matrix on the host between the repack and the upload.
-#[derive(Debug)]
-pub enum HostMatrix {
-    /// MLX affine codes, scales and biases (from a quantized GGUF type).
-    Affine(AffineTensor),
-    /// Dense values `[rows, cols]` widened to f32 (from an F32, F16 or BF16 tensor).
-    Dense {
-        /// Rows (output features).
-        rows: usize,
-        /// Columns (input features).
-        cols: usize,
-        /// The values, row-major.
-        values: Vec<f32>,
-    },
-}
-
-impl HostMatrix {
-    /// Rows (output features).
-    pub fn rows(&self) -> usize {
-        match self {
-            HostMatrix::Affine(t) => t.rows(),
-            HostMatrix::Dense { rows, .. } => *rows,
-        }
-    }
-
-    /// Rows of `parts` stacked into one matrix, when they share a layout (same affine format,
-    /// or all dense); `None` when they do not.
-    pub fn stack(parts: &[&HostMatrix]) -> Option<HostMatrix> {
-        let first = parts.first()?;
-        match first {
-            HostMatrix::Affine(t0) => {
-                let (format, cols) = (t0.format(), t0.cols());
-                let (mut w_q, mut scales, mut biases, mut rows) = (vec![], vec![], vec![], 0);
-                for p in parts {
-                    let HostMatrix::Affine(t) = p else {
-                        return None;
-                    };
-                    if t.format() != format || t.cols() != cols {
-                        return None;
-                    }
-                    w_q.extend_from_slice(t.w_q());
-                    scales.extend_from_slice(t.scales_bytes());
-                    biases.extend_from_slice(t.biases_bytes());
-                    rows += t.rows();
-                }
-                AffineTensor::from_parts(format, rows, cols, w_q, scales, biases)
-                    .ok()
-                    .map(HostMatrix::Affine)
-            }
-            HostMatrix::Dense { cols, .. } => {
-                let (mut values, mut rows) = (vec![], 0);
-                for p in parts {
-                    match p {
-                        HostMatrix::Dense {
-                            rows: r,
-                            cols: c,
-                            values: v,
-                        } if c == cols => {
-                            values.extend_from_slice(v);
-                            rows += r;
-                        }
-                        _ => return None,
-                    }
-                }
-                Some(HostMatrix::Dense {
-                    rows,
-                    cols: *cols,
-                    values,
-                })
-            }
-        }
-    }
-
-    /// The matrix on `dev`.
-    pub fn upload(&self, dev: &Device) -> Result<Matrix, PortError> {
-        Ok(match self {
-            HostMatrix::Affine(t) => Matrix::Quantized(QuantizedWeight::upload(dev, t)?),
-            HostMatrix::Dense { rows, cols, values } => {
-                Matrix::Dense(Tensor::from_slice(dev, &[*rows, *cols], values)?)
-            }
-        })
-    }
-}
-
-/// A projection on the device: `y[M, N] = x[M, K] · Wᵀ`.
-#[derive(Debug)]
-pub enum Matrix {
-    /// Run by `ops::qlinear` in the weight's own format.
-    Quantized(QuantizedWeight),
-    /// f32 `[N, K]`, run by the dense `linear` kernel.
-    Dense(Tensor),
-}
-
-impl Matrix {
-    /// Rows (N, output features).
-    pub fn rows(&self) -> usize {
-        match self {
-            Matrix::Quantized(w) => w.rows(),
-            Matrix::Dense(w) => w.shape()[0],
-        }
-    }
-
-    /// Device bytes the matrix holds.
-    pub fn bytes(&self) -> usize {
-        match self {
-            Matrix::Quantized(w) => quantized_bytes(w),
-            Matrix::Dense(w) => w.byte_len(),
-        }
-    }
-
-    /// `y = x · Wᵀ` (no bias).
-    pub fn apply(&self, dev: &Device, x: &Tensor, y: &mut Tensor) -> Result<Ran, PortError> {
-        match self {
-            Matrix::Quantized(w) => ops::qlinear(dev, x, w, None, y),
-            // Without a bias the kernel ignores its bias buffer: x stands in.
-            Matrix::Dense(w) => ops::kernel::linear(dev, &LinearParams::default(), x, w, x, y),
-        }
-    }
-}
-
-/// The attention's input projection.
-#[derive(Debug)]
-pub enum QkvProjection {
-    /// q, k and v rows stacked: one launch writes `[M, (Hq + 2·Hkv)·D]`.
-    Fused(Matrix),
-    /// Three matrices of different layouts, each writing its columns of the qkv row.
-    Split(Box<[Matrix; 3]>),
-}
+use kiln::quant::{GgufFile, Repacked};
+use kiln::{DType, Device, Tensor};
 
 /// The MLP's gate and up projections.
 #[derive(Debug)]
@@ -153,6 +26,21 @@ pub enum GateUp {
         /// The up projection.
         up: Matrix,
     },
+}
+
+impl GateUp {
+    /// `gate` and `up` on `dev`: interleaved where both are affine of one format, else apart.
+    pub fn upload(dev: &Device, gate: &HostMatrix, up: &HostMatrix) -> Result<GateUp, DecodeError> {
+        Ok(match (gate, up) {
+            (HostMatrix::Affine(g), HostMatrix::Affine(u)) if g.format() == u.format() => {
+                GateUp::Interleaved(QuantizedWeight::upload(dev, &ops::interleave_rows(g, u)?)?)
+            }
+            _ => GateUp::Split {
+                gate: gate.upload(dev)?,
+                up: up.upload(dev)?,
+            },
+        })
+    }
 }
 
 /// A layer's MLP.
@@ -209,8 +97,10 @@ pub struct LayerWeights {
 pub struct Weights {
     /// The token embedding table `[vocab, hidden]` (the LM head too when tied).
     pub embed: Matrix,
-    /// The blocks.
+    /// The blocks of a transformer stack (empty for a hybrid one).
     pub layers: Vec<LayerWeights>,
+    /// The layers of a hybrid stack (empty for a transformer one).
+    pub hybrid: Vec<HybridLayer>,
     /// The final RMSNorm gain, f32 `[hidden]`.
     pub output_norm: Tensor,
     /// A separate LM head `[vocab, hidden]`; `None` when the embedding is tied.
@@ -241,15 +131,7 @@ impl Weights {
             };
             let gate = read_matrix(f, &name("ffn_gate"), cfg.ffn, h)?;
             let up = read_matrix(f, &name("ffn_up"), cfg.ffn, h)?;
-            let gate_up = match (&gate, &up) {
-                (HostMatrix::Affine(g), HostMatrix::Affine(u)) if g.format() == u.format() => {
-                    GateUp::Interleaved(QuantizedWeight::upload(dev, &ops::interleave_rows(g, u)?)?)
-                }
-                _ => GateUp::Split {
-                    gate: gate.upload(dev)?,
-                    up: up.upload(dev)?,
-                },
-            };
+            let gate_up = GateUp::upload(dev, &gate, &up)?;
             layers.push(LayerWeights {
                 attn_norm: read_vector(f, &name("attn_norm"), h, dev)?,
                 qkv,
@@ -265,6 +147,7 @@ impl Weights {
         Ok(Weights {
             embed: embed.upload(dev)?,
             layers,
+            hybrid: Vec::new(),
             output_norm: read_vector(f, "output_norm.weight", h, dev)?,
             lm_head,
         })
@@ -275,10 +158,15 @@ impl Weights {
         self.bytes_with_experts(1.0)
     }
 
-    /// Device bytes one decode token reads: every weight (a tied LM head reads the whole
-    /// table), but of each MoE layer's experts only the `k / experts` share a token routes to.
-    pub fn bytes_read_per_token(&self, cfg: &LlamaConfig) -> usize {
-        let share = cfg.moe.map_or(1.0, |m| m.k as f64 / m.experts as f64);
+    /// Device bytes one decode step of `batch` tokens reads: every weight once (a tied LM
+    /// head reads the whole table), but of each MoE layer's experts only the share the tokens
+    /// route to: `k / experts` for one token; for several, the expected share of experts at
+    /// least one of them picks when routes are uniform and independent,
+    /// `1 − (1 − k / experts)^batch` (synthetic weights and random prompts route that way).
+    pub fn bytes_read_per_step(&self, cfg: &LlamaConfig, batch: usize) -> usize {
+        let share = cfg.moe.map_or(1.0, |m| {
+            1.0 - (1.0 - m.k as f64 / m.experts as f64).powi(batch.max(1) as i32)
+        });
         self.bytes_with_experts(share)
     }
 
@@ -291,10 +179,7 @@ impl Weights {
                 .qk_norm
                 .as_ref()
                 .map_or(0, |q| q.q.byte_len() + q.k.byte_len());
-            n += match &l.qkv {
-                QkvProjection::Fused(m) => m.bytes(),
-                QkvProjection::Split(ms) => ms.iter().map(Matrix::bytes).sum(),
-            };
+            n += l.qkv.bytes();
             n += match &l.mlp {
                 Mlp::Dense { gate_up, down } => {
                     down.bytes()
@@ -310,14 +195,12 @@ impl Weights {
                 } => router.bytes() + (*expert_bytes as f64 * expert_share) as usize,
             };
         }
-        n
+        n + self
+            .hybrid
+            .iter()
+            .map(|l| l.bytes(expert_share))
+            .sum::<usize>()
     }
-}
-
-/// Device bytes of a quantized weight's codes, scales and biases.
-pub(crate) fn quantized_bytes(w: &QuantizedWeight) -> usize {
-    let (q, s, b) = w.buffers();
-    q.byte_len() + s.byte_len() + b.byte_len()
 }
 
 /// Checks that `name` exists with ggml dims `expected` (row length first).
@@ -383,7 +266,7 @@ fn read_vector(
 }
 
 /// Little-endian f32, f16 or bf16 bytes as f32 values.
-fn widen(name: &str, dtype: DType, bytes: &[u8]) -> Result<Vec<f32>, DecodeError> {
+pub(super) fn widen(name: &str, dtype: DType, bytes: &[u8]) -> Result<Vec<f32>, DecodeError> {
     use kiln::math::{Bf16, Element, F16};
     let pairs = || {
         bytes
