@@ -250,3 +250,37 @@ fn an_f16_gain_that_overflows_agrees_with_the_reference() {
         }
     }
 }
+
+/// An empty request's last-page length and first-page offset mean nothing (a fuzz draw that
+/// once failed: the reference refused a negative length the kernel and the host check ignore);
+/// any values there give the reference's zero rows, on the cpu and the sim.
+#[test]
+fn an_empty_requests_page_lengths_are_ignored() {
+    let seed = kiln_tests::seed("empty request");
+    let k = KernelId::PagedAttentionDecodeV2Partial;
+    let base = cases(k, DType::F16)
+        .into_iter()
+        .find(|c| c.label.contains("empty-in-batch"))
+        .expect("the empty-request case");
+    // Buffers 5 and 6 are `last_page_len` and `first_page_offset`; request 1 has no pages.
+    for (lpl, fpo) in [(-7, 0), (0, -3), (40, 99), (i32::MIN, i32::MAX)] {
+        let mut case = base.clone();
+        for (b, v) in [(5, lpl), (6, fpo)] {
+            let Fill::Values(values) = &mut case.fill[b] else {
+                panic!("buffer {b} is an exact table");
+            };
+            values[1] = v as f64;
+        }
+        for dev in [Device::cpu(), Device::sim(8).unwrap()] {
+            let ran = launch_case(&dev, k, DType::F16, &case, seed).expect("refused or ran");
+            assert!(ran, "seed {seed}: ({lpl}, {fpo}) on {} refused", dev.name());
+            let o = run_case(&dev, k, DType::F16, &case, seed);
+            assert!(
+                o.pass,
+                "seed {seed}: ({lpl}, {fpo}) on {}: {:?}",
+                dev.name(),
+                o.failures
+            );
+        }
+    }
+}

@@ -17,13 +17,13 @@ fn request<'a>(
     let first = usize::try_from(*indptr.get(r)?).ok()?;
     let last = usize::try_from(*indptr.get(r + 1)?).ok()?;
     let pages = indices.get(first..last)?;
+    // An empty request sees nothing, whatever its last-page length and offset say.
+    if pages.is_empty() {
+        return Some((pages, 0, 0));
+    }
     let fpo = usize::try_from(*first_page_offset.get(r)?).ok()?;
     let lpl = usize::try_from(*last_page_len.get(r)?).ok()?;
-    let visible = if pages.is_empty() {
-        0
-    } else {
-        ((pages.len() - 1) * page_size + lpl).checked_sub(fpo)?
-    };
+    let visible = ((pages.len() - 1) * page_size + lpl).checked_sub(fpo)?;
     Some((pages, fpo, visible))
 }
 
