@@ -7,8 +7,13 @@
 //! `sin`/`cos` reduce their argument exactly in integer arithmetic (Payne–Hanek style), so large
 //! angles (RoPE positions × frequencies) keep their accuracy.
 // The constants are written to the last digit on purpose: each names an exact f32 (or a split
-// of one), and the subset reads literals, not `core` paths, inside `const` items.
-#![allow(clippy::excessive_precision, clippy::approx_constant)]
+// of one), and the subset reads literals, not `core` paths, inside `const` items. The subset has
+// no ranges, so bounds are compared by hand.
+#![allow(
+    clippy::excessive_precision,
+    clippy::approx_constant,
+    clippy::manual_range_contains
+)]
 
 /// 2/π as a binary fraction, 32 bits a word, most significant first (256 bits).
 const TWO_OVER_PI: [u32; 9] = [
@@ -148,26 +153,264 @@ pub fn expf(x: f32) -> f32 {
     scale(1.0 + expm1_small(r), k)
 }
 
+/// ln 2 split as the `libm` crate's `expm1f` splits it (`0x3f317180`, `0x3717f7d1`): the high
+/// part is a multiple of 2^-17, so `k·EXPM1_LN2_HI` is exact for |k| ≤ 128.
+const EXPM1_LN2_HI: f32 = 6.931_381_225_6e-1;
+const EXPM1_LN2_LO: f32 = 9.058_000_614_5e-6;
+/// 1/ln 2 (`0x3fb8aa3b`).
+const EXPM1_INV_LN2: f32 = 1.442_695_021_6;
+/// The `libm` crate's rational approximation's coefficients (`-0x888868.0p-28`,
+/// `0xcf3010.0p-33`).
+const EXPM1_Q1: f32 = -3.333_321_213_7e-2;
+const EXPM1_Q2: f32 = 1.580_717_042_1e-3;
+
+/// e^x − 1, bit for bit the `libm` crate's `expm1f` (FreeBSD's `s_expm1f.c`), which every other
+/// port calls: xIELU's negative branch (spec §10) subtracts x from it, so near the output's
+/// zero crossings one ulp of expm1 is thousands of ulps of the result. Two steps differ in
+/// form, not in value, so that a device compiler cannot change them: the rounding error of the
+/// reduced argument (FreeBSD's `(hi − x) − lo`, which Mesa folds to 0) comes from integers
+/// ([`sub_error`]), the one division is [`div_rn`] (a device's `/` may be off by 2.5 ulp), and
+/// the inexact products are [`mul_rn`] (a driver may fuse a product into the add after it).
+/// `tests/libm.rs` checks the identity with `libm::expm1f` (every f32 in its ignored test).
 pub fn expm1f(x: f32) -> f32 {
-    if x.is_nan() {
+    let bits = x.to_bits();
+    let hx = bits & 0x7fff_ffff;
+    let sign = bits >= 0x8000_0000;
+    if hx >= 0x4195_b844 {
+        // |x| ≥ 27·ln2: NaN, −1, or overflow past ln(f32::MAX)
+        if hx > 0x7f80_0000 {
+            return x;
+        }
+        if sign {
+            return -1.0;
+        }
+        if hx > 0x42b1_7217 {
+            return f32::INFINITY;
+        }
+    }
+    let mut k: i32 = 0;
+    let mut r = x;
+    let mut c: f32 = 0.0;
+    if hx > 0x3eb1_7218 {
+        // |x| > ln2/2: x = k·ln2 + r − c, |r| ≤ ln2/2
+        let mut hi = x - EXPM1_LN2_HI;
+        let mut lo = EXPM1_LN2_LO;
+        k = 1;
+        if hx >= 0x3f85_1592 {
+            let half: f32 = if sign { -0.5 } else { 0.5 };
+            k = (mul_rn(EXPM1_INV_LN2, x) + half) as i32;
+            let t = k as f32;
+            // t·EXPM1_LN2_HI is exact (17 + 8 bits), so a fused form rounds the same.
+            hi = x - t * EXPM1_LN2_HI;
+            lo = mul_rn(t, EXPM1_LN2_LO);
+        } else if sign {
+            hi = x + EXPM1_LN2_HI;
+            lo = -EXPM1_LN2_LO;
+            k = -1;
+        }
+        r = hi - lo;
+        c = sub_error(hi, lo, r);
+    } else if hx < 0x3300_0000 {
+        // |x| < 2^-25
         return x;
     }
-    if x > 88.722_84 {
-        return f32::INFINITY;
+    // Every inexact product is `mul_rn` (a product beside an add may be fused on a device);
+    // the rest multiply by powers of two, exactly.
+    let hfx = 0.5 * r;
+    let hxs = mul_rn(r, hfx);
+    let r1 = 1.0 + mul_rn(hxs, EXPM1_Q1 + mul_rn(hxs, EXPM1_Q2));
+    let t = 3.0 - mul_rn(r1, hfx);
+    let mut e = mul_rn(hxs, div_rn(r1 - t, 6.0 - mul_rn(r, t)));
+    if k == 0 {
+        return r - (mul_rn(r, e) - hxs);
     }
-    if x < -17.0 {
-        return -1.0;
+    e = mul_rn(r, e - c) - c;
+    e -= hxs;
+    if k == -1 {
+        return 0.5 * (r - e) - 0.5;
     }
-    if x.abs() < 0.346_573_6 {
-        return expm1_small(x);
+    if k == 1 {
+        if r < -0.25 {
+            return -2.0 * (e - (r + 0.5));
+        }
+        return 1.0 + 2.0 * (r - e);
     }
-    let (k, r) = reduce_ln2(x);
-    let em = expm1_small(r);
-    if k >= 25 {
-        return scale(1.0 + em, k) - 1.0;
+    // FreeBSD's `(r − e) + 1` is written `1 − (e − r)` (the same value: rounding is symmetric),
+    // and `(r − (e + 2^-k)) + 1` likewise: Mesa moves a constant added to a sum to the inner
+    // sum, `(a + b) + c` to `(a + c) + b`, which rounds differently.
+    let twopk = f32::from_bits(((0x7f + k) as u32) << 23);
+    if k < 0 || k > 56 {
+        let y = 1.0 - (e - r);
+        if k == 128 {
+            // FreeBSD's y·2·2^127 − 1: y·2 < 2 is exact times 2^127, else it overflows (and a
+            // compiler that folds 2·2^127 to inf cannot change it here).
+            let y2 = y * 2.0;
+            if y2 >= 2.0 {
+                return f32::INFINITY;
+            }
+            return f32::from_bits(y2.to_bits() + 0x3f80_0000);
+        }
+        return y * twopk - 1.0;
     }
-    let two = pow2(k);
-    two * em + (two - 1.0)
+    let uf = f32::from_bits(((0x7f - k) as u32) << 23);
+    if k < 23 {
+        return (r - e + (1.0 - uf)) * twopk;
+    }
+    (1.0 - ((e + uf) - r)) * twopk
+}
+
+/// `(hi − lo) − r` exactly, for `r` = `hi − lo` rounded to f32, with `hi` a multiple of 2^-25
+/// below 1/2 and `lo` a multiple of 2^-40 below 2^-9 in magnitude (expm1f's reduction): the
+/// error is below 2^-26, so it is the difference of the two values times 2^40 modulo 2^32.
+/// FreeBSD's `(hi − r) − lo` gives the same value on the host, but a device compiler may fold it
+/// to 0 (Mesa does: `a − (a − b)` is `b`).
+fn sub_error(hi: f32, lo: f32, r: f32) -> f32 {
+    let h = (hi * 33_554_432.0) as i32;
+    let l = (lo * 1_099_511_627_776.0) as i32;
+    let exact = ((h as u32) << 15).wrapping_sub(l as u32);
+    // r·2^40 modulo 2^32 (r is a multiple of 2^-40: hi − lo is, and rounding only coarsens).
+    let rb = r.to_bits();
+    let mut rounded: u32 = 0;
+    if (rb & 0x7fff_ffff) != 0 {
+        let m = (rb & 0x007f_ffff) | 0x0080_0000;
+        let s = ((rb >> 23) & 0xff) as i32 - 110;
+        if s >= 32 {
+            rounded = 0;
+        } else if s >= 0 {
+            rounded = m << (s as u32);
+        } else {
+            rounded = m >> ((-s) as u32);
+        }
+        if rb >= 0x8000_0000 {
+            rounded = (!rounded).wrapping_add(1);
+        }
+    }
+    let err = exact.wrapping_sub(rounded) as i32;
+    (err as f32) * 9.094_947_017_729_282e-13
+}
+
+/// The mantissa (with its leading bit at 2^23) and unbiased-plus-127 exponent of a finite,
+/// non-zero f32, subnormals normalized (their exponent goes below 1).
+fn unpack(bits: u32) -> (u32, i32) {
+    let e = ((bits >> 23) & 0xff) as i32;
+    let f = bits & 0x007f_ffff;
+    if e != 0 {
+        return (f | 0x0080_0000, e);
+    }
+    let shift = f.leading_zeros() - 8;
+    (f << shift, 1 - shift as i32)
+}
+
+/// The 64-bit value `p` (high, low words) shifted right by `s` (1..=63), rounded to nearest,
+/// ties to even; the result must fit in 32 bits.
+fn shift_rn(p: (u32, u32), s: u32) -> u32 {
+    let (hi, lo) = p;
+    // q: the kept bits; then the first dropped bit and whether any below it is set.
+    let mut q = hi;
+    let mut half_bit = lo >> 31;
+    let mut below = (lo & 0x7fff_ffff) != 0;
+    if s < 32 {
+        q = (hi << (32 - s)) | (lo >> s);
+        half_bit = (lo >> (s - 1)) & 1;
+        below = (lo & ((1u32 << (s - 1)) - 1)) != 0;
+    } else if s > 32 {
+        let t = s - 32;
+        q = hi >> t;
+        half_bit = (hi >> (t - 1)) & 1;
+        below = (hi & ((1u32 << (t - 1)) - 1)) != 0 || lo != 0;
+    }
+    if half_bit == 1 && (below || (q & 1) == 1) {
+        q += 1;
+    }
+    q
+}
+
+/// `a · b` correctly rounded (nearest, ties to even) in integer arithmetic, for finite `a`, `b`
+/// with a finite product (subnormals and zeros included). A product computed in f32 may be
+/// fused into the add that reads it (WGSL lets a driver contract `a·b + c` into one fma, and
+/// NVIDIA's does); one computed in integers cannot be. Public for the tests.
+pub fn mul_rn(a: f32, b: f32) -> f32 {
+    let (ab, bb) = (a.to_bits(), b.to_bits());
+    let sign = (ab ^ bb) & 0x8000_0000;
+    if (ab & 0x7fff_ffff) == 0 || (bb & 0x7fff_ffff) == 0 {
+        return f32::from_bits(sign);
+    }
+    let (ma, ea) = unpack(ab);
+    let (mb, eb) = unpack(bb);
+    // ma·mb in [2^46, 2^48): the result's 24 bits start at bit 47 or 46.
+    let p = mul_wide(ma, mb);
+    let mut e = ea + eb - 127;
+    let mut s: u32 = 23;
+    if p.0 >= 0x8000 {
+        s = 24;
+        e += 1;
+    }
+    if e >= 1 {
+        // A carry to 2^24 moves into the exponent by the addition.
+        let q = shift_rn(p, s);
+        return f32::from_bits(sign | (((e as u32) << 23) + q - 0x0080_0000));
+    }
+    // Subnormal: 1 − e more bits go; a carry to 2^23 is the smallest normal, as bits.
+    let extra = (1 - e) as u32;
+    if s + extra > 63 {
+        return f32::from_bits(sign);
+    }
+    f32::from_bits(sign | shift_rn(p, s + extra))
+}
+
+/// `a / b` correctly rounded (nearest, ties to even) by integer long division, for finite
+/// normal `b` and `a` (or `a = ±0`) whose quotient is normal: the same bits on every device,
+/// whatever its `/` (Vulkan allows 2.5 ulp). Public for the tests.
+pub fn div_rn(a: f32, b: f32) -> f32 {
+    let (ab, bb) = (a.to_bits(), b.to_bits());
+    let sign = (ab ^ bb) & 0x8000_0000;
+    if (ab & 0x7fff_ffff) == 0 {
+        return f32::from_bits(sign);
+    }
+    let ma = (ab & 0x007f_ffff) | 0x0080_0000;
+    let mb = (bb & 0x007f_ffff) | 0x0080_0000;
+    let mut e = ((ab >> 23) & 0xff) as i32 - ((bb >> 23) & 0xff) as i32 + 127;
+    // rem / mb in [1, 2): the quotient's leading bit is 1.
+    let mut rem = ma;
+    if ma < mb {
+        rem = ma << 1;
+        e -= 1;
+    }
+    let mut q: u32 = 0;
+    let mut i: u32 = 0;
+    while i < 24 {
+        q <<= 1;
+        if rem >= mb {
+            rem -= mb;
+            q |= 1;
+        }
+        rem <<= 1;
+        i += 1;
+    }
+    // rem is twice the remainder: above mb is past the half, equal is a tie.
+    if rem > mb || (rem == mb && (q & 1) == 1) {
+        q += 1;
+    }
+    // q in [2^23, 2^24]; 2^24 carries into the exponent.
+    f32::from_bits(sign | ((((e as u32) << 23) + q) - 0x0080_0000))
+}
+
+/// Rust's `a / b`: correctly rounded where both operands and the quotient are normal (or the
+/// quotient overflows), the device's `/` elsewhere (zeros, infinities, NaNs, subnormals, which
+/// flush-to-zero devices treat as zero anyway). Kernel code's f32 `/` translates to this.
+pub fn div_ieee(a: f32, b: f32) -> f32 {
+    let ea = ((a.to_bits() >> 23) & 0xff) as i32;
+    let eb = ((b.to_bits() >> 23) & 0xff) as i32;
+    // The quotient's exponent field is ea − eb + 127, or one less: normal in 2..=254, an
+    // overflow above 255 (at 255 either).
+    let e = ea - eb + 127;
+    if ea == 0 || ea == 255 || eb == 0 || eb == 255 || e < 2 || e == 255 {
+        return a / b;
+    }
+    if e > 255 {
+        return f32::from_bits(((a.to_bits() ^ b.to_bits()) & 0x8000_0000) | 0x7f80_0000);
+    }
+    div_rn(a, b)
 }
 
 /// ln(m) for m in [√½, √2] as (f, the rest): f − f²/2 + s·(f²/2 + R(s²)), s = f / (2 + f).
@@ -213,6 +456,12 @@ pub fn logf(x: f32) -> f32 {
     (ef * LN2_LO + log_core(f)) + f + ef * LN2_HI
 }
 
+/// ln(1 + x). Where 1 + x lies in [√½, √2] this is logf's core at f = x itself (no rounding
+/// of 1 + x at all); elsewhere x = x_hi + x_lo with x_hi on the grid of 1 + x (split in
+/// integers), so u = 1 + x_hi is exact and ln(1 + x) = ln(u) + x_lo/u to 2^-46. A correction
+/// computed as `(x − (u − 1))/u` from a rounded u is what libm does, but a device compiler
+/// folds `(1 + x) − 1` to x (Mesa does) and the correction to 0: up to 2000 ulp lost near
+/// x = 2^-12 on lavapipe.
 pub fn log1pf(x: f32) -> f32 {
     if x.is_nan() {
         return x;
@@ -226,12 +475,22 @@ pub fn log1pf(x: f32) -> f32 {
     if x.abs() < 0.000_244_140_63 {
         return x - 0.5 * x * x;
     }
+    if x >= -0.292_893_23 && x <= 0.414_213_5 {
+        return log_core(x) + x;
+    }
     let u = 1.0 + x;
     if u == f32::INFINITY {
         return u;
     }
-    // ln(1 + x) = ln(u) + (x − (u − 1)) / u corrects the rounding of u.
-    logf(u) + (x - (u - 1.0)) / u
+    let eu = ((u.to_bits() >> 23) & 0xff) as i32 - 127;
+    if x <= -0.5 || eu >= 24 {
+        // 1 + x is exact (Sterbenz), or x's rounding is far below ln(u)'s last place.
+        return logf(u);
+    }
+    // x_hi: x truncated to multiples of ulp(u) = 2^(eu − 23) (|x|/ulp(u) < 2^25).
+    let x_hi = ((x * pow2(23 - eu)) as i32) as f32 * pow2(eu - 23);
+    let u_hi = 1.0 + x_hi;
+    logf(u_hi) + (x - x_hi) / u_hi
 }
 
 pub fn log2f(x: f32) -> f32 {
@@ -467,7 +726,8 @@ pub fn tanhf(x: f32) -> f32 {
         return x;
     }
     let t = expm1f(2.0 * a);
-    (t / (t + 2.0)).copysign(x)
+    // A device's `/` may be off by 2.5 ulp, and this quotient is the result.
+    div_rn(t, t + 2.0).copysign(x)
 }
 
 /// 32 bits of 2/π starting at bit `j` (bit 1 is the first after the binary point; bits at or

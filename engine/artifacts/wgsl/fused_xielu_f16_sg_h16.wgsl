@@ -13,14 +13,20 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-struct kiln_tuple_i32_f32 {
-    f0: i32,
-    f1: f32,
+struct kiln_tuple_u32_i32 {
+    f0: u32,
+    f1: i32,
+}
+struct kiln_tuple_u32_u32 {
+    f0: u32,
+    f1: u32,
 }
 const K_CHUNK: u32 = 8u;
-const K_LN2_HI: f32 = 6.9314575e-1f;
-const K_LN2_LO: f32 = 1.4286068e-6f;
-const K_LOG2_E: f32 = 1.442695e0f;
+const K_EXPM1_INV_LN2: f32 = 1.442695e0f;
+const K_EXPM1_LN2_HI: f32 = 6.931381e-1f;
+const K_EXPM1_LN2_LO: f32 = 9.058001e-6f;
+const K_EXPM1_Q1: f32 = -(3.3333212e-2f);
+const K_EXPM1_Q2: f32 = 1.580717e-3f;
 const K_TILE: u32 = 2048u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
@@ -196,74 +202,233 @@ fn k_f16_bits_to_f32_5(h_p: u32) -> f32 {
 fn k_to_f32_6(self_v: u32) -> f32 {
     return k_f16_bits_to_f32_5(self_v);
 }
-fn k_expm1_small_7(r_p: f32) -> f32 {
-    let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
-    let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
-    let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
-    let p_4: f32 = ((1e0f / 1.2e2f) + (r_p * p_3));
-    let p_5: f32 = ((1e0f / 2.4e1f) + (r_p * p_4));
-    let p_6: f32 = ((1e0f / 6e0f) + (r_p * p_5));
-    let p_7: f32 = (5e-1f + (r_p * p_6));
-    return (r_p + (r_p * ((r_p * p_7))));
+fn k_unpack_7(bits_p: u32) -> kiln_tuple_u32_i32 {
+    let e_1: i32 = bitcast<i32>(((((bits_p >> 23u)) & 255u)));
+    let f_2: u32 = (bits_p & 8388607u);
+    if (e_1 != 0i) {
+        return kiln_tuple_u32_i32((f_2 | 8388608u), e_1);
+    }
+    let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
+    return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
 }
-fn k_round_i32_8(v_p: f32) -> i32 {
-    let t_1: i32 = kiln_f32_to_i32(v_p);
-    let frac_2: f32 = (v_p - f32(t_1));
-    var ifv_3: i32;
-    if (frac_2 >= 5e-1f) {
-        ifv_3 = (t_1 + 1i);
+fn k_mul_wide_8(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    let t_1: u32 = (a_p >> 16u);
+    let t_2: u32 = (a_p & 65535u);
+    let ah_3: u32 = t_1;
+    let al_4: u32 = t_2;
+    let t_5: u32 = (b_p >> 16u);
+    let t_6: u32 = (b_p & 65535u);
+    let bh_7: u32 = t_5;
+    let bl_8: u32 = t_6;
+    let ll_9: u32 = (al_4 * bl_8);
+    let lh_10: u32 = (al_4 * bh_7);
+    let hl_11: u32 = (ah_3 * bl_8);
+    let hh_12: u32 = (ah_3 * bh_7);
+    let mid_13: u32 = ((((ll_9 >> 16u)) + ((lh_10 & 65535u))) + ((hl_11 & 65535u)));
+    let lo_14: u32 = (((ll_9 & 65535u)) | ((mid_13 << 16u)));
+    let hi_15: u32 = (((hh_12 + ((lh_10 >> 16u))) + ((hl_11 >> 16u))) + ((mid_13 >> 16u)));
+    return kiln_tuple_u32_u32(hi_15, lo_14);
+}
+fn k_shift_rn_9(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
+    let t_1: kiln_tuple_u32_u32 = p_p;
+    let hi_2: u32 = t_1.f0;
+    let lo_3: u32 = t_1.f1;
+    var q_4: u32 = hi_2;
+    var half_bit_5: u32 = (lo_3 >> 31u);
+    var below_6: bool = (((lo_3 & 2147483647u)) != 0u);
+    if (s_p < 32u) {
+        q_4 = (((hi_2 << ((32u - s_p)))) | ((lo_3 >> s_p)));
+        half_bit_5 = (((lo_3 >> ((s_p - 1u)))) & 1u);
+        below_6 = (((lo_3 & ((((1u << ((s_p - 1u)))) - 1u)))) != 0u);
     } else {
-        var ifv_4: i32;
-        if (frac_2 <= -(5e-1f)) {
-            ifv_4 = (t_1 - 1i);
-        } else {
-            ifv_4 = t_1;
+        if (s_p > 32u) {
+            let t_7: u32 = (s_p - 32u);
+            q_4 = (hi_2 >> t_7);
+            half_bit_5 = (((hi_2 >> ((t_7 - 1u)))) & 1u);
+            below_6 = ((((hi_2 & ((((1u << ((t_7 - 1u)))) - 1u)))) != 0u) || (lo_3 != 0u));
         }
-        ifv_3 = ifv_4;
     }
-    return ifv_3;
+    if ((half_bit_5 == 1u) && ((below_6 || (((q_4 & 1u)) == 1u)))) {
+        q_4 = (q_4 + 1u);
+    }
+    return q_4;
 }
-fn k_reduce_ln2_9(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_8((x_p * K_LOG2_E));
-    let kf_2: f32 = f32(k_1);
-    return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
+fn k_mul_rn_10(a_p: f32, b_p: f32) -> f32 {
+    let t_1: u32 = bitcast<u32>(a_p);
+    let t_2: u32 = bitcast<u32>(b_p);
+    let ab_3: u32 = t_1;
+    let bb_4: u32 = t_2;
+    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
+    if ((((ab_3 & 2147483647u)) == 0u) || (((bb_4 & 2147483647u)) == 0u)) {
+        return bitcast<f32>(sign_5);
+    }
+    let t_6: kiln_tuple_u32_i32 = k_unpack_7(ab_3);
+    let ma_7: u32 = t_6.f0;
+    let ea_8: i32 = t_6.f1;
+    let t_9: kiln_tuple_u32_i32 = k_unpack_7(bb_4);
+    let mb_10: u32 = t_9.f0;
+    let eb_11: i32 = t_9.f1;
+    let p_12: kiln_tuple_u32_u32 = k_mul_wide_8(ma_7, mb_10);
+    var e_13: i32 = ((ea_8 + eb_11) - 127i);
+    var s_14: u32 = 23u;
+    if (p_12.f0 >= 32768u) {
+        s_14 = 24u;
+        e_13 = (e_13 + 1i);
+    }
+    if (e_13 >= 1i) {
+        let q_15: u32 = k_shift_rn_9(p_12, s_14);
+        return bitcast<f32>((sign_5 | ((((((bitcast<u32>(e_13)) << 23u)) + q_15) - 8388608u))));
+    }
+    let extra_16: u32 = bitcast<u32>(((1i - e_13)));
+    if ((s_14 + extra_16) > 63u) {
+        return bitcast<f32>(sign_5);
+    }
+    return bitcast<f32>((sign_5 | k_shift_rn_9(p_12, (s_14 + extra_16))));
 }
-fn k_pow2_10(k_p: i32) -> f32 {
-    return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
+fn k_sub_error_11(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
+    let h_1: i32 = kiln_f32_to_i32(((hi_p * 3.3554432e7f)));
+    let l_2: i32 = kiln_f32_to_i32(((lo_p * 1.0995116e12f)));
+    let exact_3: u32 = ((((bitcast<u32>(h_1)) << 15u)) - bitcast<u32>(l_2));
+    let rb_4: u32 = bitcast<u32>(r_p);
+    var rounded_5: u32 = 0u;
+    if (((rb_4 & 2147483647u)) != 0u) {
+        let m_6: u32 = (((rb_4 & 8388607u)) | 8388608u);
+        let s_7: i32 = (bitcast<i32>(((((rb_4 >> 23u)) & 255u))) - 110i);
+        if (s_7 >= 32i) {
+            rounded_5 = 0u;
+        } else {
+            if (s_7 >= 0i) {
+                rounded_5 = (m_6 << (bitcast<u32>(s_7)));
+            } else {
+                rounded_5 = (m_6 >> (bitcast<u32>((-(s_7)))));
+            }
+        }
+        if (rb_4 >= 2147483648u) {
+            rounded_5 = ((~(rounded_5)) + 1u);
+        }
+    }
+    let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
+    return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_scale_11(v_p: f32, k_p: i32) -> f32 {
-    if (k_p > 127i) {
-        return ((v_p * k_pow2_10(127i)) * k_pow2_10((k_p - 127i)));
+fn k_div_rn_12(a_p: f32, b_p: f32) -> f32 {
+    let t_1: u32 = bitcast<u32>(a_p);
+    let t_2: u32 = bitcast<u32>(b_p);
+    let ab_3: u32 = t_1;
+    let bb_4: u32 = t_2;
+    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
+    if (((ab_3 & 2147483647u)) == 0u) {
+        return bitcast<f32>(sign_5);
     }
-    if (k_p < -(126i)) {
-        return ((v_p * k_pow2_10((k_p + 100i))) * k_pow2_10(-(100i)));
+    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
+    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
+    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
+    var rem_9: u32 = ma_6;
+    if (ma_6 < mb_7) {
+        rem_9 = (ma_6 << 1u);
+        e_8 = (e_8 - 1i);
     }
-    return (v_p * k_pow2_10(k_p));
+    var q_10: u32 = 0u;
+    var i_11: u32 = 0u;
+    while (i_11 < 24u) {
+        q_10 = (q_10 << 1u);
+        if (rem_9 >= mb_7) {
+            rem_9 = (rem_9 - mb_7);
+            q_10 = (q_10 | 1u);
+        }
+        rem_9 = (rem_9 << 1u);
+        i_11 = (i_11 + 1u);
+    }
+    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
+        q_10 = (q_10 + 1u);
+    }
+    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
 }
-fn k_expm1f_12(x_p: f32) -> f32 {
-    if kiln_is_nan(x_p) {
-        return x_p;
+fn k_expm1f_13(x_p: f32) -> f32 {
+    let bits_1: u32 = bitcast<u32>(x_p);
+    let hx_2: u32 = (bits_1 & 2147483647u);
+    let sign_3: bool = (bits_1 >= 2147483648u);
+    if (hx_2 >= 1100331076u) {
+        if (hx_2 > 2139095040u) {
+            return x_p;
+        }
+        if sign_3 {
+            return -(1e0f);
+        }
+        if (hx_2 > 1118925335u) {
+            return bitcast<f32>(0x7f800000u);
+        }
     }
-    if (x_p > 8.872284e1f) {
-        return bitcast<f32>(0x7f800000u);
+    var k_4: i32 = 0i;
+    var r_5: f32 = x_p;
+    var c_6: f32 = 0e0f;
+    if (hx_2 > 1051816472u) {
+        var hi_7: f32 = (x_p - K_EXPM1_LN2_HI);
+        var lo_8: f32 = K_EXPM1_LN2_LO;
+        k_4 = 1i;
+        if (hx_2 >= 1065686418u) {
+            var ifv_9: f32;
+            if sign_3 {
+                ifv_9 = -(5e-1f);
+            } else {
+                ifv_9 = 5e-1f;
+            }
+            let half_10: f32 = ifv_9;
+            k_4 = kiln_f32_to_i32(((k_mul_rn_10(K_EXPM1_INV_LN2, x_p) + half_10)));
+            let t_11: f32 = f32(k_4);
+            hi_7 = (x_p - (t_11 * K_EXPM1_LN2_HI));
+            lo_8 = k_mul_rn_10(t_11, K_EXPM1_LN2_LO);
+        } else {
+            if sign_3 {
+                hi_7 = (x_p + K_EXPM1_LN2_HI);
+                lo_8 = -(K_EXPM1_LN2_LO);
+                k_4 = -(1i);
+            }
+        }
+        r_5 = (hi_7 - lo_8);
+        c_6 = k_sub_error_11(hi_7, lo_8, r_5);
+    } else {
+        if (hx_2 < 855638016u) {
+            return x_p;
+        }
     }
-    if (x_p < -(1.7e1f)) {
-        return -(1e0f);
+    let hfx_12: f32 = (5e-1f * r_5);
+    let hxs_13: f32 = k_mul_rn_10(r_5, hfx_12);
+    let r1_14: f32 = (1e0f + k_mul_rn_10(hxs_13, (K_EXPM1_Q1 + k_mul_rn_10(hxs_13, K_EXPM1_Q2))));
+    let t_15: f32 = (3e0f - k_mul_rn_10(r1_14, hfx_12));
+    var e_16: f32 = k_mul_rn_10(hxs_13, k_div_rn_12((r1_14 - t_15), (6e0f - k_mul_rn_10(r_5, t_15))));
+    if (k_4 == 0i) {
+        return (r_5 - ((k_mul_rn_10(r_5, e_16) - hxs_13)));
     }
-    if (bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu) < 3.465736e-1f) {
-        return k_expm1_small_7(x_p);
+    e_16 = (k_mul_rn_10(r_5, (e_16 - c_6)) - c_6);
+    e_16 = (e_16 - hxs_13);
+    if (k_4 == -(1i)) {
+        return ((5e-1f * ((r_5 - e_16))) - 5e-1f);
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_9(x_p);
-    let k_2: i32 = t_1.f0;
-    let r_3: f32 = t_1.f1;
-    let em_4: f32 = k_expm1_small_7(r_3);
-    if (k_2 >= 25i) {
-        return (k_scale_11((1e0f + em_4), k_2) - 1e0f);
+    if (k_4 == 1i) {
+        if (r_5 < -(2.5e-1f)) {
+            return (-(2e0f) * ((e_16 - ((r_5 + 5e-1f)))));
+        }
+        return (1e0f + (2e0f * ((r_5 - e_16))));
     }
-    let two_5: f32 = k_pow2_10(k_2);
-    return ((two_5 * em_4) + ((two_5 - 1e0f)));
+    let twopk_17: f32 = bitcast<f32>(((bitcast<u32>(((127i + k_4)))) << 23u));
+    if ((k_4 < 0i) || (k_4 > 56i)) {
+        let y_18: f32 = (1e0f - ((e_16 - r_5)));
+        if (k_4 == 128i) {
+            let y2_19: f32 = (y_18 * 2e0f);
+            if (y2_19 >= 2e0f) {
+                return bitcast<f32>(0x7f800000u);
+            }
+            return bitcast<f32>((bitcast<u32>(y2_19) + 1065353216u));
+        }
+        return ((y_18 * twopk_17) - 1e0f);
+    }
+    let uf_20: f32 = bitcast<f32>(((bitcast<u32>(((127i - k_4)))) << 23u));
+    if (k_4 < 23i) {
+        return ((((r_5 - e_16) + ((1e0f - uf_20)))) * twopk_17);
+    }
+    return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_xielu_element_13(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
+fn k_xielu_element_14(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
     let xf_1: f32 = k_to_f32_6(x_p);
     let v_2: f32 = (xf_1 * xf_1);
     let cl_3: f32 = k_to_f32_6(k_from_f32_3(v_2));
@@ -277,7 +442,7 @@ fn k_xielu_element_13(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
         ifv_7 = k_to_f32_6(eps_p);
     }
     let clamped_8: f32 = ifv_7;
-    let v_9: f32 = k_expm1f_12(clamped_8);
+    let v_9: f32 = k_expm1f_13(clamped_8);
     let cl_10: f32 = k_to_f32_6(k_from_f32_3(v_9));
     let em1_11: f32 = cl_10;
     let v_12: f32 = (em1_11 - xf_1);
@@ -296,7 +461,7 @@ fn k_xielu_element_13(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
     let cl_20: f32 = k_to_f32_6(k_from_f32_3(v_19));
     return k_from_f32_3((branch_18 + cl_20));
 }
-fn k_fused_xielu_14(x_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_xielu_15(x_v: vec2<u32>, out_v: vec2<u32>) {
     let t_1: u32 = k_from_f32_3(bitcast<f32>(kiln_meta[1u]));
     let t_2: u32 = k_from_f32_3(bitcast<f32>(kiln_meta[2u]));
     let alpha_p_3: u32 = t_1;
@@ -315,7 +480,7 @@ fn k_fused_xielu_14(x_v: vec2<u32>, out_v: vec2<u32>) {
             var ys_14: array<u32, 8> = xs_13;
             var j_15: u32 = 0u;
             while (j_15 < K_CHUNK) {
-                ys_14[j_15] = k_xielu_element_13(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
+                ys_14[j_15] = k_xielu_element_14(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
                 j_15 = (j_15 + 1u);
             }
             kiln_setchunk8_b1(out_v, at_12, ys_14);
@@ -324,7 +489,7 @@ fn k_fused_xielu_14(x_v: vec2<u32>, out_v: vec2<u32>) {
     } else {
         var i_16: u32 = (start_9 + kiln_thread);
         while (i_16 < end_10) {
-            kiln_set_b1(out_v, i_16, k_xielu_element_13(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
+            kiln_set_b1(out_v, i_16, k_xielu_element_14(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
             i_16 = (i_16 + KILN_BLOCK);
         }
     }
@@ -338,5 +503,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_xielu_14(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
+    k_fused_xielu_15(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
 }

@@ -38,8 +38,21 @@ struct kiln_tuple_u32_bool {
     f0: u32,
     f1: bool,
 }
+struct kiln_tuple_u32_i32 {
+    f0: u32,
+    f1: i32,
+}
+struct kiln_tuple_u32_u32 {
+    f0: u32,
+    f1: u32,
+}
 const K_ACT_GEGLU: u32 = 1u;
 const K_ACT_RELU2: u32 = 2u;
+const K_EXPM1_INV_LN2: f32 = 1.442695e0f;
+const K_EXPM1_LN2_HI: f32 = 6.931381e-1f;
+const K_EXPM1_LN2_LO: f32 = 9.058001e-6f;
+const K_EXPM1_Q1: f32 = -(3.3333212e-2f);
+const K_EXPM1_Q2: f32 = 1.580717e-3f;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
@@ -422,17 +435,247 @@ fn k_wave_sum_23(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_expm1_small_24(r_p: f32) -> f32 {
-    let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
-    let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
-    let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
-    let p_4: f32 = ((1e0f / 1.2e2f) + (r_p * p_3));
-    let p_5: f32 = ((1e0f / 2.4e1f) + (r_p * p_4));
-    let p_6: f32 = ((1e0f / 6e0f) + (r_p * p_5));
-    let p_7: f32 = (5e-1f + (r_p * p_6));
-    return (r_p + (r_p * ((r_p * p_7))));
+fn k_unpack_24(bits_p: u32) -> kiln_tuple_u32_i32 {
+    let e_1: i32 = bitcast<i32>(((((bits_p >> 23u)) & 255u)));
+    let f_2: u32 = (bits_p & 8388607u);
+    if (e_1 != 0i) {
+        return kiln_tuple_u32_i32((f_2 | 8388608u), e_1);
+    }
+    let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
+    return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
 }
-fn k_round_i32_25(v_p: f32) -> i32 {
+fn k_mul_wide_25(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    let t_1: u32 = (a_p >> 16u);
+    let t_2: u32 = (a_p & 65535u);
+    let ah_3: u32 = t_1;
+    let al_4: u32 = t_2;
+    let t_5: u32 = (b_p >> 16u);
+    let t_6: u32 = (b_p & 65535u);
+    let bh_7: u32 = t_5;
+    let bl_8: u32 = t_6;
+    let ll_9: u32 = (al_4 * bl_8);
+    let lh_10: u32 = (al_4 * bh_7);
+    let hl_11: u32 = (ah_3 * bl_8);
+    let hh_12: u32 = (ah_3 * bh_7);
+    let mid_13: u32 = ((((ll_9 >> 16u)) + ((lh_10 & 65535u))) + ((hl_11 & 65535u)));
+    let lo_14: u32 = (((ll_9 & 65535u)) | ((mid_13 << 16u)));
+    let hi_15: u32 = (((hh_12 + ((lh_10 >> 16u))) + ((hl_11 >> 16u))) + ((mid_13 >> 16u)));
+    return kiln_tuple_u32_u32(hi_15, lo_14);
+}
+fn k_shift_rn_26(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
+    let t_1: kiln_tuple_u32_u32 = p_p;
+    let hi_2: u32 = t_1.f0;
+    let lo_3: u32 = t_1.f1;
+    var q_4: u32 = hi_2;
+    var half_bit_5: u32 = (lo_3 >> 31u);
+    var below_6: bool = (((lo_3 & 2147483647u)) != 0u);
+    if (s_p < 32u) {
+        q_4 = (((hi_2 << ((32u - s_p)))) | ((lo_3 >> s_p)));
+        half_bit_5 = (((lo_3 >> ((s_p - 1u)))) & 1u);
+        below_6 = (((lo_3 & ((((1u << ((s_p - 1u)))) - 1u)))) != 0u);
+    } else {
+        if (s_p > 32u) {
+            let t_7: u32 = (s_p - 32u);
+            q_4 = (hi_2 >> t_7);
+            half_bit_5 = (((hi_2 >> ((t_7 - 1u)))) & 1u);
+            below_6 = ((((hi_2 & ((((1u << ((t_7 - 1u)))) - 1u)))) != 0u) || (lo_3 != 0u));
+        }
+    }
+    if ((half_bit_5 == 1u) && ((below_6 || (((q_4 & 1u)) == 1u)))) {
+        q_4 = (q_4 + 1u);
+    }
+    return q_4;
+}
+fn k_mul_rn_27(a_p: f32, b_p: f32) -> f32 {
+    let t_1: u32 = bitcast<u32>(a_p);
+    let t_2: u32 = bitcast<u32>(b_p);
+    let ab_3: u32 = t_1;
+    let bb_4: u32 = t_2;
+    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
+    if ((((ab_3 & 2147483647u)) == 0u) || (((bb_4 & 2147483647u)) == 0u)) {
+        return bitcast<f32>(sign_5);
+    }
+    let t_6: kiln_tuple_u32_i32 = k_unpack_24(ab_3);
+    let ma_7: u32 = t_6.f0;
+    let ea_8: i32 = t_6.f1;
+    let t_9: kiln_tuple_u32_i32 = k_unpack_24(bb_4);
+    let mb_10: u32 = t_9.f0;
+    let eb_11: i32 = t_9.f1;
+    let p_12: kiln_tuple_u32_u32 = k_mul_wide_25(ma_7, mb_10);
+    var e_13: i32 = ((ea_8 + eb_11) - 127i);
+    var s_14: u32 = 23u;
+    if (p_12.f0 >= 32768u) {
+        s_14 = 24u;
+        e_13 = (e_13 + 1i);
+    }
+    if (e_13 >= 1i) {
+        let q_15: u32 = k_shift_rn_26(p_12, s_14);
+        return bitcast<f32>((sign_5 | ((((((bitcast<u32>(e_13)) << 23u)) + q_15) - 8388608u))));
+    }
+    let extra_16: u32 = bitcast<u32>(((1i - e_13)));
+    if ((s_14 + extra_16) > 63u) {
+        return bitcast<f32>(sign_5);
+    }
+    return bitcast<f32>((sign_5 | k_shift_rn_26(p_12, (s_14 + extra_16))));
+}
+fn k_sub_error_28(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
+    let h_1: i32 = kiln_f32_to_i32(((hi_p * 3.3554432e7f)));
+    let l_2: i32 = kiln_f32_to_i32(((lo_p * 1.0995116e12f)));
+    let exact_3: u32 = ((((bitcast<u32>(h_1)) << 15u)) - bitcast<u32>(l_2));
+    let rb_4: u32 = bitcast<u32>(r_p);
+    var rounded_5: u32 = 0u;
+    if (((rb_4 & 2147483647u)) != 0u) {
+        let m_6: u32 = (((rb_4 & 8388607u)) | 8388608u);
+        let s_7: i32 = (bitcast<i32>(((((rb_4 >> 23u)) & 255u))) - 110i);
+        if (s_7 >= 32i) {
+            rounded_5 = 0u;
+        } else {
+            if (s_7 >= 0i) {
+                rounded_5 = (m_6 << (bitcast<u32>(s_7)));
+            } else {
+                rounded_5 = (m_6 >> (bitcast<u32>((-(s_7)))));
+            }
+        }
+        if (rb_4 >= 2147483648u) {
+            rounded_5 = ((~(rounded_5)) + 1u);
+        }
+    }
+    let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
+    return ((f32(err_8)) * 9.094947e-13f);
+}
+fn k_div_rn_29(a_p: f32, b_p: f32) -> f32 {
+    let t_1: u32 = bitcast<u32>(a_p);
+    let t_2: u32 = bitcast<u32>(b_p);
+    let ab_3: u32 = t_1;
+    let bb_4: u32 = t_2;
+    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
+    if (((ab_3 & 2147483647u)) == 0u) {
+        return bitcast<f32>(sign_5);
+    }
+    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
+    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
+    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
+    var rem_9: u32 = ma_6;
+    if (ma_6 < mb_7) {
+        rem_9 = (ma_6 << 1u);
+        e_8 = (e_8 - 1i);
+    }
+    var q_10: u32 = 0u;
+    var i_11: u32 = 0u;
+    while (i_11 < 24u) {
+        q_10 = (q_10 << 1u);
+        if (rem_9 >= mb_7) {
+            rem_9 = (rem_9 - mb_7);
+            q_10 = (q_10 | 1u);
+        }
+        rem_9 = (rem_9 << 1u);
+        i_11 = (i_11 + 1u);
+    }
+    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
+        q_10 = (q_10 + 1u);
+    }
+    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+}
+fn k_expm1f_30(x_p: f32) -> f32 {
+    let bits_1: u32 = bitcast<u32>(x_p);
+    let hx_2: u32 = (bits_1 & 2147483647u);
+    let sign_3: bool = (bits_1 >= 2147483648u);
+    if (hx_2 >= 1100331076u) {
+        if (hx_2 > 2139095040u) {
+            return x_p;
+        }
+        if sign_3 {
+            return -(1e0f);
+        }
+        if (hx_2 > 1118925335u) {
+            return bitcast<f32>(0x7f800000u);
+        }
+    }
+    var k_4: i32 = 0i;
+    var r_5: f32 = x_p;
+    var c_6: f32 = 0e0f;
+    if (hx_2 > 1051816472u) {
+        var hi_7: f32 = (x_p - K_EXPM1_LN2_HI);
+        var lo_8: f32 = K_EXPM1_LN2_LO;
+        k_4 = 1i;
+        if (hx_2 >= 1065686418u) {
+            var ifv_9: f32;
+            if sign_3 {
+                ifv_9 = -(5e-1f);
+            } else {
+                ifv_9 = 5e-1f;
+            }
+            let half_10: f32 = ifv_9;
+            k_4 = kiln_f32_to_i32(((k_mul_rn_27(K_EXPM1_INV_LN2, x_p) + half_10)));
+            let t_11: f32 = f32(k_4);
+            hi_7 = (x_p - (t_11 * K_EXPM1_LN2_HI));
+            lo_8 = k_mul_rn_27(t_11, K_EXPM1_LN2_LO);
+        } else {
+            if sign_3 {
+                hi_7 = (x_p + K_EXPM1_LN2_HI);
+                lo_8 = -(K_EXPM1_LN2_LO);
+                k_4 = -(1i);
+            }
+        }
+        r_5 = (hi_7 - lo_8);
+        c_6 = k_sub_error_28(hi_7, lo_8, r_5);
+    } else {
+        if (hx_2 < 855638016u) {
+            return x_p;
+        }
+    }
+    let hfx_12: f32 = (5e-1f * r_5);
+    let hxs_13: f32 = k_mul_rn_27(r_5, hfx_12);
+    let r1_14: f32 = (1e0f + k_mul_rn_27(hxs_13, (K_EXPM1_Q1 + k_mul_rn_27(hxs_13, K_EXPM1_Q2))));
+    let t_15: f32 = (3e0f - k_mul_rn_27(r1_14, hfx_12));
+    var e_16: f32 = k_mul_rn_27(hxs_13, k_div_rn_29((r1_14 - t_15), (6e0f - k_mul_rn_27(r_5, t_15))));
+    if (k_4 == 0i) {
+        return (r_5 - ((k_mul_rn_27(r_5, e_16) - hxs_13)));
+    }
+    e_16 = (k_mul_rn_27(r_5, (e_16 - c_6)) - c_6);
+    e_16 = (e_16 - hxs_13);
+    if (k_4 == -(1i)) {
+        return ((5e-1f * ((r_5 - e_16))) - 5e-1f);
+    }
+    if (k_4 == 1i) {
+        if (r_5 < -(2.5e-1f)) {
+            return (-(2e0f) * ((e_16 - ((r_5 + 5e-1f)))));
+        }
+        return (1e0f + (2e0f * ((r_5 - e_16))));
+    }
+    let twopk_17: f32 = bitcast<f32>(((bitcast<u32>(((127i + k_4)))) << 23u));
+    if ((k_4 < 0i) || (k_4 > 56i)) {
+        let y_18: f32 = (1e0f - ((e_16 - r_5)));
+        if (k_4 == 128i) {
+            let y2_19: f32 = (y_18 * 2e0f);
+            if (y2_19 >= 2e0f) {
+                return bitcast<f32>(0x7f800000u);
+            }
+            return bitcast<f32>((bitcast<u32>(y2_19) + 1065353216u));
+        }
+        return ((y_18 * twopk_17) - 1e0f);
+    }
+    let uf_20: f32 = bitcast<f32>(((bitcast<u32>(((127i - k_4)))) << 23u));
+    if (k_4 < 23i) {
+        return ((((r_5 - e_16) + ((1e0f - uf_20)))) * twopk_17);
+    }
+    return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
+}
+fn k_tanhf_31(x_p: f32) -> f32 {
+    if kiln_is_nan(x_p) {
+        return x_p;
+    }
+    let a_1: f32 = bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu);
+    if (a_1 > 9e0f) {
+        return bitcast<f32>((bitcast<u32>(1e0f) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
+    }
+    if (a_1 < 2.4414063e-4f) {
+        return x_p;
+    }
+    let t_2: f32 = k_expm1f_30((2e0f * a_1));
+    return bitcast<f32>((bitcast<u32>(k_div_rn_29(t_2, (t_2 + 2e0f))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
+}
+fn k_round_i32_32(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -449,61 +692,34 @@ fn k_round_i32_25(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_26(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_25((x_p * K_LOG2_E));
+fn k_reduce_ln2_33(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_32((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_pow2_27(k_p: i32) -> f32 {
+fn k_expm1_small_34(r_p: f32) -> f32 {
+    let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
+    let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
+    let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
+    let p_4: f32 = ((1e0f / 1.2e2f) + (r_p * p_3));
+    let p_5: f32 = ((1e0f / 2.4e1f) + (r_p * p_4));
+    let p_6: f32 = ((1e0f / 6e0f) + (r_p * p_5));
+    let p_7: f32 = (5e-1f + (r_p * p_6));
+    return (r_p + (r_p * ((r_p * p_7))));
+}
+fn k_pow2_35(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_28(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_36(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_27(127i)) * k_pow2_27((k_p - 127i)));
+        return ((v_p * k_pow2_35(127i)) * k_pow2_35((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_27((k_p + 100i))) * k_pow2_27(-(100i)));
+        return ((v_p * k_pow2_35((k_p + 100i))) * k_pow2_35(-(100i)));
     }
-    return (v_p * k_pow2_27(k_p));
+    return (v_p * k_pow2_35(k_p));
 }
-fn k_expm1f_29(x_p: f32) -> f32 {
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    if (x_p > 8.872284e1f) {
-        return bitcast<f32>(0x7f800000u);
-    }
-    if (x_p < -(1.7e1f)) {
-        return -(1e0f);
-    }
-    if (bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu) < 3.465736e-1f) {
-        return k_expm1_small_24(x_p);
-    }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_26(x_p);
-    let k_2: i32 = t_1.f0;
-    let r_3: f32 = t_1.f1;
-    let em_4: f32 = k_expm1_small_24(r_3);
-    if (k_2 >= 25i) {
-        return (k_scale_28((1e0f + em_4), k_2) - 1e0f);
-    }
-    let two_5: f32 = k_pow2_27(k_2);
-    return ((two_5 * em_4) + ((two_5 - 1e0f)));
-}
-fn k_tanhf_30(x_p: f32) -> f32 {
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    let a_1: f32 = bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu);
-    if (a_1 > 9e0f) {
-        return bitcast<f32>((bitcast<u32>(1e0f) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
-    }
-    if (a_1 < 2.4414063e-4f) {
-        return x_p;
-    }
-    let t_2: f32 = k_expm1f_29((2e0f * a_1));
-    return bitcast<f32>((bitcast<u32>(((t_2 / ((t_2 + 2e0f))))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
-}
-fn k_expf_31(x_p: f32) -> f32 {
+fn k_expf_37(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -513,15 +729,27 @@ fn k_expf_31(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_26(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_33(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_28((1e0f + k_expm1_small_24(r_3)), k_2);
+    return k_scale_36((1e0f + k_expm1_small_34(r_3)), k_2);
 }
-fn k_silu_32(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_31(-(g_p)))));
+fn k_div_ieee_38(a_p: f32, b_p: f32) -> f32 {
+    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
+    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
+    let e_3: i32 = ((ea_1 - eb_2) + 127i);
+    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
+        return (a_p / b_p);
+    }
+    if (e_3 > 255i) {
+        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
+    }
+    return k_div_rn_29(a_p, b_p);
 }
-fn k_activation_33(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_silu_39(g_p: f32) -> f32 {
+    return k_div_ieee_38(g_p, ((1e0f + k_expf_37(-(g_p)))));
+}
+fn k_activation_40(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -542,18 +770,18 @@ fn k_activation_33(act_p: u32, g_p: f32, u_p: f32) -> f32 {
         var ifv_5: f32;
         if (act_p == K_ACT_GEGLU) {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
-            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_30(inner_6)))) * u_p);
+            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_31(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_32(g_p) * u_p);
+            ifv_5 = (k_silu_39(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_34() -> u32 {
+fn k_waves_41() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_35(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
+fn k_moe_up_42(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -594,13 +822,13 @@ fn k_moe_up_35(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b5(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_33(act_4, g_17, u_19));
+            kiln_set_b5(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_40(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_34());
+        r_12 = (r_12 + k_waves_41());
     }
 }
-fn k_moe_fc1_relu2_8bit_36(x_v: vec2<u32>, indices_v: vec2<u32>, fc1_q_v: vec2<u32>, fc1_scales_v: vec2<u32>, fc1_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_35(x_v, indices_v, fc1_q_v, fc1_scales_v, fc1_biases_v, fc1_q_v, fc1_scales_v, fc1_biases_v, act_g_v, false, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_fc1_relu2_8bit_43(x_v: vec2<u32>, indices_v: vec2<u32>, fc1_q_v: vec2<u32>, fc1_scales_v: vec2<u32>, fc1_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_42(x_v, indices_v, fc1_q_v, fc1_scales_v, fc1_biases_v, fc1_q_v, fc1_scales_v, fc1_biases_v, act_g_v, false, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -613,5 +841,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_fc1_relu2_8bit_36(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]));
+    k_moe_fc1_relu2_8bit_43(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]));
 }

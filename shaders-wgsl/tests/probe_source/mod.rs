@@ -2,7 +2,7 @@
 //! kernel, `probe(x, out)` with params `n` and `scale`, in `kernels/probe.rs`.
 
 use kiln_math::{Access, BufferDesc, DType, Elem, ParamField, ParamKind};
-use kiln_shaders_wgsl::{KernelSpec, Sources, KILN_MATH_SRC};
+use kiln_shaders_wgsl::{KernelSpec, Sources};
 
 /// The probe's list entry; its params are `ProbeParams` as [`with_probe`] declares it.
 #[allow(dead_code)] // not every test binary that includes this module uses it
@@ -37,6 +37,31 @@ pub const PROBE: KernelSpec = KernelSpec {
     ],
 };
 
+/// kiln-math's sources the probe needs, embedded: a test binary shipped to a GPU machine
+/// (`cargo xtask device-bundle`) has no source tree beside it.
+const KILN_MATH: [(&str, &str); 5] = [
+    (
+        "block.rs",
+        include_str!("../../../shared-kernel-math/src/block.rs"),
+    ),
+    (
+        "element.rs",
+        include_str!("../../../shared-kernel-math/src/element.rs"),
+    ),
+    (
+        "view.rs",
+        include_str!("../../../shared-kernel-math/src/view.rs"),
+    ),
+    (
+        "kernel.rs",
+        include_str!("../../../shared-kernel-math/src/kernel.rs"),
+    ),
+    (
+        "lib.rs",
+        include_str!("../../../shared-kernel-math/src/lib.rs"),
+    ),
+];
+
 /// kiln-math's real sources without its kernels, and one test kernel in `kernels/probe.rs`.
 pub fn with_probe(body: &str) -> Sources {
     with_probe_and(body, "", &[])
@@ -46,14 +71,10 @@ pub fn with_probe(body: &str) -> Sources {
 /// `(path, text)` files.
 #[allow(dead_code)] // not every test binary that includes this module uses it
 pub fn with_probe_and(body: &str, items: &str, others: &[(&str, &str)]) -> Sources {
-    let dir = std::path::Path::new(KILN_MATH_SRC);
-    let mut texts = Vec::new();
-    for f in ["block.rs", "element.rs", "view.rs", "kernel.rs", "lib.rs"] {
-        texts.push((
-            format!("shared-kernel-math/src/{f}"),
-            std::fs::read_to_string(dir.join(f)).unwrap(),
-        ));
-    }
+    let mut texts: Vec<(String, String)> = KILN_MATH
+        .iter()
+        .map(|(f, text)| (format!("shared-kernel-math/src/{f}"), text.to_string()))
+        .collect();
     let kernel = format!(
         "use crate::{{Block, Dst, Element, Src}};\n\
          crate::params! {{ pub struct ProbeParams {{ pub n: u32, pub scale: f32 = 1.0, }} }}\n\

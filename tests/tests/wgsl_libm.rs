@@ -1,28 +1,48 @@
-//! The precise libm functions as translated WGSL, run on the adapter found here (lavapipe in
-//! CI) through a one-kernel probe module: exp2f bit for bit against the correctly rounded
-//! reference, sinf/cosf of every RoPE angle up to position 131071 against f64.
+//! The precise libm functions of the WGSL prelude (`shaders-wgsl/src/libm_wgsl.rs`) as
+//! translated WGSL, compiled by the driver of the adapter kiln opens (lavapipe in CI, Vulkan on
+//! the H200: device compilers fold and fuse, so the functions are tested as the driver compiles
+//! them) and run through a one-kernel probe module: every function within the bound the host
+//! meets (per element, in ulps against f64, the sweeps of `shaders-wgsl/tests/accuracy`, one
+//! summary line per function) and expm1f bit for bit the `libm` crate's, exp2f bit for bit
+//! against the correctly rounded reference, sinf/cosf of every RoPE angle up to position
+//! 131071 against f64. In `kiln-tests` so `cargo xtask device-bundle` ships it.
 
+// The sweep table, the probe's source and the exp2 reference live beside the functions (the
+// host test `shaders-wgsl/tests/libm.rs` holds the Rust to the same table).
+#[path = "../../shaders-wgsl/tests/accuracy/mod.rs"]
+mod accuracy;
+#[path = "../../shaders-wgsl/tests/probe_source/mod.rs"]
 mod probe_source;
+#[path = "../../shaders-wgsl/tests/reference/mod.rs"]
 mod reference;
-mod seed;
 
+use accuracy::{sweeps, Func, Rng};
+use kiln::wgpu::api as wgpu;
+use kiln::Backend;
 use kiln_math::DType;
 use kiln_shaders_wgsl::libm_wgsl as m;
 use kiln_shaders_wgsl::{translate, Variant};
+use kiln_tests::seed;
 use probe_source::PROBE;
-use seed::seed;
 
 /// The probe for `expr` (of the input `v`), or `None`, said by name, when this machine has no
 /// adapter and `KILN_REQUIRE_BACKENDS` does not name wgpu.
 fn probe(expr: &str) -> Option<Probe> {
-    let p = Probe::new(expr);
+    probe_body(&format!(
+        "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
+         if i < p.n as usize {{ let v = x.get(i).to_f32(); out.set(i, T::from_f32({expr})); }}"
+    ))
+}
+
+/// The probe running `body` (the kernel's statements), or `None` as for [`probe`].
+fn probe_body(body: &str) -> Option<Probe> {
+    let p = Probe::new(body);
     if p.is_none() {
-        let required = std::env::var("KILN_REQUIRE_BACKENDS").unwrap_or_default();
         assert!(
-            !required.split(',').any(|b| b.trim() == "wgpu"),
+            !kiln_tests::required_backends().contains(&Backend::Wgpu),
             "required backend wgpu is absent: no Vulkan, Metal or DX12 adapter"
         );
-        eprintln!("skipped: no wgpu adapter");
+        eprintln!("skipped backend wgpu: no Vulkan, Metal or DX12 adapter");
     }
     p
 }
@@ -40,11 +60,8 @@ const BLOCK: u32 = 64;
 
 impl Probe {
     /// `None` when this machine has no Vulkan/Metal/DX12 adapter.
-    fn new(expr: &str) -> Option<Probe> {
-        let src = probe_source::with_probe(&format!(
-            "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
-             if i < p.n as usize {{ let v = x.get(i).to_f32(); out.set(i, T::from_f32({expr})); }}"
-        ));
+    fn new(body: &str) -> Option<Probe> {
+        let src = probe_source::with_probe(body);
         let m = translate(
             &src,
             &PROBE,
@@ -59,7 +76,12 @@ impl Probe {
             backends: wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
-        let adapter = pollster::block_on(instance.request_adapter(&Default::default())).ok()?;
+        // The adapter kiln's wgpu backend opens (engine/src/wgpu/device.rs).
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .ok()?;
         let name = adapter.get_info().name;
         let (device, queue) =
             pollster::block_on(adapter.request_device(&Default::default())).unwrap();
@@ -99,7 +121,11 @@ impl Probe {
 
     /// `f(x)` for every input, computed on the device.
     fn run(&self, xs: &[f32]) -> Vec<f32> {
-        let n = xs.len();
+        self.run_with(xs, xs.len())
+    }
+
+    /// `n` results of the probe over the input `xs` (its `p.n` is `n`).
+    fn run_with(&self, xs: &[f32], n: usize) -> Vec<f32> {
         let bytes = |w: &[u32]| w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
         let input = self.storage(
             &bytes(&xs.iter().map(|v| v.to_bits()).collect::<Vec<_>>()),
@@ -113,7 +139,7 @@ impl Probe {
                 n as u32,
                 1f32.to_bits(),
                 0,
-                n as u32,
+                xs.len() as u32,
                 0,
                 n as u32,
                 blocks,
@@ -168,13 +194,159 @@ impl Probe {
     }
 }
 
+/// Random inputs per sweep (plus each sweep's edge cases): 34 sweeps in one dispatch.
+const PER_SWEEP: usize = 16_384;
+
+/// Whether the adapter flushes subnormals (Vulkan's float controls allow it unless the
+/// shader asks to preserve them): a subnormal times 0.75 comes back zero.
+fn flushes_subnormals() -> bool {
+    let tiny = f32::from_bits(0x0040_0000);
+    let flushes = probe("v * 0.75").is_some_and(|p| p.run(&[tiny])[0] == 0.0);
+    eprintln!("adapter flushes subnormals: {flushes}");
+    flushes
+}
+
+/// Every precise function of `libm_wgsl`, translated and compiled by the adapter's driver (one
+/// module: the function is chosen per element), over the sweeps of `accuracy` — the ranges,
+/// edge cases and bounds the host test holds the Rust to — per element in ulps against f64,
+/// and expm1f bit for bit the `libm` crate's.
+#[test]
+fn every_function_is_within_its_host_bound_on_the_device() {
+    // Element i reads (function index, a, b) at x[3i..3i+3].
+    let mut body = String::from(
+        "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
+         if i < p.n as usize {\n        \
+         let f = x.get(3 * i).to_f32() as u32;\n        \
+         let a = x.get(3 * i + 1).to_f32();\n        \
+         let c = x.get(3 * i + 2).to_f32();\n        \
+         let mut y: f32 = 0.0;\n",
+    );
+    for (k, f) in Func::ALL.iter().enumerate() {
+        let args = if f.arity() == 2 { "a, c" } else { "a" };
+        body += &format!(
+            "        if f == {k} {{ y = libm::{}({args}); }}\n",
+            f.name()
+        );
+    }
+    body += "        out.set(i, T::from_f32(y));\n    }";
+    let Some(p) = probe_body(&body) else {
+        return;
+    };
+    let mut rng = Rng(seed("wgsl_libm"));
+    let sweeps = sweeps();
+    let inputs: Vec<Vec<(f32, f32)>> = sweeps
+        .iter()
+        .map(|s| s.inputs(&mut rng, PER_SWEEP))
+        .collect();
+    let mut words = Vec::new();
+    for (s, ins) in sweeps.iter().zip(&inputs) {
+        let k = Func::ALL.iter().position(|&f| f == s.func).unwrap() as f32;
+        for &(a, b) in ins {
+            words.extend([k, a, b]);
+        }
+    }
+    let got = p.run_with(&words, words.len() / 3);
+    let flushes = flushes_subnormals();
+    eprintln!(
+        "{}: {} inputs, per element against f64\n{:<10} {:<24} {:>10} {:>6}  worst input",
+        p.adapter,
+        got.len(),
+        "function",
+        "input range",
+        "max ulp",
+        "bound"
+    );
+    let mut at = 0;
+    // Per function: its worst error and the sweep and input it came from.
+    let mut worst: Vec<(Func, f64, String)> = Vec::new();
+    let mut failed = Vec::new();
+    for (s, ins) in sweeps.iter().zip(&inputs) {
+        let o = s.check_flushing(ins, &got[at..at + ins.len()], flushes);
+        if o.flushed > 0 {
+            eprintln!(
+                "{}: {} elements as the function of flushed subnormals",
+                s.label(),
+                o.flushed
+            );
+        }
+        at += ins.len();
+        let range = format!("[{:e}, {:e}]", s.lo, s.hi);
+        let x = if s.func.arity() == 2 {
+            format!("({:e}, {:e})", o.at.0, o.at.1)
+        } else {
+            format!("{:e} ({:#010x})", o.at.0, o.at.0.to_bits())
+        };
+        eprintln!(
+            "{:<10} {range:<24} {:>10.3} {:>6}  {x}",
+            s.func.name(),
+            o.worst,
+            s.max_ulps
+        );
+        let this = format!("{:.3} ulp at {x} on {range}", o.worst);
+        match worst.iter_mut().find(|(f, _, _)| *f == s.func) {
+            Some((_, w, what)) if o.worst.is_nan() || o.worst > *w => (*w, *what) = (o.worst, this),
+            Some(_) => {}
+            None => worst.push((s.func, o.worst, this)),
+        }
+        if o.count > 0 {
+            failed.push(format!(
+                "{}: {} inputs\n  {}",
+                s.label(),
+                o.count,
+                o.failures.join("\n  ")
+            ));
+        }
+    }
+    eprintln!("{}: worst per function:", p.adapter);
+    for (f, _, what) in &worst {
+        eprintln!("  {:<10} {what}", f.name());
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// Kernel code's f32 `/` on the device is Rust's `/` bit for bit wherever operands and quotient
+/// are normal: RoPE's `p / half` for every pair of every half-width up to 256 (a device `/` off
+/// by one ulp there is radians at long positions), and quotients by random divisors.
+#[test]
+fn the_division_operator_is_correctly_rounded_on_the_device() {
+    let Some(by_half) = probe_body(
+        "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
+         if i < p.n as usize {\n        \
+         let half = x.get(2 * i + 1).to_f32();\n        \
+         out.set(i, T::from_f32(x.get(2 * i).to_f32() / half));\n    }",
+    ) else {
+        return;
+    };
+    let mut rng = Rng(seed("wgsl_libm division"));
+    let mut pairs: Vec<(f32, f32)> = (1..=256u32)
+        .flat_map(|half| (0..half).map(move |p| (p as f32, half as f32)))
+        .collect();
+    pairs.extend((0..200_000).map(|_| (rng.uniform(-1e6, 1e6), rng.uniform(-1e3, 1e3))));
+    pairs.retain(|&(a, b)| (a == 0.0 || (a / b).is_normal()) && b.is_normal());
+    let xs: Vec<f32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let got = by_half.run_with(&xs, pairs.len());
+    let wrong: Vec<String> = pairs
+        .iter()
+        .zip(&got)
+        .filter(|&(&(a, b), g)| g.to_bits() != (a / b).to_bits())
+        .take(8)
+        .map(|(&(a, b), g)| format!("{a:e} / {b:e} = {g:e}, want {:e}", a / b))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{}: {}",
+        by_half.adapter,
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn exp2f_on_the_device_is_correctly_rounded() {
     let Some(p) = probe("libm::exp2f(v)") else {
         return;
     };
     let stride = 1021u32;
-    let offset = (seed("libm_device") % stride as u64) as u32;
+    let offset = (seed("wgsl_libm") % stride as u64) as u32;
     let mut xs: Vec<f32> = [0x3200_0000u32..0x4300_0000, 0xb200_0000..0xc316_0001]
         .into_iter()
         .flat_map(|r| r.step_by(stride as usize))
@@ -275,7 +447,7 @@ fn sin_and_cos_of_every_rope_angle_are_within_2e6_on_the_device() {
 
 /// Every f32 in [−64, 0] (about 1.1e9 inputs: RoPE's and attention's range) through the
 /// device's exp2f, in chunks; tens of minutes on lavapipe:
-/// `cargo test --release -p kiln-shaders-wgsl --test libm_device -- --ignored --nocapture`
+/// `cargo test --release -p kiln-tests --test wgsl_libm -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn exp2f_on_the_device_is_correctly_rounded_on_minus_64_to_0() {
