@@ -18,6 +18,7 @@ mod artifacts;
 mod bindings;
 mod error;
 mod kernels;
+mod exact_wgsl;
 pub mod libm_wgsl;
 mod module;
 mod prelude;

@@ -15,6 +15,9 @@
     clippy::manual_range_contains
 )]
 
+pub use crate::exact_wgsl::{div_ieee, div_rn, mul_rn};
+use crate::exact_wgsl::{add64, mul_hi64, mul_wide, shr64};
+
 /// 2/π as a binary fraction, 32 bits a word, most significant first (256 bits).
 const TWO_OVER_PI: [u32; 9] = [
     0xa2f9_836e,
@@ -289,130 +292,6 @@ fn sub_error(hi: f32, lo: f32, r: f32) -> f32 {
     (err as f32) * 9.094_947_017_729_282e-13
 }
 
-/// The mantissa (with its leading bit at 2^23) and unbiased-plus-127 exponent of a finite,
-/// non-zero f32, subnormals normalized (their exponent goes below 1).
-fn unpack(bits: u32) -> (u32, i32) {
-    let e = ((bits >> 23) & 0xff) as i32;
-    let f = bits & 0x007f_ffff;
-    if e != 0 {
-        return (f | 0x0080_0000, e);
-    }
-    let shift = f.leading_zeros() - 8;
-    (f << shift, 1 - shift as i32)
-}
-
-/// The 64-bit value `p` (high, low words) shifted right by `s` (1..=63), rounded to nearest,
-/// ties to even; the result must fit in 32 bits.
-fn shift_rn(p: (u32, u32), s: u32) -> u32 {
-    let (hi, lo) = p;
-    // q: the kept bits; then the first dropped bit and whether any below it is set.
-    let mut q = hi;
-    let mut half_bit = lo >> 31;
-    let mut below = (lo & 0x7fff_ffff) != 0;
-    if s < 32 {
-        q = (hi << (32 - s)) | (lo >> s);
-        half_bit = (lo >> (s - 1)) & 1;
-        below = (lo & ((1u32 << (s - 1)) - 1)) != 0;
-    } else if s > 32 {
-        let t = s - 32;
-        q = hi >> t;
-        half_bit = (hi >> (t - 1)) & 1;
-        below = (hi & ((1u32 << (t - 1)) - 1)) != 0 || lo != 0;
-    }
-    if half_bit == 1 && (below || (q & 1) == 1) {
-        q += 1;
-    }
-    q
-}
-
-/// `a · b` correctly rounded (nearest, ties to even) in integer arithmetic, for finite `a`, `b`
-/// with a finite product (subnormals and zeros included). A product computed in f32 may be
-/// fused into the add that reads it (WGSL lets a driver contract `a·b + c` into one fma, and
-/// NVIDIA's does); one computed in integers cannot be. Public for the tests.
-pub fn mul_rn(a: f32, b: f32) -> f32 {
-    let (ab, bb) = (a.to_bits(), b.to_bits());
-    let sign = (ab ^ bb) & 0x8000_0000;
-    if (ab & 0x7fff_ffff) == 0 || (bb & 0x7fff_ffff) == 0 {
-        return f32::from_bits(sign);
-    }
-    let (ma, ea) = unpack(ab);
-    let (mb, eb) = unpack(bb);
-    // ma·mb in [2^46, 2^48): the result's 24 bits start at bit 47 or 46.
-    let p = mul_wide(ma, mb);
-    let mut e = ea + eb - 127;
-    let mut s: u32 = 23;
-    if p.0 >= 0x8000 {
-        s = 24;
-        e += 1;
-    }
-    if e >= 1 {
-        // A carry to 2^24 moves into the exponent by the addition.
-        let q = shift_rn(p, s);
-        return f32::from_bits(sign | (((e as u32) << 23) + q - 0x0080_0000));
-    }
-    // Subnormal: 1 − e more bits go; a carry to 2^23 is the smallest normal, as bits.
-    let extra = (1 - e) as u32;
-    if s + extra > 63 {
-        return f32::from_bits(sign);
-    }
-    f32::from_bits(sign | shift_rn(p, s + extra))
-}
-
-/// `a / b` correctly rounded (nearest, ties to even) by integer long division, for finite
-/// normal `b` and `a` (or `a = ±0`) whose quotient is normal: the same bits on every device,
-/// whatever its `/` (Vulkan allows 2.5 ulp). Public for the tests.
-pub fn div_rn(a: f32, b: f32) -> f32 {
-    let (ab, bb) = (a.to_bits(), b.to_bits());
-    let sign = (ab ^ bb) & 0x8000_0000;
-    if (ab & 0x7fff_ffff) == 0 {
-        return f32::from_bits(sign);
-    }
-    let ma = (ab & 0x007f_ffff) | 0x0080_0000;
-    let mb = (bb & 0x007f_ffff) | 0x0080_0000;
-    let mut e = ((ab >> 23) & 0xff) as i32 - ((bb >> 23) & 0xff) as i32 + 127;
-    // rem / mb in [1, 2): the quotient's leading bit is 1.
-    let mut rem = ma;
-    if ma < mb {
-        rem = ma << 1;
-        e -= 1;
-    }
-    let mut q: u32 = 0;
-    let mut i: u32 = 0;
-    while i < 24 {
-        q <<= 1;
-        if rem >= mb {
-            rem -= mb;
-            q |= 1;
-        }
-        rem <<= 1;
-        i += 1;
-    }
-    // rem is twice the remainder: above mb is past the half, equal is a tie.
-    if rem > mb || (rem == mb && (q & 1) == 1) {
-        q += 1;
-    }
-    // q in [2^23, 2^24]; 2^24 carries into the exponent.
-    f32::from_bits(sign | ((((e as u32) << 23) + q) - 0x0080_0000))
-}
-
-/// Rust's `a / b`: correctly rounded where both operands and the quotient are normal (or the
-/// quotient overflows), the device's `/` elsewhere (zeros, infinities, NaNs, subnormals, which
-/// flush-to-zero devices treat as zero anyway). Kernel code's f32 `/` translates to this.
-pub fn div_ieee(a: f32, b: f32) -> f32 {
-    let ea = ((a.to_bits() >> 23) & 0xff) as i32;
-    let eb = ((b.to_bits() >> 23) & 0xff) as i32;
-    // The quotient's exponent field is ea − eb + 127, or one less: normal in 2..=254, an
-    // overflow above 255 (at 255 either).
-    let e = ea - eb + 127;
-    if ea == 0 || ea == 255 || eb == 0 || eb == 255 || e < 2 || e == 255 {
-        return a / b;
-    }
-    if e > 255 {
-        return f32::from_bits(((a.to_bits() ^ b.to_bits()) & 0x8000_0000) | 0x7f80_0000);
-    }
-    div_rn(a, b)
-}
-
 /// ln(m) for m in [√½, √2] as (f, the rest): f − f²/2 + s·(f²/2 + R(s²)), s = f / (2 + f).
 fn log_core(f: f32) -> f32 {
     let s = f / (2.0 + f);
@@ -636,26 +515,6 @@ pub const EXP2_POLY: [u32; 14] = [
     0xaec3ff3c, 0x53398884, 0xa184897c, 0x363c3b7a, 0x7ff2ff16, 0x22c31a1b,
 ];
 
-/// a + b, 64-bit values as (high, low) words (wrapping).
-fn add64(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
-    let lo = a.1.wrapping_add(b.1);
-    let carry: u32 = if lo < a.1 { 1 } else { 0 };
-    (a.0.wrapping_add(b.0).wrapping_add(carry), lo)
-}
-
-/// a >> s for s in 1..=31.
-fn shr64(a: (u32, u32), s: u32) -> (u32, u32) {
-    (a.0 >> s, (a.1 >> s) | (a.0 << (32 - s)))
-}
-
-/// The high 64 bits of a·b, 0 to 3 units low (the low partial products' carries are dropped).
-fn mul_hi64(a: (u32, u32), b: (u32, u32)) -> (u32, u32) {
-    let high = mul_wide(a.0, b.0);
-    let (m1, _) = mul_wide(a.0, b.1);
-    let (m2, _) = mul_wide(a.1, b.0);
-    add64(add64(high, (0, m1)), (0, m2))
-}
-
 /// 2^x for 2^-26 ≤ |x|, −150 < x < 128, in integer arithmetic: x·2^55 exactly, k = floor(x),
 /// f = x − k = j/64 + g; 2^g − 1 by Horner in 64-bit fixed point (error about 2^-67), times T_j
 /// (error about 2^-62 in y = 2^f), rounded to nearest even at the result's last place (24 bits,
@@ -750,20 +609,6 @@ fn two_over_pi_bits(j: i32) -> u32 {
         return table[q as usize];
     }
     (table[q as usize] << r) | (table[(q + 1) as usize] >> (32 - r))
-}
-
-/// (hi, lo) of the 64-bit product of two u32.
-fn mul_wide(a: u32, b: u32) -> (u32, u32) {
-    let (ah, al) = (a >> 16, a & 0xffff);
-    let (bh, bl) = (b >> 16, b & 0xffff);
-    let ll = al * bl;
-    let lh = al * bh;
-    let hl = ah * bl;
-    let hh = ah * bh;
-    let mid = (ll >> 16) + (lh & 0xffff) + (hl & 0xffff);
-    let lo = (ll & 0xffff) | (mid << 16);
-    let hi = hh + (lh >> 16) + (hl >> 16) + (mid >> 16);
-    (hi, lo)
 }
 
 /// For finite |x| ≥ π/4: (quadrant mod 4, r) with x = quadrant·π/2 + r, |r| ≤ π/4, computed

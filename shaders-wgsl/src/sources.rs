@@ -1,10 +1,20 @@
 //! kiln-math's source files, parsed once, with the precise libm functions of `libm_wgsl.rs`
-//! alongside them (kernel code calls them as `libm::*`).
+//! and the exact arithmetic of `exact_wgsl.rs` alongside them (kernel code calls the first as
+//! `libm::*`; its f32 `/` becomes `div_ieee`).
 
 use std::path::{Path, PathBuf};
 
 /// The path the precise libm functions are known by in errors.
 pub const LIBM_PATH: &str = "shaders-wgsl/src/libm_wgsl.rs";
+
+/// The path of the exact integer arithmetic the libm functions (and kernel code's f32 `/`) use.
+pub const EXACT_PATH: &str = "shaders-wgsl/src/exact_wgsl.rs";
+
+/// Whether `path` is one of the prelude's own files (written for the device's `/`, not kernel
+/// code).
+pub fn is_prelude(path: &str) -> bool {
+    path == LIBM_PATH || path == EXACT_PATH
+}
 
 /// Where kiln-math's sources live in this workspace.
 pub const KILN_MATH_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared-kernel-math/src");
@@ -46,7 +56,8 @@ impl Sources {
     ) -> Result<Sources, String> {
         let mut files = Vec::new();
         let libm = (LIBM_PATH, include_str!("libm_wgsl.rs"));
-        for (path, text) in texts.into_iter().chain([libm]) {
+        let exact = (EXACT_PATH, include_str!("exact_wgsl.rs"));
+        for (path, text) in texts.into_iter().chain([libm, exact]) {
             let ast = syn::parse_file(text).map_err(|e| {
                 let at = e.span().start();
                 format!("{path}:{}:{}: {e}", at.line, at.column + 1)

@@ -132,7 +132,7 @@ impl<'a> Translator<'a> {
         // Rust's f32 `/` is correctly rounded; a Vulkan device's may be 2.5 ulp off, which RoPE's
         // `pair / half` turns into radians at long positions. The prelude's own `/` stays the
         // device's: its functions are written and tested for it.
-        if op == "/" && t == Ty::F32 && fcx.file != crate::sources::LIBM_PATH {
+        if op == "/" && t == Ty::F32 && !crate::sources::is_prelude(fcx.file) {
             let args = [Value::Expr(l, Ty::F32), Value::Expr(r, Ty::F32)];
             return self.libm(fcx, "div_ieee", &args, span);
         }

@@ -19,8 +19,8 @@ impl<'a> Translator<'a> {
             .src
             .files
             .iter()
-            .find(|f| f.path == crate::sources::LIBM_PATH)
-            .and_then(|f| {
+            .filter(|f| crate::sources::is_prelude(&f.path))
+            .find_map(|f| {
                 f.ast.items.iter().find_map(|it| match it {
                     syn::Item::Fn(func)
                         if func.sig.ident == name
