@@ -1,7 +1,7 @@
 //! Exact f32 arithmetic in integers for the WGSL prelude: products and quotients correctly
 //! rounded whatever the device's `*` and `/` do (a Vulkan `/` may be 2.5 ulp off, and a driver
 //! may fuse a product into the add after it), and the 64-bit helpers the integer paths of
-//! `libm_wgsl` use. Translated like kernel code; kernel code's f32 `/` becomes [`div_ieee`].
+//! `libm_wgsl` use. Translated like kernel code; `Block::div_exact` becomes [`div_ieee`].
 
 /// The mantissa (with its leading bit at 2^23) and unbiased-plus-127 exponent of a finite,
 /// non-zero f32, subnormals normalized (their exponent goes below 1).
@@ -109,22 +109,69 @@ pub fn div_rn(a: f32, b: f32) -> f32 {
     f32::from_bits(sign | ((((e as u32) << 23) + q) - 0x0080_0000))
 }
 
-/// Rust's `a / b`: correctly rounded where both operands and the quotient are normal (or the
-/// quotient overflows), the device's `/` elsewhere (zeros, infinities, NaNs, subnormals, which
-/// flush-to-zero devices treat as zero anyway). Kernel code's f32 `/` translates to this.
+/// Rust's `a / b`, IEEE in every case without the device's `/` (NVIDIA's Vulkan `/` is a
+/// product with a reciprocal that flushes: `inf / f32::MAX` came out NaN, quotients near the
+/// range's ends an ulp off): NaNs, infinities and zeros by the IEEE table, every other quotient
+/// by integer long division of the (subnormals normalized) mantissas, rounded to nearest even
+/// at the result's last place, subnormal results included. `Block::div_exact` translates to
+/// this.
 pub fn div_ieee(a: f32, b: f32) -> f32 {
-    let ea = ((a.to_bits() >> 23) & 0xff) as i32;
-    let eb = ((b.to_bits() >> 23) & 0xff) as i32;
-    // The quotient's exponent field is ea − eb + 127, or one less: normal in 2..=254, an
-    // overflow above 255 (at 255 either).
-    let e = ea - eb + 127;
-    if ea == 0 || ea == 255 || eb == 0 || eb == 255 || e < 2 || e == 255 {
-        return a / b;
+    let (ab, bb) = (a.to_bits(), b.to_bits());
+    let sign = (ab ^ bb) & 0x8000_0000;
+    let (aa, ba) = (ab & 0x7fff_ffff, bb & 0x7fff_ffff);
+    let inf = 0x7f80_0000u32;
+    if aa > inf || ba > inf || (aa == inf && ba == inf) || (aa == 0 && ba == 0) {
+        return f32::NAN;
     }
-    if e > 255 {
-        return f32::from_bits(((a.to_bits() ^ b.to_bits()) & 0x8000_0000) | 0x7f80_0000);
+    if aa == inf || ba == 0 {
+        return f32::from_bits(sign | inf);
     }
-    div_rn(a, b)
+    if ba == inf || aa == 0 {
+        return f32::from_bits(sign);
+    }
+    let (ma, ea) = unpack(aa);
+    let (mb, eb) = unpack(ba);
+    let mut e = ea - eb + 127;
+    // rem / mb in [1, 2): the quotient's leading bit is 1.
+    let mut rem = ma;
+    if ma < mb {
+        rem = ma << 1;
+        e -= 1;
+    }
+    if e >= 255 {
+        return f32::from_bits(sign | inf);
+    }
+    // 24 quotient bits below 25 − e more would all be dropped: the result rounds to zero.
+    if e < -24 {
+        return f32::from_bits(sign);
+    }
+    let mut q: u32 = 0;
+    let mut i: u32 = 0;
+    while i < 24 {
+        q <<= 1;
+        if rem >= mb {
+            rem -= mb;
+            q |= 1;
+        }
+        rem <<= 1;
+        i += 1;
+    }
+    if e >= 1 {
+        // rem is twice the remainder: above mb is past the half, equal is a tie.
+        if rem > mb || (rem == mb && (q & 1) == 1) {
+            q += 1;
+        }
+        // q in [2^23, 2^24]; 2^24 carries into the exponent (to infinity from 254).
+        return f32::from_bits(sign | ((((e as u32) << 23) + q) - 0x0080_0000));
+    }
+    // Subnormal: 1 − e (1..=25) more bits go; the remainder is below all of them.
+    let drop = (1 - e) as u32;
+    let kept = if drop < 32 { q >> drop } else { 0 };
+    let dropped = q - (kept << drop);
+    let half = 1u32 << (drop - 1);
+    let up = dropped > half || (dropped == half && (rem != 0 || (kept & 1) == 1));
+    // A carry to 2^23 is the smallest normal, as bits.
+    f32::from_bits(sign | (kept + if up { 1 } else { 0 }))
 }
 
 /// a + b, 64-bit values as (high, low) words (wrapping).

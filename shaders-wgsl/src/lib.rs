@@ -17,8 +17,8 @@
 mod artifacts;
 mod bindings;
 mod error;
-mod kernels;
 mod exact_wgsl;
+mod kernels;
 pub mod libm_wgsl;
 mod module;
 mod prelude;

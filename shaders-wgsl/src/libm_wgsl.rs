@@ -15,8 +15,8 @@
     clippy::manual_range_contains
 )]
 
-pub use crate::exact_wgsl::{div_ieee, div_rn, mul_rn};
 use crate::exact_wgsl::{add64, mul_hi64, mul_wide, shr64};
+pub use crate::exact_wgsl::{div_ieee, div_rn, mul_rn};
 
 /// 2/π as a binary fraction, 32 bits a word, most significant first (256 bits).
 const TWO_OVER_PI: [u32; 9] = [

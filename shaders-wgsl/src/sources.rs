@@ -1,13 +1,13 @@
 //! kiln-math's source files, parsed once, with the precise libm functions of `libm_wgsl.rs`
 //! and the exact arithmetic of `exact_wgsl.rs` alongside them (kernel code calls the first as
-//! `libm::*`; its f32 `/` becomes `div_ieee`).
+//! `libm::*`; `Block::div_exact` becomes `div_ieee`).
 
 use std::path::{Path, PathBuf};
 
 /// The path the precise libm functions are known by in errors.
 pub const LIBM_PATH: &str = "shaders-wgsl/src/libm_wgsl.rs";
 
-/// The path of the exact integer arithmetic the libm functions (and kernel code's f32 `/`) use.
+/// The path of the exact integer arithmetic the libm functions (and `Block::div_exact`) use.
 pub const EXACT_PATH: &str = "shaders-wgsl/src/exact_wgsl.rs";
 
 /// Whether `path` is one of the prelude's own files (written for the device's `/`, not kernel

@@ -119,7 +119,7 @@ fn div_rn_is_correctly_rounded() {
     }
 }
 
-/// `div_ieee` (what kernel code's f32 `/` translates to) is Rust's `/` bit for bit on the host,
+/// `div_ieee` (what `Block::div_exact` translates to) is Rust's `/` bit for bit on the host,
 /// whose `/` is IEEE: any bit patterns, zeros, infinities, NaNs, subnormals and overflow.
 #[test]
 fn div_ieee_is_rusts_division() {
@@ -153,6 +153,17 @@ fn div_ieee_is_rusts_division() {
         same(
             a,
             f32::from_bits((rng.next() as u32 & 0x807f_ffff) | 0x3f80_0000),
+        );
+        // Subnormal and smallest-normal dividends, and quotients falling into the subnormals.
+        let tiny = f32::from_bits(rng.next() as u32 & 0x80ff_ffff);
+        same(
+            tiny,
+            f32::from_bits((rng.next() as u32 & 0x87ff_ffff) | 0x3800_0000),
+        );
+        let small = f32::from_bits((rng.next() as u32 & 0x83ff_ffff) | 0x0080_0000);
+        same(
+            small,
+            f32::from_bits((rng.next() as u32 & 0x83ff_ffff) | 0x4000_0000),
         );
     }
     for &a in &specials {

@@ -56,6 +56,26 @@ pub trait Block: Sized {
     /// The collectives' scratch: `scratch_words(size(), WAVE)` words at the start of shared memory.
     fn scratch(&self) -> Rw<u32>;
 
+    /// `a / b` correctly rounded (Rust's `/`) on every port. Plain `/` is that on the host,
+    /// CUDA and AMD ports, but a Vulkan device's `/` may be 2.5 ulp off, so WGSL divides in
+    /// integers (exact, and several times slower than the device's `/` in a bandwidth kernel):
+    /// for divisions whose rounding a kernel amplifies, like RoPE's `p / (R/2)` scaled by the
+    /// position.
+    #[inline(always)]
+    fn div_exact(&self, a: f32, b: f32) -> f32 {
+        a / b
+    }
+
+    /// `v` as rounded, never fused with what consumes it (Rust's semantics: every `*` and `+`
+    /// rounds). The host, CUDA and AMD ports never contract, so it is `v`; a Vulkan driver may
+    /// fuse a product into the add after it (NVIDIA's does), so WGSL passes it through an exact
+    /// integer copy the driver cannot see through. For kernels held to a per-op chain bit for
+    /// bit (xIELU, spec §10), where one fused rounding is tens of ulps after a cancellation.
+    #[inline(always)]
+    fn unfused(&self, v: f32) -> f32 {
+        v
+    }
+
     /// Kernel shared memory: `len` values of `T` at `offset` bytes after the scratch.
     /// `offset` is a multiple of `align_of::<T>()`; out-of-range requests trap.
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T>;

@@ -304,16 +304,16 @@ fn every_function_is_within_its_host_bound_on_the_device() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// Kernel code's f32 `/` on the device is Rust's `/` bit for bit wherever operands and quotient
+/// `Block::div_exact` on the device is Rust's `/` bit for bit wherever operands and quotient
 /// are normal: RoPE's `p / half` for every pair of every half-width up to 256 (a device `/` off
 /// by one ulp there is radians at long positions), and quotients by random divisors.
 #[test]
-fn the_division_operator_is_correctly_rounded_on_the_device() {
+fn div_exact_is_correctly_rounded_on_the_device() {
     let Some(by_half) = probe_body(
         "    let i = (b.block_x() * b.size() + b.thread()) as usize;\n    \
          if i < p.n as usize {\n        \
          let half = x.get(2 * i + 1).to_f32();\n        \
-         out.set(i, T::from_f32(x.get(2 * i).to_f32() / half));\n    }",
+         out.set(i, T::from_f32(b.div_exact(x.get(2 * i).to_f32(), half)));\n    }",
     ) else {
         return;
     };

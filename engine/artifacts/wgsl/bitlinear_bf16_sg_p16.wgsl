@@ -266,52 +266,7 @@ fn k_wave_sum_18(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_div_rn_19(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_20(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_19(a_p, b_p);
-}
-fn k_f32_to_bf16_bits_21(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_19(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -327,10 +282,10 @@ fn k_f32_to_bf16_bits_21(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_22(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_21(v_p);
+fn k_from_f32_20(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_19(v_p);
 }
-fn k_packed_row_23(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 1>) {
+fn k_packed_row_21(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 1>) {
     var zero_m: array<array<f32, 4>, 1> = zero_p;
     let k_1: u32 = kiln_meta[2u];
     let words_2: u32 = (k_1 / K_WORD_COLUMNS);
@@ -401,7 +356,7 @@ fn k_packed_row_23(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
     let s_30: f32 = k_widen_6(kiln_get_b2(weight_scale_v, 0u));
     var ifv_31: f32;
     if (kiln_meta[0u] != 0u) {
-        ifv_31 = k_div_ieee_20(1e0f, s_30);
+        ifv_31 = (1e0f / s_30);
     } else {
         ifv_31 = s_30;
     }
@@ -422,11 +377,11 @@ fn k_packed_row_23(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
         let t_41: u32 = (i_37 % 4u);
         let m_42: u32 = t_40;
         let j_43: u32 = t_41;
-        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_22((total_38 * scale_32)));
+        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_20((total_38 * scale_32)));
         i_37 = (i_37 + step_10);
     }
 }
-fn k_tile_rows_24(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_tile_rows_22(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var w_m: array<array<f32, 4>, 8> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     var acc_1: array<array<f32, 4>, 2> = acc_m;
@@ -439,7 +394,7 @@ fn k_tile_rows_24(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_unit_25(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_unit_23(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var words_m: array<u32, 4> = words_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     var acc_1: array<array<f32, 4>, 2> = acc_m;
@@ -447,12 +402,12 @@ fn k_unit_25(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>,
     while (h_2 < (K_UNIT_COLUMNS / K_X_CHUNK)) {
         let first_3: u32 = (h_2 * K_X_CHUNK);
         var w_4: array<array<f32, 4>, 8> = k_decode_2(words_m, first_3, array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-        acc_1 = k_tile_rows_24(tile_p, w_4, col_p, first_3, x_v, acc_1);
+        acc_1 = k_tile_rows_22(tile_p, w_4, col_p, first_3, x_v, acc_1);
         h_2 = (h_2 + 1u);
     }
     return acc_1;
 }
-fn k_tile_rows_26(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_tile_rows_24(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var w_m: array<array<f32, 4>, 4> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     var acc_1: array<array<f32, 4>, 2> = acc_m;
@@ -470,12 +425,12 @@ fn k_tile_rows_26(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_word_27(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_word_25(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     var w_1: array<array<f32, 4>, 4> = k_decode_11(array<u32, 1>(packed_p), 0u, array<array<f32, 4>, 4>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-    return k_tile_rows_26(tile_p, w_1, col_p, x_v, acc_m);
+    return k_tile_rows_24(tile_p, w_1, col_p, x_v, acc_m);
 }
-fn k_packed_row_28(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 2>) {
+fn k_packed_row_26(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 2>) {
     var zero_m: array<array<f32, 4>, 2> = zero_p;
     let k_1: u32 = kiln_meta[2u];
     let words_2: u32 = (k_1 / K_WORD_COLUMNS);
@@ -509,7 +464,7 @@ fn k_packed_row_28(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
                 let cl_19: u32 = (row_words_6 + (u_18 * K_UNIT_WORDS));
                 ahead_17 = kiln_getchunk4_b1(packed_weights_v, cl_19);
             }
-            acc_11 = k_unit_25(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
+            acc_11 = k_unit_23(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
             current_13 = ahead_17;
             u_12 = next_16;
         }
@@ -518,13 +473,13 @@ fn k_packed_row_28(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
             let u_20: u32 = u_12;
             let cl_21: u32 = (row_words_6 + (u_20 * K_UNIT_WORDS));
             var loaded_22: array<u32, 4> = kiln_getchunk4_b1(packed_weights_v, cl_21);
-            acc_11 = k_unit_25(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
+            acc_11 = k_unit_23(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
             u_12 = (u_12 + step_10);
         }
     }
     var t_23: u32 = ((units_9 * K_UNIT_WORDS) + kiln_thread);
     while (t_23 < words_2) {
-        acc_11 = k_word_27(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
+        acc_11 = k_word_25(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
         t_23 = (t_23 + step_10);
     }
     let partials_24: vec2<u32> = kiln_shared_view(0u, (k_waves_15() * K_WAVE_PARTIALS));
@@ -546,7 +501,7 @@ fn k_packed_row_28(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
     let s_30: f32 = k_widen_6(kiln_get_b2(weight_scale_v, 0u));
     var ifv_31: f32;
     if (kiln_meta[0u] != 0u) {
-        ifv_31 = k_div_ieee_20(1e0f, s_30);
+        ifv_31 = (1e0f / s_30);
     } else {
         ifv_31 = s_30;
     }
@@ -567,11 +522,11 @@ fn k_packed_row_28(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
         let t_41: u32 = (i_37 % 4u);
         let m_42: u32 = t_40;
         let j_43: u32 = t_41;
-        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_22((total_38 * scale_32)));
+        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_20((total_38 * scale_32)));
         i_37 = (i_37 + step_10);
     }
 }
-fn k_tile_rows_29(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
+fn k_tile_rows_27(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
     var w_m: array<array<f32, 4>, 8> = w_p;
     var acc_m: array<array<f32, 4>, 4> = acc_p;
     var acc_1: array<array<f32, 4>, 4> = acc_m;
@@ -584,7 +539,7 @@ fn k_tile_rows_29(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_unit_30(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
+fn k_unit_28(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
     var words_m: array<u32, 4> = words_p;
     var acc_m: array<array<f32, 4>, 4> = acc_p;
     var acc_1: array<array<f32, 4>, 4> = acc_m;
@@ -592,12 +547,12 @@ fn k_unit_30(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>,
     while (h_2 < (K_UNIT_COLUMNS / K_X_CHUNK)) {
         let first_3: u32 = (h_2 * K_X_CHUNK);
         var w_4: array<array<f32, 4>, 8> = k_decode_2(words_m, first_3, array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-        acc_1 = k_tile_rows_29(tile_p, w_4, col_p, first_3, x_v, acc_1);
+        acc_1 = k_tile_rows_27(tile_p, w_4, col_p, first_3, x_v, acc_1);
         h_2 = (h_2 + 1u);
     }
     return acc_1;
 }
-fn k_tile_rows_31(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
+fn k_tile_rows_29(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
     var w_m: array<array<f32, 4>, 4> = w_p;
     var acc_m: array<array<f32, 4>, 4> = acc_p;
     var acc_1: array<array<f32, 4>, 4> = acc_m;
@@ -615,12 +570,12 @@ fn k_tile_rows_31(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_word_32(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
+fn k_word_30(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 4>) -> array<array<f32, 4>, 4> {
     var acc_m: array<array<f32, 4>, 4> = acc_p;
     var w_1: array<array<f32, 4>, 4> = k_decode_11(array<u32, 1>(packed_p), 0u, array<array<f32, 4>, 4>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-    return k_tile_rows_31(tile_p, w_1, col_p, x_v, acc_m);
+    return k_tile_rows_29(tile_p, w_1, col_p, x_v, acc_m);
 }
-fn k_packed_row_33(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 4>) {
+fn k_packed_row_31(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 4>) {
     var zero_m: array<array<f32, 4>, 4> = zero_p;
     let k_1: u32 = kiln_meta[2u];
     let words_2: u32 = (k_1 / K_WORD_COLUMNS);
@@ -654,7 +609,7 @@ fn k_packed_row_33(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
                 let cl_19: u32 = (row_words_6 + (u_18 * K_UNIT_WORDS));
                 ahead_17 = kiln_getchunk4_b1(packed_weights_v, cl_19);
             }
-            acc_11 = k_unit_30(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
+            acc_11 = k_unit_28(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
             current_13 = ahead_17;
             u_12 = next_16;
         }
@@ -663,13 +618,13 @@ fn k_packed_row_33(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
             let u_20: u32 = u_12;
             let cl_21: u32 = (row_words_6 + (u_20 * K_UNIT_WORDS));
             var loaded_22: array<u32, 4> = kiln_getchunk4_b1(packed_weights_v, cl_21);
-            acc_11 = k_unit_30(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
+            acc_11 = k_unit_28(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
             u_12 = (u_12 + step_10);
         }
     }
     var t_23: u32 = ((units_9 * K_UNIT_WORDS) + kiln_thread);
     while (t_23 < words_2) {
-        acc_11 = k_word_32(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
+        acc_11 = k_word_30(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
         t_23 = (t_23 + step_10);
     }
     let partials_24: vec2<u32> = kiln_shared_view(0u, (k_waves_15() * K_WAVE_PARTIALS));
@@ -691,7 +646,7 @@ fn k_packed_row_33(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
     let s_30: f32 = k_widen_6(kiln_get_b2(weight_scale_v, 0u));
     var ifv_31: f32;
     if (kiln_meta[0u] != 0u) {
-        ifv_31 = k_div_ieee_20(1e0f, s_30);
+        ifv_31 = (1e0f / s_30);
     } else {
         ifv_31 = s_30;
     }
@@ -712,11 +667,11 @@ fn k_packed_row_33(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
         let t_41: u32 = (i_37 % 4u);
         let m_42: u32 = t_40;
         let j_43: u32 = t_41;
-        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_22((total_38 * scale_32)));
+        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_20((total_38 * scale_32)));
         i_37 = (i_37 + step_10);
     }
 }
-fn k_tile_rows_34(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
+fn k_tile_rows_32(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_first: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
     var w_m: array<array<f32, 4>, 8> = w_p;
     var acc_m: array<array<f32, 4>, 8> = acc_p;
     var acc_1: array<array<f32, 4>, 8> = acc_m;
@@ -729,7 +684,7 @@ fn k_tile_rows_34(tile_p: S_Tile, w_p: array<array<f32, 4>, 8>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_unit_35(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
+fn k_unit_33(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
     var words_m: array<u32, 4> = words_p;
     var acc_m: array<array<f32, 4>, 8> = acc_p;
     var acc_1: array<array<f32, 4>, 8> = acc_m;
@@ -737,12 +692,12 @@ fn k_unit_35(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, words_p: array<u32, 4>,
     while (h_2 < (K_UNIT_COLUMNS / K_X_CHUNK)) {
         let first_3: u32 = (h_2 * K_X_CHUNK);
         var w_4: array<array<f32, 4>, 8> = k_decode_2(words_m, first_3, array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-        acc_1 = k_tile_rows_34(tile_p, w_4, col_p, first_3, x_v, acc_1);
+        acc_1 = k_tile_rows_32(tile_p, w_4, col_p, first_3, x_v, acc_1);
         h_2 = (h_2 + 1u);
     }
     return acc_1;
 }
-fn k_tile_rows_36(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
+fn k_tile_rows_34(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_x: vec2<u32>, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
     var w_m: array<array<f32, 4>, 4> = w_p;
     var acc_m: array<array<f32, 4>, 8> = acc_p;
     var acc_1: array<array<f32, 4>, 8> = acc_m;
@@ -760,12 +715,12 @@ fn k_tile_rows_36(tile_p: S_Tile, w_p: array<array<f32, 4>, 4>, xs_col: u32, xs_
     }
     return acc_1;
 }
-fn k_word_37(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
+fn k_word_35(x_v: vec2<u32>, tile_p: S_Tile, col_p: u32, packed_p: u32, acc_p: array<array<f32, 4>, 8>) -> array<array<f32, 4>, 8> {
     var acc_m: array<array<f32, 4>, 8> = acc_p;
     var w_1: array<array<f32, 4>, 4> = k_decode_11(array<u32, 1>(packed_p), 0u, array<array<f32, 4>, 4>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
-    return k_tile_rows_36(tile_p, w_1, col_p, x_v, acc_m);
+    return k_tile_rows_34(tile_p, w_1, col_p, x_v, acc_m);
 }
-fn k_packed_row_38(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 8>) {
+fn k_packed_row_36(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>, zero_p: array<array<f32, 4>, 8>) {
     var zero_m: array<array<f32, 4>, 8> = zero_p;
     let k_1: u32 = kiln_meta[2u];
     let words_2: u32 = (k_1 / K_WORD_COLUMNS);
@@ -799,7 +754,7 @@ fn k_packed_row_38(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
                 let cl_19: u32 = (row_words_6 + (u_18 * K_UNIT_WORDS));
                 ahead_17 = kiln_getchunk4_b1(packed_weights_v, cl_19);
             }
-            acc_11 = k_unit_35(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
+            acc_11 = k_unit_33(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), current_13, acc_11);
             current_13 = ahead_17;
             u_12 = next_16;
         }
@@ -808,13 +763,13 @@ fn k_packed_row_38(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
             let u_20: u32 = u_12;
             let cl_21: u32 = (row_words_6 + (u_20 * K_UNIT_WORDS));
             var loaded_22: array<u32, 4> = kiln_getchunk4_b1(packed_weights_v, cl_21);
-            acc_11 = k_unit_35(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
+            acc_11 = k_unit_33(x_v, tile_5, (u_12 * K_UNIT_COLUMNS), loaded_22, acc_11);
             u_12 = (u_12 + step_10);
         }
     }
     var t_23: u32 = ((units_9 * K_UNIT_WORDS) + kiln_thread);
     while (t_23 < words_2) {
-        acc_11 = k_word_37(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
+        acc_11 = k_word_35(x_v, tile_5, (t_23 * K_WORD_COLUMNS), kiln_get_b1(packed_weights_v, (row_words_6 + t_23)), acc_11);
         t_23 = (t_23 + step_10);
     }
     let partials_24: vec2<u32> = kiln_shared_view(0u, (k_waves_15() * K_WAVE_PARTIALS));
@@ -836,7 +791,7 @@ fn k_packed_row_38(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
     let s_30: f32 = k_widen_6(kiln_get_b2(weight_scale_v, 0u));
     var ifv_31: f32;
     if (kiln_meta[0u] != 0u) {
-        ifv_31 = k_div_ieee_20(1e0f, s_30);
+        ifv_31 = (1e0f / s_30);
     } else {
         ifv_31 = s_30;
     }
@@ -857,22 +812,22 @@ fn k_packed_row_38(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: 
         let t_41: u32 = (i_37 % 4u);
         let m_42: u32 = t_40;
         let j_43: u32 = t_41;
-        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_22((total_38 * scale_32)));
+        kiln_set_b3(y_v, (((((first_4 + m_42)) * n_33) + (j_43 * quarter_34)) + r_3), k_from_f32_20((total_38 * scale_32)));
         i_37 = (i_37 + step_10);
     }
 }
-fn k_bitlinear_39(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>) {
+fn k_bitlinear_37(x_v: vec2<u32>, packed_weights_v: vec2<u32>, weight_scale_v: vec2<u32>, y_v: vec2<u32>) {
     let here_1: u32 = min(((kiln_meta[1u] - (kiln_block.y * K_MAX_M))), K_MAX_M);
     if (here_1 == 1u) {
-        k_packed_row_23(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 1>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+        k_packed_row_21(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 1>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
     } else {
         if (here_1 == 2u) {
-            k_packed_row_28(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+            k_packed_row_26(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
         } else {
             if (here_1 <= 4u) {
-                k_packed_row_33(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 4>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_packed_row_31(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 4>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_packed_row_38(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_packed_row_36(x_v, packed_weights_v, weight_scale_v, y_v, array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
@@ -888,5 +843,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_bitlinear_39(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_bitlinear_37(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

@@ -213,55 +213,10 @@ fn k_expf_8(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_7((1e0f + k_expm1_small_5(r_3)), k_2);
 }
-fn k_div_rn_9(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_9(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_8(-(g_p)))));
 }
-fn k_div_ieee_10(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_9(a_p, b_p);
-}
-fn k_silu_11(g_p: f32) -> f32 {
-    return k_div_ieee_10(g_p, ((1e0f + k_expf_8(-(g_p)))));
-}
-fn k_f32_to_f16_bits_soft_12(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_10(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -301,13 +256,13 @@ fn k_f32_to_f16_bits_soft_12(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_13(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_12(v_p);
+fn k_f32_to_f16_bits_11(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_10(v_p);
 }
-fn k_from_f32_14(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_13(v_p);
+fn k_from_f32_12(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_11(v_p);
 }
-fn k_causal_conv1d_update_15(x_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_causal_conv1d_update_13(x_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let t_1: u32 = kiln_meta[3u];
     let t_2: u32 = kiln_meta[4u];
     let channels_3: u32 = t_1;
@@ -339,11 +294,11 @@ fn k_causal_conv1d_update_15(x_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u
         kiln_set_b5(state_out_v, ((state_base_8 + (((width_4 - 2u)) * channels_3)) + c_9), u_14);
         var ifv_15: f32;
         if (kiln_meta[1u] == 1u) {
-            ifv_15 = k_silu_11(acc_11);
+            ifv_15 = k_silu_9(acc_11);
         } else {
             ifv_15 = acc_11;
         }
-        kiln_set_b4(out_v, ((row_5 * channels_3) + c_9), k_from_f32_14(ifv_15));
+        kiln_set_b4(out_v, ((row_5 * channels_3) + c_9), k_from_f32_12(ifv_15));
         c_9 = (c_9 + KILN_BLOCK);
     }
 }
@@ -356,5 +311,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_causal_conv1d_update_15(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
+    k_causal_conv1d_update_13(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
 }

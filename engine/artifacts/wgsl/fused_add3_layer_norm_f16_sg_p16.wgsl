@@ -232,52 +232,7 @@ fn k_sum_12(v_p: f32) -> f32 {
     }
     return t_4;
 }
-fn k_div_rn_13(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_14(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_13(a_p, b_p);
-}
-fn k_sqrtf_15(x_p: f32) -> f32 {
+fn k_sqrtf_13(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if (((bits_1 & 2147483647u)) == 0u) {
         return x_p;
@@ -327,7 +282,7 @@ fn k_sqrtf_15(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_fused_add3_layer_norm_16(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, x_out_v: vec2<u32>, h_out_v: vec2<u32>) {
+fn k_fused_add3_layer_norm_14(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, x_out_v: vec2<u32>, h_out_v: vec2<u32>) {
     let dim_1: u32 = kiln_meta[1u];
     let base_2: u32 = (kiln_block.x * dim_1);
     let step_3: u32 = KILN_BLOCK;
@@ -342,7 +297,7 @@ fn k_fused_add3_layer_norm_16(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: v
         sum_5 = (sum_5 + k_to_f32_3(joined_8));
         i_6 = (i_6 + step_3);
     }
-    let mean_9: f32 = k_div_ieee_14(k_sum_12(sum_5), f32(kiln_meta[1u]));
+    let mean_9: f32 = (k_sum_12(sum_5) / f32(kiln_meta[1u]));
     var sq_10: f32 = 0e0f;
     var i_11: u32 = kiln_thread;
     while (i_11 < dim_1) {
@@ -350,7 +305,7 @@ fn k_fused_add3_layer_norm_16(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: v
         sq_10 = (sq_10 + (c_12 * c_12));
         i_11 = (i_11 + step_3);
     }
-    let inv_13: f32 = k_div_ieee_14(1e0f, k_sqrtf_15((k_div_ieee_14(k_sum_12(sq_10), f32(kiln_meta[1u])) + bitcast<f32>(kiln_meta[3u]))));
+    let inv_13: f32 = (1e0f / k_sqrtf_13(((k_sum_12(sq_10) / f32(kiln_meta[1u])) + bitcast<f32>(kiln_meta[3u]))));
     var i_14: u32 = kiln_thread;
     while (i_14 < dim_1) {
         let w_15: f32 = k_to_f32_3(kiln_get_b3(weight_v, i_14));
@@ -370,5 +325,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_fused_add3_layer_norm_16(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]));
+    k_fused_add3_layer_norm_14(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]));
 }

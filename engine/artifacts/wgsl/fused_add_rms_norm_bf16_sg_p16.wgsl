@@ -231,52 +231,7 @@ fn k_sum_13(v_p: f32) -> f32 {
     }
     return t_4;
 }
-fn k_div_rn_14(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_15(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_14(a_p, b_p);
-}
-fn k_sqrtf_16(x_p: f32) -> f32 {
+fn k_sqrtf_14(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if (((bits_1 & 2147483647u)) == 0u) {
         return x_p;
@@ -326,16 +281,16 @@ fn k_sqrtf_16(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_inverse_rms_17(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
+fn k_inverse_rms_15(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(sum_sq_p) & 0x7f800000u) != 0x7f800000u) {
-        ifv_1 = k_div_ieee_15(1e0f, k_sqrtf_16((k_div_ieee_15(sum_sq_p, f32(n_p)) + eps_p)));
+        ifv_1 = (1e0f / k_sqrtf_14(((sum_sq_p / f32(n_p)) + eps_p)));
     } else {
         ifv_1 = bitcast<f32>(0x7fc00000u);
     }
     return ifv_1;
 }
-fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
+fn k_normalize_16(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
@@ -433,7 +388,7 @@ fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, 
         i_55 = (i_55 + step_2);
     }
 }
-fn k_normalize_19(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
+fn k_normalize_17(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
@@ -559,7 +514,7 @@ fn k_normalize_19(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, 
         i_61 = (i_61 + step_2);
     }
 }
-fn k_fused_add_rms_norm_20(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_add_rms_norm_18(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
     let dim_1: u32 = kiln_meta[1u];
     let base_2: u32 = (kiln_block.x * dim_1);
     let step_3: u32 = KILN_BLOCK;
@@ -623,11 +578,11 @@ fn k_fused_add_rms_norm_20(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2
         carry_11 = da_40.f1;
         i_37 = (i_37 + step_3);
     }
-    let inv_41: f32 = k_inverse_rms_17(k_sum_13(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
+    let inv_41: f32 = k_inverse_rms_15(k_sum_13(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
     if (bitcast<f32>(kiln_meta[3u]) != 0e0f) {
-        k_normalize_18(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
+        k_normalize_16(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
     } else {
-        k_normalize_19(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
+        k_normalize_17(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
     }
 }
 
@@ -641,5 +596,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_fused_add_rms_norm_20(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_fused_add_rms_norm_18(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

@@ -30,6 +30,10 @@ struct kiln_tuple_u32_f32 {
     f0: u32,
     f1: f32,
 }
+struct kiln_tuple_u32_i32 {
+    f0: u32,
+    f1: i32,
+}
 struct kiln_tuple_u32_u32 {
     f0: u32,
     f1: u32,
@@ -114,50 +118,88 @@ fn kiln_set_b3(v: vec2<u32>, i: u32, x: u32) {
     if i >= v.y { kiln_fault_at(3u, i); return; }
     kiln_buf3[v.x + i] = f16(kiln_f16_bits_value(x));
 }
-fn k_div_rn_1(a_p: f32, b_p: f32) -> f32 {
+fn k_unpack_1(bits_p: u32) -> kiln_tuple_u32_i32 {
+    let e_1: i32 = bitcast<i32>(((((bits_p >> 23u)) & 255u)));
+    let f_2: u32 = (bits_p & 8388607u);
+    if (e_1 != 0i) {
+        return kiln_tuple_u32_i32((f_2 | 8388608u), e_1);
+    }
+    let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
+    return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
+}
+fn k_div_ieee_2(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
     let bb_4: u32 = t_2;
     let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
+    let t_6: u32 = (ab_3 & 2147483647u);
+    let t_7: u32 = (bb_4 & 2147483647u);
+    let aa_8: u32 = t_6;
+    let ba_9: u32 = t_7;
+    let inf_10: u32 = 2139095040u;
+    if ((((aa_8 > inf_10) || (ba_9 > inf_10)) || (((aa_8 == inf_10) && (ba_9 == inf_10)))) || (((aa_8 == 0u) && (ba_9 == 0u)))) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if ((aa_8 == inf_10) || (ba_9 == 0u)) {
+        return bitcast<f32>((sign_5 | inf_10));
+    }
+    if ((ba_9 == inf_10) || (aa_8 == 0u)) {
         return bitcast<f32>(sign_5);
     }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
+    let t_11: kiln_tuple_u32_i32 = k_unpack_1(aa_8);
+    let ma_12: u32 = t_11.f0;
+    let ea_13: i32 = t_11.f1;
+    let t_14: kiln_tuple_u32_i32 = k_unpack_1(ba_9);
+    let mb_15: u32 = t_14.f0;
+    let eb_16: i32 = t_14.f1;
+    var e_17: i32 = ((ea_13 - eb_16) + 127i);
+    var rem_18: u32 = ma_12;
+    if (ma_12 < mb_15) {
+        rem_18 = (ma_12 << 1u);
+        e_17 = (e_17 - 1i);
     }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
+    if (e_17 >= 255i) {
+        return bitcast<f32>((sign_5 | inf_10));
+    }
+    if (e_17 < -(24i)) {
+        return bitcast<f32>(sign_5);
+    }
+    var q_19: u32 = 0u;
+    var i_20: u32 = 0u;
+    while (i_20 < 24u) {
+        q_19 = (q_19 << 1u);
+        if (rem_18 >= mb_15) {
+            rem_18 = (rem_18 - mb_15);
+            q_19 = (q_19 | 1u);
         }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
+        rem_18 = (rem_18 << 1u);
+        i_20 = (i_20 + 1u);
     }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
+    if (e_17 >= 1i) {
+        if ((rem_18 > mb_15) || (((rem_18 == mb_15) && (((q_19 & 1u)) == 1u)))) {
+            q_19 = (q_19 + 1u);
+        }
+        return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_17)) << 23u)) + q_19)) - 8388608u))));
     }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_2(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
+    let drop_21: u32 = bitcast<u32>(((1i - e_17)));
+    var ifv_22: u32;
+    if (drop_21 < 32u) {
+        ifv_22 = (q_19 >> drop_21);
+    } else {
+        ifv_22 = 0u;
     }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
+    let kept_23: u32 = ifv_22;
+    let dropped_24: u32 = (q_19 - ((kept_23 << drop_21)));
+    let half_25: u32 = (1u << ((drop_21 - 1u)));
+    let up_26: bool = ((dropped_24 > half_25) || (((dropped_24 == half_25) && (((rem_18 != 0u) || (((kept_23 & 1u)) == 1u))))));
+    var ifv_27: u32;
+    if up_26 {
+        ifv_27 = 1u;
+    } else {
+        ifv_27 = 0u;
     }
-    return k_div_rn_1(a_p, b_p);
+    return bitcast<f32>((sign_5 | ((kept_23 + ifv_27))));
 }
 fn k_mul_wide_3(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p >> 16u);

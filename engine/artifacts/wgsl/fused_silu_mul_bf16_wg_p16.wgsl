@@ -171,55 +171,10 @@ fn k_expf_7(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_6((1e0f + k_expm1_small_4(r_3)), k_2);
 }
-fn k_div_rn_8(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_8(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_7(-(g_p)))));
 }
-fn k_div_ieee_9(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_8(a_p, b_p);
-}
-fn k_silu_10(g_p: f32) -> f32 {
-    return k_div_ieee_9(g_p, ((1e0f + k_expf_7(-(g_p)))));
-}
-fn k_f32_to_bf16_bits_11(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_9(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -235,13 +190,13 @@ fn k_f32_to_bf16_bits_11(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_12(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_11(v_p);
+fn k_from_f32_10(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_9(v_p);
 }
-fn k_silu_mul_element_13(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_12((k_silu_10(k_to_f32_1(gate_p)) * k_to_f32_1(up_p)));
+fn k_silu_mul_element_11(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_10((k_silu_8(k_to_f32_1(gate_p)) * k_to_f32_1(up_p)));
 }
-fn k_fused_silu_mul_14(gate_v: vec2<u32>, up_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_silu_mul_12(gate_v: vec2<u32>, up_v: vec2<u32>, out_v: vec2<u32>) {
     let start_1: u32 = (kiln_block.x * K_TILE);
     let end_2: u32 = min(((start_1 + K_TILE)), kiln_meta[0u]);
     let wide_3: bool = (((((end_2 - start_1) == K_TILE) && false) && false) && false);
@@ -253,7 +208,7 @@ fn k_fused_silu_mul_14(gate_v: vec2<u32>, up_v: vec2<u32>, out_v: vec2<u32>) {
             var ys_7: array<u32, 8> = gs_5;
             var j_8: u32 = 0u;
             while (j_8 < K_CHUNK) {
-                ys_7[j_8] = k_silu_mul_element_13(gs_5[j_8], us_6[j_8]);
+                ys_7[j_8] = k_silu_mul_element_11(gs_5[j_8], us_6[j_8]);
                 j_8 = (j_8 + 1u);
             }
             kiln_setchunk8_b2(out_v, at_4, ys_7);
@@ -262,7 +217,7 @@ fn k_fused_silu_mul_14(gate_v: vec2<u32>, up_v: vec2<u32>, out_v: vec2<u32>) {
     } else {
         var i_9: u32 = (start_1 + kiln_thread);
         while (i_9 < end_2) {
-            kiln_set_b2(out_v, i_9, k_silu_mul_element_13(kiln_get_b0(gate_v, i_9), kiln_get_b1(up_v, i_9)));
+            kiln_set_b2(out_v, i_9, k_silu_mul_element_11(kiln_get_b0(gate_v, i_9), kiln_get_b1(up_v, i_9)));
             i_9 = (i_9 + KILN_BLOCK);
         }
     }
@@ -276,5 +231,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_silu_mul_14(vec2<u32>(kiln_meta[1u], kiln_meta[2u]), vec2<u32>(kiln_meta[3u], kiln_meta[4u]), vec2<u32>(kiln_meta[5u], kiln_meta[6u]));
+    k_fused_silu_mul_12(vec2<u32>(kiln_meta[1u], kiln_meta[2u]), vec2<u32>(kiln_meta[3u], kiln_meta[4u]), vec2<u32>(kiln_meta[5u], kiln_meta[6u]));
 }

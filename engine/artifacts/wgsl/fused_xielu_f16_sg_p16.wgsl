@@ -411,7 +411,7 @@ fn k_xielu_element_14(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
     let xf_1: f32 = k_to_f32_6(x_p);
     let v_2: f32 = (xf_1 * xf_1);
     let cl_3: f32 = k_to_f32_6(k_from_f32_3(v_2));
-    let v_4: f32 = (k_to_f32_6(alpha_p_p) * cl_3);
+    let v_4: f32 = bitcast<f32>(bitcast<u32>((k_to_f32_6(alpha_p_p) * cl_3)) ^ (kiln_grid.x >> 31u));
     let cl_5: f32 = k_to_f32_6(k_from_f32_3(v_4));
     let positive_6: f32 = cl_5;
     var ifv_7: f32;
@@ -426,7 +426,7 @@ fn k_xielu_element_14(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
     let em1_11: f32 = cl_10;
     let v_12: f32 = (em1_11 - xf_1);
     let cl_13: f32 = k_to_f32_6(k_from_f32_3(v_12));
-    let v_14: f32 = (cl_13 * k_to_f32_6(alpha_n_p));
+    let v_14: f32 = bitcast<f32>(bitcast<u32>((cl_13 * k_to_f32_6(alpha_n_p))) ^ (kiln_grid.x >> 31u));
     let cl_15: f32 = k_to_f32_6(k_from_f32_3(v_14));
     let negative_16: f32 = cl_15;
     var ifv_17: f32;
@@ -436,7 +436,7 @@ fn k_xielu_element_14(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
         ifv_17 = negative_16;
     }
     let branch_18: f32 = ifv_17;
-    let v_19: f32 = (xf_1 * k_to_f32_6(beta_p));
+    let v_19: f32 = bitcast<f32>(bitcast<u32>((xf_1 * k_to_f32_6(beta_p))) ^ (kiln_grid.x >> 31u));
     let cl_20: f32 = k_to_f32_6(k_from_f32_3(v_19));
     return k_from_f32_3((branch_18 + cl_20));
 }

@@ -235,62 +235,17 @@ fn k_expf_8(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_7((1e0f + k_expm1_small_5(r_3)), k_2);
 }
-fn k_div_rn_9(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_9(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_8(-(g_p)))));
 }
-fn k_div_ieee_10(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_9(a_p, b_p);
-}
-fn k_silu_11(g_p: f32) -> f32 {
-    return k_div_ieee_10(g_p, ((1e0f + k_expf_8(-(g_p)))));
-}
-fn k_gated_chunk_12(y_v: vec2<u32>, gate_v: vec2<u32>, at_p: u32) -> array<f32, 8> {
+fn k_gated_chunk_10(y_v: vec2<u32>, gate_v: vec2<u32>, at_p: u32) -> array<f32, 8> {
     var ys_1: array<u32, 8> = kiln_getchunk8_b0(y_v, at_p);
     var h_2: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     if (kiln_meta[2u] == 1u) {
         var gs_4: array<u32, 8> = kiln_getchunk8_b1(gate_v, at_p);
         while (j_3 < K_CHUNK) {
-            h_2[j_3] = (k_widen_2(ys_1[j_3]) * k_silu_11(k_widen_2(gs_4[j_3])));
+            h_2[j_3] = (k_widen_2(ys_1[j_3]) * k_silu_9(k_widen_2(gs_4[j_3])));
             j_3 = (j_3 + 1u);
         }
     } else {
@@ -301,21 +256,21 @@ fn k_gated_chunk_12(y_v: vec2<u32>, gate_v: vec2<u32>, at_p: u32) -> array<f32, 
     }
     return h_2;
 }
-fn k_compensated_add_13(sum_p: f32, carry_p: f32, v_p: f32) -> kiln_tuple_f32_f32 {
+fn k_compensated_add_11(sum_p: f32, carry_p: f32, v_p: f32) -> kiln_tuple_f32_f32 {
     let y_1: f32 = (v_p - carry_p);
     let t_2: f32 = (sum_p + y_1);
     return kiln_tuple_f32_f32(t_2, (((t_2 - sum_p)) - y_1));
 }
-fn k_gated_14(y_p: u32, gate_v: vec2<u32>, at_p: u32) -> f32 {
+fn k_gated_12(y_p: u32, gate_v: vec2<u32>, at_p: u32) -> f32 {
     var ifv_1: f32;
     if (kiln_meta[2u] == 1u) {
-        ifv_1 = (k_widen_2(y_p) * k_silu_11(k_widen_2(kiln_get_b1(gate_v, at_p))));
+        ifv_1 = (k_widen_2(y_p) * k_silu_9(k_widen_2(kiln_get_b1(gate_v, at_p))));
     } else {
         ifv_1 = k_widen_2(y_p);
     }
     return ifv_1;
 }
-fn k_wave_sum_15(v_p: f32) -> f32 {
+fn k_wave_sum_13(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -324,21 +279,21 @@ fn k_wave_sum_15(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_waves_16() -> u32 {
+fn k_waves_14() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_17() -> u32 {
+fn k_lane_15() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_18() -> u32 {
+fn k_wave_id_16() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_19(words_p: array<u32, 1>) -> vec2<u32> {
+fn k_publish_17(words_p: array<u32, 1>) -> vec2<u32> {
     var words_m: array<u32, 1> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_17() == 0u) {
-        let w_2: u32 = k_wave_id_18();
+    if (k_lane_15() == 0u) {
+        let w_2: u32 = k_wave_id_16();
         var k_3: u32 = 0u;
         while (k_3 < 1u) {
             kiln_set_scratch(s_1, ((1u * w_2) + k_3), words_m[k_3]);
@@ -348,13 +303,13 @@ fn k_publish_19(words_p: array<u32, 1>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_sum_20(v_p: f32) -> f32 {
-    let w_1: f32 = k_wave_sum_15(v_p);
-    let n_2: u32 = k_waves_16();
+fn k_sum_18(v_p: f32) -> f32 {
+    let w_1: f32 = k_wave_sum_13(v_p);
+    let n_2: u32 = k_waves_14();
     if (n_2 <= 1u) {
         return w_1;
     }
-    let s_3: vec2<u32> = k_publish_19(array<u32, 1>(bitcast<u32>(w_1)));
+    let s_3: vec2<u32> = k_publish_17(array<u32, 1>(bitcast<u32>(w_1)));
     var t_4: f32 = bitcast<f32>(kiln_get_scratch(s_3, 0u));
     var k_5: u32 = 1u;
     while (k_5 < n_2) {
@@ -363,7 +318,7 @@ fn k_sum_20(v_p: f32) -> f32 {
     }
     return t_4;
 }
-fn k_sqrtf_21(x_p: f32) -> f32 {
+fn k_sqrtf_19(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if (((bits_1 & 2147483647u)) == 0u) {
         return x_p;
@@ -413,16 +368,16 @@ fn k_sqrtf_21(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_inverse_rms_22(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
+fn k_inverse_rms_20(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(sum_sq_p) & 0x7f800000u) != 0x7f800000u) {
-        ifv_1 = k_div_ieee_10(1e0f, k_sqrtf_21((k_div_ieee_10(sum_sq_p, f32(n_p)) + eps_p)));
+        ifv_1 = (1e0f / k_sqrtf_19(((sum_sq_p / f32(n_p)) + eps_p)));
     } else {
         ifv_1 = bitcast<f32>(0x7fc00000u);
     }
     return ifv_1;
 }
-fn k_f32_to_f16_bits_soft_23(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_21(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -462,13 +417,13 @@ fn k_f32_to_f16_bits_soft_23(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_24(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_23(v_p);
+fn k_f32_to_f16_bits_22(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_21(v_p);
 }
-fn k_from_f32_25(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_24(v_p);
+fn k_from_f32_23(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_22(v_p);
 }
-fn k_gated_rms_norm_26(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_gated_rms_norm_24(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
     let len_1: u32 = kiln_meta[4u];
     let first_2: u32 = (kiln_block.x * len_1);
     let base_3: u32 = ((((kiln_block.y * kiln_meta[0u])) * len_1) + first_2);
@@ -488,36 +443,36 @@ fn k_gated_rms_norm_26(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, o
     var carry_12: f32 = t_10;
     var c_13: u32 = kiln_thread;
     while (c_13 < chunks_7) {
-        var h_14: array<f32, 8> = k_gated_chunk_12(y_v, gate_v, (base_3 + (c_13 * K_CHUNK)));
+        var h_14: array<f32, 8> = k_gated_chunk_10(y_v, gate_v, (base_3 + (c_13 * K_CHUNK)));
         var part_15: f32 = 0e0f;
         var j_16: u32 = 0u;
         while (j_16 < K_CHUNK) {
             part_15 = (part_15 + (h_14[j_16] * h_14[j_16]));
             j_16 = (j_16 + 1u);
         }
-        let da_17: kiln_tuple_f32_f32 = k_compensated_add_13(sq_11, carry_12, part_15);
+        let da_17: kiln_tuple_f32_f32 = k_compensated_add_11(sq_11, carry_12, part_15);
         sq_11 = da_17.f0;
         carry_12 = da_17.f1;
         c_13 = (c_13 + step_4);
     }
     var i_18: u32 = (tail_8 + kiln_thread);
     while (i_18 < len_1) {
-        let h_19: f32 = k_gated_14(kiln_get_b0(y_v, (base_3 + i_18)), gate_v, (base_3 + i_18));
-        let da_20: kiln_tuple_f32_f32 = k_compensated_add_13(sq_11, carry_12, (h_19 * h_19));
+        let h_19: f32 = k_gated_12(kiln_get_b0(y_v, (base_3 + i_18)), gate_v, (base_3 + i_18));
+        let da_20: kiln_tuple_f32_f32 = k_compensated_add_11(sq_11, carry_12, (h_19 * h_19));
         sq_11 = da_20.f0;
         carry_12 = da_20.f1;
         i_18 = (i_18 + step_4);
     }
-    let inv_21: f32 = k_inverse_rms_22(k_sum_20(sq_11), kiln_meta[4u], bitcast<f32>(kiln_meta[1u]));
+    let inv_21: f32 = k_inverse_rms_20(k_sum_18(sq_11), kiln_meta[4u], bitcast<f32>(kiln_meta[1u]));
     var c_22: u32 = kiln_thread;
     while (c_22 < chunks_7) {
         let at_23: u32 = (c_22 * K_CHUNK);
-        var h_24: array<f32, 8> = k_gated_chunk_12(y_v, gate_v, (base_3 + at_23));
+        var h_24: array<f32, 8> = k_gated_chunk_10(y_v, gate_v, (base_3 + at_23));
         var ws_25: array<u32, 8> = kiln_getchunk8_b2(weight_v, (first_2 + at_23));
         var o_26: array<u32, 8> = ws_25;
         var j_27: u32 = 0u;
         while (j_27 < K_CHUNK) {
-            o_26[j_27] = k_from_f32_25((k_widen_2(ws_25[j_27]) * ((h_24[j_27] * inv_21))));
+            o_26[j_27] = k_from_f32_23((k_widen_2(ws_25[j_27]) * ((h_24[j_27] * inv_21))));
             j_27 = (j_27 + 1u);
         }
         kiln_setchunk8_b3(out_v, (base_3 + at_23), o_26);
@@ -525,8 +480,8 @@ fn k_gated_rms_norm_26(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, o
     }
     var i_28: u32 = (tail_8 + kiln_thread);
     while (i_28 < len_1) {
-        let h_29: f32 = k_gated_14(kiln_get_b0(y_v, (base_3 + i_28)), gate_v, (base_3 + i_28));
-        kiln_set_b3(out_v, (base_3 + i_28), k_from_f32_25((k_widen_2(kiln_get_b2(weight_v, (first_2 + i_28))) * ((h_29 * inv_21)))));
+        let h_29: f32 = k_gated_12(kiln_get_b0(y_v, (base_3 + i_28)), gate_v, (base_3 + i_28));
+        kiln_set_b3(out_v, (base_3 + i_28), k_from_f32_23((k_widen_2(kiln_get_b2(weight_v, (first_2 + i_28))) * ((h_29 * inv_21)))));
         i_28 = (i_28 + step_4);
     }
 }
@@ -541,5 +496,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_gated_rms_norm_26(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]));
+    k_gated_rms_norm_24(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]));
 }

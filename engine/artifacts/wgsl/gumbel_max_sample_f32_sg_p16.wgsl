@@ -124,55 +124,10 @@ fn k_philox4x32_10_2(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u3
 fn k_to_f32_3(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_div_rn_4(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_uniform_open_4(word_p: u32) -> f32 {
+    return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_div_ieee_5(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_4(a_p, b_p);
-}
-fn k_uniform_open_6(word_p: u32) -> f32 {
-    return (((f32(((word_p >> 9u))) + 5e-1f)) * (k_div_ieee_5(1e0f, 8.388608e6f)));
-}
-fn k_log_core_7(f_p: f32) -> f32 {
+fn k_log_core_5(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -182,7 +137,7 @@ fn k_log_core_7(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_8(x_p: f32) -> f32 {
+fn k_logf_6(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -210,12 +165,12 @@ fn k_logf_8(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_7(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_5(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_gumbel_noise_9(word_p: u32) -> f32 {
-    return -(k_logf_8(-(k_logf_8(k_uniform_open_6(word_p)))));
+fn k_gumbel_noise_7(word_p: u32) -> f32 {
+    return -(k_logf_6(-(k_logf_6(k_uniform_open_4(word_p)))));
 }
-fn k_argmax_beats_10(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_argmax_beats_8(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -230,7 +185,7 @@ fn k_argmax_beats_10(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_9(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -239,7 +194,7 @@ fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = subgroupShuffleXor(i_4, m_5);
-        if k_argmax_beats_10(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_8(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -247,21 +202,21 @@ fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_12() -> u32 {
+fn k_waves_10() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_13() -> u32 {
+fn k_lane_11() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_14() -> u32 {
+fn k_wave_id_12() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_15(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_13(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_13() == 0u) {
-        let w_2: u32 = k_wave_id_14();
+    if (k_lane_11() == 0u) {
+        let w_2: u32 = k_wave_id_12();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -271,15 +226,15 @@ fn k_publish_15(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_11(v_p, i_p);
+fn k_argmax_14(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_9(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_12();
+    let n_4: u32 = k_waves_10();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_15(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_13(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -290,7 +245,7 @@ fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_10(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_8(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -298,7 +253,7 @@ fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_gumbel_max_sample_17(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
+fn k_gumbel_max_sample_15(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_block.y;
     let row_3: u32 = t_1;
@@ -321,7 +276,7 @@ fn k_gumbel_max_sample_17(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u
             while (j_17 < 4u) {
                 let i_18: u32 = (((4u * g_15) + j_17));
                 if (i_18 < vocab_5) {
-                    let c_19: f32 = (k_div_ieee_5(k_to_f32_3(kiln_get_b0(logits_v, (base_6 + i_18))), bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_9(words_16[j_17]));
+                    let c_19: f32 = ((k_to_f32_3(kiln_get_b0(logits_v, (base_6 + i_18))) / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_7(words_16[j_17]));
                     if (c_19 > best_11) {
                         best_11 = c_19;
                         best_i_12 = i_18;
@@ -333,7 +288,7 @@ fn k_gumbel_max_sample_17(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u
         }
         chunk_13 = (chunk_13 + kiln_meta[2u]);
     }
-    let t_20: kiln_tuple_f32_u32 = k_argmax_16(best_11, best_i_12);
+    let t_20: kiln_tuple_f32_u32 = k_argmax_14(best_11, best_i_12);
     let value_21: f32 = t_20.f0;
     let winner_22: u32 = t_20.f1;
     if (kiln_thread == 0u) {
@@ -353,5 +308,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_gumbel_max_sample_17(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_gumbel_max_sample_15(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

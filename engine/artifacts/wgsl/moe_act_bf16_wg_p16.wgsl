@@ -399,22 +399,10 @@ fn k_expf_15(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_14((1e0f + k_expm1_small_12(r_3)), k_2);
 }
-fn k_div_ieee_16(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_7(a_p, b_p);
+fn k_silu_16(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_15(-(g_p)))));
 }
-fn k_silu_17(g_p: f32) -> f32 {
-    return k_div_ieee_16(g_p, ((1e0f + k_expf_15(-(g_p)))));
-}
-fn k_activation_18(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_17(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -437,13 +425,13 @@ fn k_activation_18(act_p: u32, g_p: f32, u_p: f32) -> f32 {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
             ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_9(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_17(g_p) * u_p);
+            ifv_5 = (k_silu_16(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_moe_act_19(gate_v: vec2<u32>, up_v: vec2<u32>, scores_v: vec2<u32>, act_g_v: vec2<u32>) {
+fn k_moe_act_18(gate_v: vec2<u32>, up_v: vec2<u32>, scores_v: vec2<u32>, act_g_v: vec2<u32>) {
     let cols_1: u32 = kiln_meta[2u];
     let start_2: u32 = (kiln_block.x * K_TILE);
     let end_3: u32 = min(((start_2 + K_TILE)), (kiln_meta[1u] * cols_1));
@@ -458,7 +446,7 @@ fn k_moe_act_19(gate_v: vec2<u32>, up_v: vec2<u32>, scores_v: vec2<u32>, act_g_v
             ifv_7 = 0e0f;
         }
         let u_8: f32 = ifv_7;
-        kiln_set_b3(act_g_v, i_5, (kiln_get_b2(scores_v, (i_5 / cols_1)) * k_activation_18(kiln_meta[0u], g_6, u_8)));
+        kiln_set_b3(act_g_v, i_5, (kiln_get_b2(scores_v, (i_5 / cols_1)) * k_activation_17(kiln_meta[0u], g_6, u_8)));
         i_5 = (i_5 + KILN_BLOCK);
     }
 }
@@ -471,5 +459,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_moe_act_19(vec2<u32>(kiln_meta[3u], kiln_meta[4u]), vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]));
+    k_moe_act_18(vec2<u32>(kiln_meta[3u], kiln_meta[4u]), vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]));
 }

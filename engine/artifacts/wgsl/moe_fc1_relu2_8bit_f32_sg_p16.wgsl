@@ -734,22 +734,10 @@ fn k_expf_37(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_36((1e0f + k_expm1_small_34(r_3)), k_2);
 }
-fn k_div_ieee_38(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_29(a_p, b_p);
+fn k_silu_38(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_37(-(g_p)))));
 }
-fn k_silu_39(g_p: f32) -> f32 {
-    return k_div_ieee_38(g_p, ((1e0f + k_expf_37(-(g_p)))));
-}
-fn k_activation_40(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_39(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -772,16 +760,16 @@ fn k_activation_40(act_p: u32, g_p: f32, u_p: f32) -> f32 {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
             ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_31(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_39(g_p) * u_p);
+            ifv_5 = (k_silu_38(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_41() -> u32 {
+fn k_waves_40() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_42(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
+fn k_moe_up_41(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -822,13 +810,13 @@ fn k_moe_up_42(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b5(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_40(act_4, g_17, u_19));
+            kiln_set_b5(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_39(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_41());
+        r_12 = (r_12 + k_waves_40());
     }
 }
-fn k_moe_fc1_relu2_8bit_43(x_v: vec2<u32>, indices_v: vec2<u32>, fc1_q_v: vec2<u32>, fc1_scales_v: vec2<u32>, fc1_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_42(x_v, indices_v, fc1_q_v, fc1_scales_v, fc1_biases_v, fc1_q_v, fc1_scales_v, fc1_biases_v, act_g_v, false, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_fc1_relu2_8bit_42(x_v: vec2<u32>, indices_v: vec2<u32>, fc1_q_v: vec2<u32>, fc1_scales_v: vec2<u32>, fc1_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_41(x_v, indices_v, fc1_q_v, fc1_scales_v, fc1_biases_v, fc1_q_v, fc1_scales_v, fc1_biases_v, act_g_v, false, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -841,5 +829,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_fc1_relu2_8bit_43(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]));
+    k_moe_fc1_relu2_8bit_42(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]));
 }

@@ -838,22 +838,10 @@ fn k_expf_42(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_41((1e0f + k_expm1_small_39(r_3)), k_2);
 }
-fn k_div_ieee_43(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_34(a_p, b_p);
+fn k_silu_43(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_42(-(g_p)))));
 }
-fn k_silu_44(g_p: f32) -> f32 {
-    return k_div_ieee_43(g_p, ((1e0f + k_expf_42(-(g_p)))));
-}
-fn k_activation_45(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_44(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -876,16 +864,16 @@ fn k_activation_45(act_p: u32, g_p: f32, u_p: f32) -> f32 {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
             ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_36(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_44(g_p) * u_p);
+            ifv_5 = (k_silu_43(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_46() -> u32 {
+fn k_waves_45() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_47(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
+fn k_moe_up_46(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
     var bits_m: array<u32, 4> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -926,13 +914,13 @@ fn k_moe_up_47(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_45(act_4, g_17, u_19));
+            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_44(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_46());
+        r_12 = (r_12 + k_waves_45());
     }
 }
-fn k_moe_gateup_4bit_48(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_47(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
+fn k_moe_gateup_4bit_47(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_46(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -943,5 +931,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_moe_gateup_4bit_48(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
+    k_moe_gateup_4bit_47(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
 }

@@ -317,63 +317,18 @@ fn k_sum_17(v_p: f32) -> f32 {
     }
     return t_4;
 }
-fn k_div_rn_18(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_19(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_18(a_p, b_p);
-}
-fn k_value_20(logits_v: vec2<u32>, row_p: u32, top_p: f32, i_p: u32) -> f32 {
+fn k_value_18(logits_v: vec2<u32>, row_p: u32, top_p: f32, i_p: u32) -> f32 {
     let l_1: f32 = k_widen_2(kiln_get_b0(logits_v, (row_p + i_p)));
     var ifv_2: f32;
     if (kiln_meta[3u] == K_MODE_SOFTMAX) {
         ifv_2 = k_expf_15((l_1 - top_p));
     } else {
-        ifv_2 = k_div_ieee_19(1e0f, ((1e0f + k_expf_15(-(l_1)))));
+        ifv_2 = (1e0f / ((1e0f + k_expf_15(-(l_1)))));
     }
     return ifv_2;
 }
-fn k_key_21(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, row_p: u32, top_p: f32, i_p: u32) -> f32 {
-    var k_1: f32 = k_value_20(logits_v, row_p, top_p, i_p);
+fn k_key_19(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, row_p: u32, top_p: f32, i_p: u32) -> f32 {
+    var k_1: f32 = k_value_18(logits_v, row_p, top_p, i_p);
     if (kiln_meta[3u] == K_MODE_SIGMOID_BIAS) {
         k_1 = (k_1 + kiln_get_b1(correction_bias_v, i_p));
     }
@@ -385,7 +340,7 @@ fn k_key_21(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, row_p: u32, top_p
     }
     return ifv_2;
 }
-fn k_argmax_beats_22(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_argmax_beats_20(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -400,7 +355,7 @@ fn k_argmax_beats_22(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_23(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_21(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -409,7 +364,7 @@ fn k_wave_argmax_23(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = kiln_shuffle_xor(i_4, m_5);
-        if k_argmax_beats_22(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_20(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -417,7 +372,7 @@ fn k_wave_argmax_23(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_publish_24(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_22(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
@@ -432,15 +387,15 @@ fn k_publish_24(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_25(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_23(v_p, i_p);
+fn k_argmax_23(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_21(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
     let n_4: u32 = k_waves_5();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_24(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_22(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -451,7 +406,7 @@ fn k_argmax_25(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_22(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_20(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -459,20 +414,20 @@ fn k_argmax_25(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_pick_26(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, row_p: u32, top_p: f32, first_p: bool, last_p: kiln_tuple_f32_u32) -> kiln_tuple_f32_u32 {
+fn k_pick_24(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, row_p: u32, top_p: f32, first_p: bool, last_p: kiln_tuple_f32_u32) -> kiln_tuple_f32_u32 {
     var best_1: kiln_tuple_f32_u32 = kiln_tuple_f32_u32(bitcast<f32>(0xff800000u), 0xffffffffu);
     var i_2: u32 = kiln_thread;
     while (i_2 < kiln_meta[1u]) {
-        let k_3: f32 = k_key_21(logits_v, correction_bias_v, row_p, top_p, i_2);
+        let k_3: f32 = k_key_19(logits_v, correction_bias_v, row_p, top_p, i_2);
         let after_4: bool = ((first_p || (k_3 < last_p.f0)) || (((k_3 == last_p.f0) && (i_2 > last_p.f1))));
         if (after_4 && (((k_3 > best_1.f0) || (best_1.f1 == 0xffffffffu)))) {
             best_1 = kiln_tuple_f32_u32(k_3, i_2);
         }
         i_2 = (i_2 + KILN_BLOCK);
     }
-    return k_argmax_25(best_1.f0, best_1.f1);
+    return k_argmax_23(best_1.f0, best_1.f1);
 }
-fn k_moe_route_27(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, ids_v: vec2<u32>, scores_v: vec2<u32>) {
+fn k_moe_route_25(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, ids_v: vec2<u32>, scores_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let experts_2: u32 = kiln_meta[1u];
     let row_3: u32 = (t_1 * experts_2);
@@ -506,8 +461,8 @@ fn k_moe_route_27(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, ids_v: vec2
     var last_14: kiln_tuple_f32_u32 = kiln_tuple_f32_u32(bitcast<f32>(0x7f800000u), 0u);
     var r_15: u32 = 0u;
     while (r_15 < kiln_meta[2u]) {
-        last_14 = k_pick_26(logits_v, correction_bias_v, row_3, top_5, (r_15 == 0u), last_14);
-        picked_sum_13 = (picked_sum_13 + k_value_20(logits_v, row_3, top_5, last_14.f1));
+        last_14 = k_pick_24(logits_v, correction_bias_v, row_3, top_5, (r_15 == 0u), last_14);
+        picked_sum_13 = (picked_sum_13 + k_value_18(logits_v, row_3, top_5, last_14.f1));
         r_15 = (r_15 + 1u);
     }
     var ifv_16: f32;
@@ -532,12 +487,12 @@ fn k_moe_route_27(logits_v: vec2<u32>, correction_bias_v: vec2<u32>, ids_v: vec2
     var last_20: kiln_tuple_f32_u32 = kiln_tuple_f32_u32(bitcast<f32>(0x7f800000u), 0u);
     var r_21: u32 = 0u;
     while (r_21 < kiln_meta[2u]) {
-        last_20 = k_pick_26(logits_v, correction_bias_v, row_3, top_5, (r_21 == 0u), last_20);
+        last_20 = k_pick_24(logits_v, correction_bias_v, row_3, top_5, (r_21 == 0u), last_20);
         if (kiln_thread == 0u) {
             let at_22: u32 = ((t_1 * kiln_meta[2u]) + r_21);
             kiln_set_b2(ids_v, at_22, last_20.f1);
-            let v_23: f32 = k_value_20(logits_v, row_3, top_5, last_20.f1);
-            kiln_set_b3(scores_v, at_22, (k_div_ieee_19(v_23, denominator_19) * bitcast<f32>(kiln_meta[5u])));
+            let v_23: f32 = k_value_18(logits_v, row_3, top_5, last_20.f1);
+            kiln_set_b3(scores_v, at_22, ((v_23 / denominator_19) * bitcast<f32>(kiln_meta[5u])));
         }
         r_21 = (r_21 + 1u);
     }
@@ -551,5 +506,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_moe_route_27(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_moe_route_25(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

@@ -415,52 +415,7 @@ fn k_merged_max_sum_23(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32
     }
     return kiln_tuple_f32_f32(m_all_1, l_all_3);
 }
-fn k_div_rn_24(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_25(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_24(a_p, b_p);
-}
-fn k_merge_parts_26(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>) {
+fn k_merge_parts_24(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>) {
     let t_1: u32 = layout_p.heads;
     let t_2: u32 = layout_p.head_dim;
     let g_len_3: u32 = t_1;
@@ -475,7 +430,7 @@ fn k_merge_parts_26(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         let m_part_10: f32 = kiln_get_shared_f32(shm_v, (layout_p.max + i_5));
         var ifv_11: f32;
         if !(k_is_neg_infinity_22(m_part_10)) {
-            ifv_11 = k_div_ieee_25(k_exp2_approx_19((m_part_10 - m_all_8)), l_all_9);
+            ifv_11 = (k_exp2_approx_19((m_part_10 - m_all_8)) / l_all_9);
         } else {
             ifv_11 = 0e0f;
         }
@@ -498,7 +453,7 @@ fn k_merge_parts_26(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         i_13 = (i_13 + KILN_BLOCK);
     }
 }
-fn k_attend_tiled_27(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lanes_p: u32) {
+fn k_attend_tiled_25(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lanes_p: u32) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let bs_3: u32 = pool_p.block_size;
@@ -687,9 +642,9 @@ fn k_attend_tiled_27(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenS
     if ((lane_4 % lanes_p) == 0u) {
         k_publish_stats_21(shm_12, layout_11, part_7, m_15, l_16);
     }
-    k_merge_parts_26(shm_12, layout_11, group_p, out_v);
+    k_merge_parts_24(shm_12, layout_11, group_p, out_v);
 }
-fn k_wave_sum_28(v_p: f32) -> f32 {
+fn k_wave_sum_26(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -698,7 +653,7 @@ fn k_wave_sum_28(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_attend_strided_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_attend_strided_27(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let waves_3: u32 = k_waves_3();
@@ -743,7 +698,7 @@ fn k_attend_strided_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         var g_23: u32 = 0u;
         while (g_23 < K_MAX_GROUP_HEADS) {
             if (g_23 < g_len_2) {
-                let s_24: f32 = k_nan_unless_finite_14((k_wave_sum_28(dot_17[g_23]) * scale_log2_p));
+                let s_24: f32 = k_nan_unless_finite_14((k_wave_sum_26(dot_17[g_23]) * scale_log2_p));
                 let m_new_25: f32 = k_max_keeping_nan_15(s_24, m_10[g_23]);
                 corr_21[g_23] = k_exp2_approx_19((m_10[g_23] - m_new_25));
                 weight_22[g_23] = k_exp2_approx_19((s_24 - m_new_25));
@@ -770,17 +725,17 @@ fn k_attend_strided_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
     if (lane_5 == 0u) {
         k_publish_stats_21(shm_7, layout_6, wave_4, m_10, l_11);
     }
-    k_merge_parts_26(shm_7, layout_6, group_p, out_v);
+    k_merge_parts_24(shm_7, layout_6, group_p, out_v);
 }
-fn k_attend_span_30(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_attend_span_28(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>) {
     let lanes_1: u32 = k_lanes_per_token_1(pool_p.head_dim, KILN_WAVE);
     if (lanes_1 > 0u) {
-        k_attend_tiled_27(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lanes_1);
+        k_attend_tiled_25(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lanes_1);
     } else {
-        k_attend_strided_29(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v);
+        k_attend_strided_27(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v);
     }
 }
-fn k_paged_attention_decode_31(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, rows_v: vec2<u32>, row_offsets_v: vec2<u32>, logical_starts_v: vec2<u32>, visible_lens_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_paged_attention_decode_29(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, rows_v: vec2<u32>, row_offsets_v: vec2<u32>, logical_starts_v: vec2<u32>, visible_lens_v: vec2<u32>, out_v: vec2<u32>) {
     let seq_1: u32 = kiln_block.y;
     let kv_head_2: u32 = ((kiln_block.x / kiln_meta[6u]));
     let q_group_3: u32 = ((kiln_block.x % kiln_meta[6u]));
@@ -792,7 +747,7 @@ fn k_paged_attention_decode_31(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: ve
     let span_9: S_TokenSpan = S_TokenSpan(bitcast<u32>(max(kiln_get_b4(row_offsets_v, seq_1), 0i)), bitcast<u32>(max(kiln_get_b5(logical_starts_v, seq_1), 0i)), 0u, bitcast<u32>(max(kiln_get_b6(visible_lens_v, seq_1), 0i)));
     let pool_10: S_PoolShape = S_PoolShape(kiln_meta[4u], kiln_meta[2u], d_6);
     let scale_log2_11: f32 = (bitcast<f32>(kiln_meta[7u]) * bitcast<f32>(0x3fb8aa3bu));
-    k_attend_span_30(pool_10, group_8, span_9, scale_log2_11, q_v, k_pool_v, v_pool_v, rows_v, out_v);
+    k_attend_span_28(pool_10, group_8, span_9, scale_log2_11, q_v, k_pool_v, v_pool_v, rows_v, out_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -805,5 +760,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_paged_attention_decode_31(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
+    k_paged_attention_decode_29(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
 }

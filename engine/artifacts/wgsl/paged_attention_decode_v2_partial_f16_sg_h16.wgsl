@@ -496,52 +496,7 @@ fn k_merged_max_sum_24(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32
     }
     return kiln_tuple_f32_f32(m_all_1, l_all_3);
 }
-fn k_div_rn_25(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_26(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_25(a_p, b_p);
-}
-fn k_log_core_27(f_p: f32) -> f32 {
+fn k_log_core_25(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -551,7 +506,7 @@ fn k_log_core_27(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_28(x_p: f32) -> f32 {
+fn k_logf_26(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -579,21 +534,21 @@ fn k_logf_28(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_27(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_25(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log2f_29(x_p: f32) -> f32 {
-    return (k_logf_28(x_p) * K_LOG2_E);
+fn k_log2f_27(x_p: f32) -> f32 {
+    return (k_logf_26(x_p) * K_LOG2_E);
 }
-fn k_log_sum_30(m_all_p: f32, l_all_p: f32) -> f32 {
+fn k_log_sum_28(m_all_p: f32, l_all_p: f32) -> f32 {
     var ifv_1: f32;
     if k_is_neg_infinity_23(m_all_p) {
         ifv_1 = bitcast<f32>(0xff800000u);
     } else {
-        ifv_1 = (m_all_p + k_log2f_29(l_all_p));
+        ifv_1 = (m_all_p + k_log2f_27(l_all_p));
     }
     return ifv_1;
 }
-fn k_merge_parts_31(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_merge_parts_29(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let t_1: u32 = layout_p.heads;
     let t_2: u32 = layout_p.head_dim;
     let g_len_3: u32 = t_1;
@@ -608,7 +563,7 @@ fn k_merge_parts_31(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         let m_part_10: f32 = kiln_get_shared_f32(shm_v, (layout_p.max + i_5));
         var ifv_11: f32;
         if !(k_is_neg_infinity_23(m_part_10)) {
-            ifv_11 = k_div_ieee_26(k_exp2_approx_20((m_part_10 - m_all_8)), l_all_9);
+            ifv_11 = (k_exp2_approx_20((m_part_10 - m_all_8)) / l_all_9);
         } else {
             ifv_11 = 0e0f;
         }
@@ -617,7 +572,7 @@ fn k_merge_parts_31(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         {
             let lse_13: vec2<u32> = lse_v;
             if (i_5 < g_len_3) {
-                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_30(m_all_8, l_all_9));
+                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_28(m_all_8, l_all_9));
             }
         }
         i_5 = (i_5 + KILN_BLOCK);
@@ -637,7 +592,7 @@ fn k_merge_parts_31(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         i_14 = (i_14 + KILN_BLOCK);
     }
 }
-fn k_attend_tiled_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>, lanes_p: u32) {
+fn k_attend_tiled_30(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>, lanes_p: u32) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let bs_3: u32 = pool_p.block_size;
@@ -826,9 +781,9 @@ fn k_attend_tiled_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenS
     if ((lane_4 % lanes_p) == 0u) {
         k_publish_stats_22(shm_12, layout_11, part_7, m_15, l_16);
     }
-    k_merge_parts_31(shm_12, layout_11, group_p, out_v, lse_v);
+    k_merge_parts_29(shm_12, layout_11, group_p, out_v, lse_v);
 }
-fn k_wave_sum_33(v_p: f32) -> f32 {
+fn k_wave_sum_31(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -837,7 +792,7 @@ fn k_wave_sum_33(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_attend_strided_34(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
     let waves_3: u32 = k_waves_4();
@@ -882,7 +837,7 @@ fn k_attend_strided_34(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         var g_23: u32 = 0u;
         while (g_23 < K_MAX_GROUP_HEADS) {
             if (g_23 < g_len_2) {
-                let s_24: f32 = k_nan_unless_finite_15((k_wave_sum_33(dot_17[g_23]) * scale_log2_p));
+                let s_24: f32 = k_nan_unless_finite_15((k_wave_sum_31(dot_17[g_23]) * scale_log2_p));
                 let m_new_25: f32 = k_max_keeping_nan_16(s_24, m_10[g_23]);
                 corr_21[g_23] = k_exp2_approx_20((m_10[g_23] - m_new_25));
                 weight_22[g_23] = k_exp2_approx_20((s_24 - m_new_25));
@@ -909,17 +864,17 @@ fn k_attend_strided_34(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
     if (lane_5 == 0u) {
         k_publish_stats_22(shm_7, layout_6, wave_4, m_10, l_11);
     }
-    k_merge_parts_31(shm_7, layout_6, group_p, out_v, lse_v);
+    k_merge_parts_29(shm_7, layout_6, group_p, out_v, lse_v);
 }
-fn k_attend_span_35(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_attend_span_33(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let lanes_1: u32 = k_lanes_per_token_2(pool_p.head_dim, KILN_WAVE);
     if (lanes_1 > 0u) {
-        k_attend_tiled_32(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v, lanes_1);
+        k_attend_tiled_30(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v, lanes_1);
     } else {
-        k_attend_strided_34(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
+        k_attend_strided_32(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
     }
 }
-fn k_paged_attention_decode_v2_partial_36(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
+fn k_paged_attention_decode_v2_partial_34(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
     let chunk_1: u32 = kiln_block.y;
     let request_2: u32 = bitcast<u32>(max(kiln_get_b7(request_indices_v, chunk_1), 0i));
     let tile_3: u32 = bitcast<u32>(max(kiln_get_b8(kv_tile_indices_v, chunk_1), 0i));
@@ -940,7 +895,7 @@ fn k_paged_attention_decode_v2_partial_36(q_v: vec2<u32>, k_pool_v: vec2<u32>, v
     let span_18: S_TokenSpan = S_TokenSpan(page_begin_10, first_offset_13, begin_15, end_16);
     let pool_19: S_PoolShape = S_PoolShape(kiln_meta[4u], kiln_meta[2u], d_8);
     let scale_log2_20: f32 = (bitcast<f32>(kiln_meta[9u]) * bitcast<f32>(0x3fb8aa3bu));
-    k_attend_span_35(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
+    k_attend_span_33(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -953,5 +908,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_paged_attention_decode_v2_partial_36(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_paged_attention_decode_v2_partial_34(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

@@ -158,52 +158,7 @@ fn k_exp2_poly_6(x_p: f32) -> f32 {
 fn k_exp2_approx_7(x_p: f32) -> f32 {
     return k_exp2_poly_6(x_p);
 }
-fn k_div_rn_8(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
-}
-fn k_div_ieee_9(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_8(a_p, b_p);
-}
-fn k_nan_unless_finite_10(x_p: f32) -> f32 {
+fn k_nan_unless_finite_8(x_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
         ifv_1 = x_p;
@@ -212,10 +167,10 @@ fn k_nan_unless_finite_10(x_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_from_f32_11(v_p: f32) -> f32 {
+fn k_from_f32_9(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_log_core_12(f_p: f32) -> f32 {
+fn k_log_core_10(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -225,7 +180,7 @@ fn k_log_core_12(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_13(x_p: f32) -> f32 {
+fn k_logf_11(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -253,12 +208,12 @@ fn k_logf_13(x_p: f32) -> f32 {
     }
     let f_5: f32 = (m_4 - 1e0f);
     let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_12(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    return (((((ef_6 * K_LN2_LO) + k_log_core_10(f_5))) + f_5) + (ef_6 * K_LN2_HI));
 }
-fn k_log2f_14(x_p: f32) -> f32 {
-    return (k_logf_13(x_p) * K_LOG2_E);
+fn k_log2f_12(x_p: f32) -> f32 {
+    return (k_logf_11(x_p) * K_LOG2_E);
 }
-fn k_paged_attention_merge_states_15(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
+fn k_paged_attention_merge_states_13(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
     let head_1: u32 = kiln_block.x;
     let row_2: u32 = kiln_block.y;
     let heads_3: u32 = kiln_meta[2u];
@@ -287,19 +242,19 @@ fn k_paged_attention_merge_states_15(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_i
         if k_is_neg_infinity_2(m_8) {
             ifv_16 = 0e0f;
         } else {
-            ifv_16 = k_div_ieee_9(acc_10, l_9);
+            ifv_16 = (acc_10 / l_9);
         }
         let out_17: f32 = ifv_16;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_7), k_from_f32_11(k_nan_unless_finite_10(out_17)));
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_7), k_from_f32_9(k_nan_unless_finite_8(out_17)));
         if (d_7 == 0u) {
             var ifv_18: f32;
             if k_is_neg_infinity_2(m_8) {
                 ifv_18 = bitcast<f32>(0xff800000u);
             } else {
-                ifv_18 = (m_8 + k_log2f_14(l_9));
+                ifv_18 = (m_8 + k_log2f_12(l_9));
             }
             let lse_19: f32 = ifv_18;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_11(lse_19));
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_9(lse_19));
         }
         d_7 = (d_7 + KILN_BLOCK);
     }
@@ -313,5 +268,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_merge_states_15(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_paged_attention_merge_states_13(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

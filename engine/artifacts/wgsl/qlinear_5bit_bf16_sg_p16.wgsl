@@ -523,58 +523,13 @@ fn k_expf_30(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_29((1e0f + k_expm1_small_27(r_3)), k_2);
 }
-fn k_div_rn_31(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_31(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_30(-(g_p)))));
 }
-fn k_div_ieee_32(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_31(a_p, b_p);
+fn k_silu_mul_element_32(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_24((k_silu_31(k_to_f32_8(gate_p)) * k_to_f32_8(up_p)));
 }
-fn k_silu_33(g_p: f32) -> f32 {
-    return k_div_ieee_32(g_p, ((1e0f + k_expf_30(-(g_p)))));
-}
-fn k_silu_mul_element_34(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_24((k_silu_33(k_to_f32_8(gate_p)) * k_to_f32_8(up_p)));
-}
-fn k_write_rows_35(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
+fn k_write_rows_33(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
     var t_m: array<f32, 2> = t_p;
     let n_out_1: u32 = kiln_meta[2u];
     if (kiln_meta[6u] == K_ACT_SILU_MUL) {
@@ -584,7 +539,7 @@ fn k_write_rows_35(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
             if (n_3 < n_out_1) {
                 let g_4: u32 = k_from_f32_24((t_m[r_2] + k_bias_of_22(bias_v, n_3)));
                 let u_5: u32 = k_from_f32_24((t_m[(r_2 + 1u)] + k_bias_of_22(bias_v, (n_3 + 1u))));
-                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_34(g_4, u_5));
+                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_32(g_4, u_5));
             }
             r_2 = (r_2 + 2u);
         }
@@ -599,10 +554,10 @@ fn k_write_rows_35(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         }
     }
 }
-fn k_waves_36() -> u32 {
+fn k_waves_34() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 1>, 2>) {
+fn k_row_groups_35(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 1>, 2>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<array<f32, 1>, 2> = zero_p;
     let wide_1: bool = ((select(5u == 0u, 5u % 4u == 0u, 4u != 0u) && false) && false);
@@ -666,14 +621,14 @@ fn k_row_groups_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_35(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_36());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_zeroed_row_38(a_p: array<f32, 2>) -> array<f32, 2> {
+fn k_zeroed_row_36(a_p: array<f32, 2>) -> array<f32, 2> {
     var a_m: array<f32, 2> = a_p;
     var a_1: array<f32, 2> = a_m;
     var m_2: u32 = 0u;
@@ -683,17 +638,17 @@ fn k_zeroed_row_38(a_p: array<f32, 2>) -> array<f32, 2> {
     }
     return a_1;
 }
-fn k_zeroed_39(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_zeroed_37(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var a_m: array<array<f32, 2>, 2> = a_p;
     var a_1: array<array<f32, 2>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_38(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_36(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_40(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
+fn k_chunk_38(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
     var w_m: array<array<u32, 5>, 2> = w_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -732,7 +687,7 @@ fn k_chunk_40(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a2f32_a2f32(dot_3, xs_4);
 }
-fn k_fold_41(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_fold_39(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -754,35 +709,35 @@ fn k_fold_41(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_42(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_unit_40(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 5>, 2> = w_p;
     var acc_m: array<array<f32, 2>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 5u)));
     var acc_3: array<array<f32, 2>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_40(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_39(acc_3), k_zeroed_row_38(acc_3[0u]));
+    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_37(acc_3), k_zeroed_row_36(acc_3[0u]));
     var dot_5: array<array<f32, 2>, 2> = t_4.f0;
     var xs_6: array<f32, 2> = t_4.f1;
-    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_40(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_41(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_39(dot_5);
-        xs_6 = k_zeroed_row_38(xs_6);
+        acc_3 = k_fold_39(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_37(dot_5);
+        xs_6 = k_zeroed_row_36(xs_6);
     }
-    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_40(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_40(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_38(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_41(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_39(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
+fn k_sweep_41(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 5> = bits_p;
@@ -802,20 +757,20 @@ fn k_sweep_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 5u), wide_p, w_5);
             }
-            acc_3 = k_unit_42(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_40(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 5>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 5u), wide_p, array<array<u32, 5>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_42(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_40(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 2>, 2>) {
+fn k_row_groups_42(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 2>, 2>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<array<f32, 2>, 2> = zero_p;
     let wide_1: bool = ((select(5u == 0u, 5u % 4u == 0u, 4u != 0u) && false) && false);
@@ -848,9 +803,9 @@ fn k_row_groups_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 2>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_43(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_41(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_43(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_41(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 2>, 2> = ifv_18;
         var tot_20: array<array<f32, 2>, 2> = zero_m;
@@ -879,14 +834,14 @@ fn k_row_groups_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_35(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_36());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_zeroed_row_45(a_p: array<f32, 4>) -> array<f32, 4> {
+fn k_zeroed_row_43(a_p: array<f32, 4>) -> array<f32, 4> {
     var a_m: array<f32, 4> = a_p;
     var a_1: array<f32, 4> = a_m;
     var m_2: u32 = 0u;
@@ -896,17 +851,17 @@ fn k_zeroed_row_45(a_p: array<f32, 4>) -> array<f32, 4> {
     }
     return a_1;
 }
-fn k_zeroed_46(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_zeroed_44(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var a_m: array<array<f32, 4>, 2> = a_p;
     var a_1: array<array<f32, 4>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_45(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_43(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_47(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
+fn k_chunk_45(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
     var w_m: array<array<u32, 5>, 2> = w_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -945,7 +900,7 @@ fn k_chunk_47(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a4f32_a4f32(dot_3, xs_4);
 }
-fn k_fold_48(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_fold_46(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -967,35 +922,35 @@ fn k_fold_48(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_49(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_unit_47(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 5>, 2> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 5u)));
     var acc_3: array<array<f32, 4>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_47(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_46(acc_3), k_zeroed_row_45(acc_3[0u]));
+    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_44(acc_3), k_zeroed_row_43(acc_3[0u]));
     var dot_5: array<array<f32, 4>, 2> = t_4.f0;
     var xs_6: array<f32, 4> = t_4.f1;
-    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_47(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_48(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_46(dot_5);
-        xs_6 = k_zeroed_row_45(xs_6);
+        acc_3 = k_fold_46(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_44(dot_5);
+        xs_6 = k_zeroed_row_43(xs_6);
     }
-    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_47(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_47(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_45(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_48(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_46(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
+fn k_sweep_48(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 5> = bits_p;
@@ -1015,20 +970,20 @@ fn k_sweep_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 5u), wide_p, w_5);
             }
-            acc_3 = k_unit_49(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_47(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 5>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 5u), wide_p, array<array<u32, 5>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_49(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_47(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 4>, 2>) {
+fn k_row_groups_49(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 4>, 2>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<array<f32, 4>, 2> = zero_p;
     let wide_1: bool = ((select(5u == 0u, 5u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1061,9 +1016,9 @@ fn k_row_groups_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 4>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_50(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_48(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_50(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_48(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 4>, 2> = ifv_18;
         var tot_20: array<array<f32, 4>, 2> = zero_m;
@@ -1092,14 +1047,14 @@ fn k_row_groups_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_35(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_36());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_zeroed_row_52(a_p: array<f32, 8>) -> array<f32, 8> {
+fn k_zeroed_row_50(a_p: array<f32, 8>) -> array<f32, 8> {
     var a_m: array<f32, 8> = a_p;
     var a_1: array<f32, 8> = a_m;
     var m_2: u32 = 0u;
@@ -1109,17 +1064,17 @@ fn k_zeroed_row_52(a_p: array<f32, 8>) -> array<f32, 8> {
     }
     return a_1;
 }
-fn k_zeroed_53(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_zeroed_51(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var a_m: array<array<f32, 8>, 2> = a_p;
     var a_1: array<array<f32, 8>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_52(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_50(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_54(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
+fn k_chunk_52(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
     var w_m: array<array<u32, 5>, 2> = w_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1158,7 +1113,7 @@ fn k_chunk_54(x_v: vec2<u32>, w_p: array<array<u32, 5>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a8f32_a8f32(dot_3, xs_4);
 }
-fn k_fold_55(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_fold_53(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1180,35 +1135,35 @@ fn k_fold_55(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_56(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_unit_54(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 5>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 5>, 2> = w_p;
     var acc_m: array<array<f32, 8>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 5u)));
     var acc_3: array<array<f32, 8>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_54(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_53(acc_3), k_zeroed_row_52(acc_3[0u]));
+    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_51(acc_3), k_zeroed_row_50(acc_3[0u]));
     var dot_5: array<array<f32, 8>, 2> = t_4.f0;
     var xs_6: array<f32, 8> = t_4.f1;
-    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_54(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_55(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_53(dot_5);
-        xs_6 = k_zeroed_row_52(xs_6);
+        acc_3 = k_fold_53(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_51(dot_5);
+        xs_6 = k_zeroed_row_50(xs_6);
     }
-    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_54(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_54(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_52(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_55(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_53(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
+fn k_sweep_55(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 5>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 5> = bits_p;
@@ -1228,20 +1183,20 @@ fn k_sweep_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 5u), wide_p, w_5);
             }
-            acc_3 = k_unit_56(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_54(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 5>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 5u), wide_p, array<array<u32, 5>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_56(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_54(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 8>, 2>) {
+fn k_row_groups_56(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>, zero_p: array<array<f32, 8>, 2>) {
     var bits_m: array<u32, 5> = bits_p;
     var zero_m: array<array<f32, 8>, 2> = zero_p;
     let wide_1: bool = ((select(5u == 0u, 5u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1274,9 +1229,9 @@ fn k_row_groups_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 8>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_57(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_55(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_57(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_55(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 8>, 2> = ifv_18;
         var tot_20: array<array<f32, 8>, 2> = zero_m;
@@ -1305,31 +1260,31 @@ fn k_row_groups_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_35(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_33(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_36());
+        g_11 = (g_11 + k_waves_34());
     }
 }
-fn k_qlinear_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>) {
+fn k_qlinear_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 5>) {
     var bits_m: array<u32, 5> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_37(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
+        k_row_groups_35(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_44(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
+            k_row_groups_42(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_51(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_49(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_row_groups_58(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_56(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
 }
-fn k_qlinear_5bit_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 5>(0u, 0u, 0u, 0u, 0u));
+fn k_qlinear_5bit_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_57(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 5>(0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1342,5 +1297,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_5bit_60(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_5bit_58(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

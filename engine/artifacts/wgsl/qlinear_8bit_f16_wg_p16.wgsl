@@ -566,58 +566,13 @@ fn k_expf_33(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_32((1e0f + k_expm1_small_30(r_3)), k_2);
 }
-fn k_div_rn_34(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_34(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_33(-(g_p)))));
 }
-fn k_div_ieee_35(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_34(a_p, b_p);
+fn k_silu_mul_element_35(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_25((k_silu_34(k_to_f32_27(gate_p)) * k_to_f32_27(up_p)));
 }
-fn k_silu_36(g_p: f32) -> f32 {
-    return k_div_ieee_35(g_p, ((1e0f + k_expf_33(-(g_p)))));
-}
-fn k_silu_mul_element_37(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_25((k_silu_36(k_to_f32_27(gate_p)) * k_to_f32_27(up_p)));
-}
-fn k_write_rows_38(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
+fn k_write_rows_36(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
     var t_m: array<f32, 2> = t_p;
     let n_out_1: u32 = kiln_meta[2u];
     if (kiln_meta[6u] == K_ACT_SILU_MUL) {
@@ -627,7 +582,7 @@ fn k_write_rows_38(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
             if (n_3 < n_out_1) {
                 let g_4: u32 = k_from_f32_25((t_m[r_2] + k_bias_of_22(bias_v, n_3)));
                 let u_5: u32 = k_from_f32_25((t_m[(r_2 + 1u)] + k_bias_of_22(bias_v, (n_3 + 1u))));
-                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_37(g_4, u_5));
+                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_35(g_4, u_5));
             }
             r_2 = (r_2 + 2u);
         }
@@ -642,10 +597,10 @@ fn k_write_rows_38(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         }
     }
 }
-fn k_waves_39() -> u32 {
+fn k_waves_37() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 1>, 2>) {
+fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 1>, 2>) {
     var bits_m: array<u32, 8> = bits_p;
     var zero_m: array<array<f32, 1>, 2> = zero_p;
     let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
@@ -709,14 +664,14 @@ fn k_row_groups_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_39());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_41(a_p: array<f32, 2>) -> array<f32, 2> {
+fn k_zeroed_row_39(a_p: array<f32, 2>) -> array<f32, 2> {
     var a_m: array<f32, 2> = a_p;
     var a_1: array<f32, 2> = a_m;
     var m_2: u32 = 0u;
@@ -726,17 +681,17 @@ fn k_zeroed_row_41(a_p: array<f32, 2>) -> array<f32, 2> {
     }
     return a_1;
 }
-fn k_zeroed_42(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_zeroed_40(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var a_m: array<array<f32, 2>, 2> = a_p;
     var a_1: array<array<f32, 2>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_41(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_39(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_43(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
+fn k_chunk_41(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
     var w_m: array<array<u32, 8>, 2> = w_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -775,7 +730,7 @@ fn k_chunk_43(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a2f32_a2f32(dot_3, xs_4);
 }
-fn k_fold_44(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_fold_42(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -797,35 +752,35 @@ fn k_fold_44(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_45(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_unit_43(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 8>, 2> = w_p;
     var acc_m: array<array<f32, 2>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 8u)));
     var acc_3: array<array<f32, 2>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_42(acc_3), k_zeroed_row_41(acc_3[0u]));
+    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_40(acc_3), k_zeroed_row_39(acc_3[0u]));
     var dot_5: array<array<f32, 2>, 2> = t_4.f0;
     var xs_6: array<f32, 2> = t_4.f1;
-    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_44(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_42(dot_5);
-        xs_6 = k_zeroed_row_41(xs_6);
+        acc_3 = k_fold_42(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_40(dot_5);
+        xs_6 = k_zeroed_row_39(xs_6);
     }
-    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_44(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_42(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_46(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
+fn k_sweep_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
@@ -845,20 +800,20 @@ fn k_sweep_46(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
             }
-            acc_3 = k_unit_45(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_45(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_47(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>) {
+fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 2>, 2>) {
     var bits_m: array<u32, 8> = bits_p;
     var zero_m: array<array<f32, 2>, 2> = zero_p;
     let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
@@ -891,9 +846,9 @@ fn k_row_groups_47(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 2>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_46(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_46(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 2>, 2> = ifv_18;
         var tot_20: array<array<f32, 2>, 2> = zero_m;
@@ -922,14 +877,14 @@ fn k_row_groups_47(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_39());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_48(a_p: array<f32, 4>) -> array<f32, 4> {
+fn k_zeroed_row_46(a_p: array<f32, 4>) -> array<f32, 4> {
     var a_m: array<f32, 4> = a_p;
     var a_1: array<f32, 4> = a_m;
     var m_2: u32 = 0u;
@@ -939,17 +894,17 @@ fn k_zeroed_row_48(a_p: array<f32, 4>) -> array<f32, 4> {
     }
     return a_1;
 }
-fn k_zeroed_49(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_zeroed_47(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var a_m: array<array<f32, 4>, 2> = a_p;
     var a_1: array<array<f32, 4>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_48(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_46(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_50(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
+fn k_chunk_48(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
     var w_m: array<array<u32, 8>, 2> = w_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -988,7 +943,7 @@ fn k_chunk_50(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a4f32_a4f32(dot_3, xs_4);
 }
-fn k_fold_51(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_fold_49(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -1010,35 +965,35 @@ fn k_fold_51(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_52(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_unit_50(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 8>, 2> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 8u)));
     var acc_3: array<array<f32, 4>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_49(acc_3), k_zeroed_row_48(acc_3[0u]));
+    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_47(acc_3), k_zeroed_row_46(acc_3[0u]));
     var dot_5: array<array<f32, 4>, 2> = t_4.f0;
     var xs_6: array<f32, 4> = t_4.f1;
-    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_51(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_49(dot_5);
-        xs_6 = k_zeroed_row_48(xs_6);
+        acc_3 = k_fold_49(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_47(dot_5);
+        xs_6 = k_zeroed_row_46(xs_6);
     }
-    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_51(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_49(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_53(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
+fn k_sweep_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
@@ -1058,20 +1013,20 @@ fn k_sweep_53(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
             }
-            acc_3 = k_unit_52(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_52(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_54(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>) {
+fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 4>, 2>) {
     var bits_m: array<u32, 8> = bits_p;
     var zero_m: array<array<f32, 4>, 2> = zero_p;
     let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1104,9 +1059,9 @@ fn k_row_groups_54(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 4>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_53(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_53(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 4>, 2> = ifv_18;
         var tot_20: array<array<f32, 4>, 2> = zero_m;
@@ -1135,14 +1090,14 @@ fn k_row_groups_54(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_39());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_55(a_p: array<f32, 8>) -> array<f32, 8> {
+fn k_zeroed_row_53(a_p: array<f32, 8>) -> array<f32, 8> {
     var a_m: array<f32, 8> = a_p;
     var a_1: array<f32, 8> = a_m;
     var m_2: u32 = 0u;
@@ -1152,17 +1107,17 @@ fn k_zeroed_row_55(a_p: array<f32, 8>) -> array<f32, 8> {
     }
     return a_1;
 }
-fn k_zeroed_56(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_zeroed_54(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var a_m: array<array<f32, 8>, 2> = a_p;
     var a_1: array<array<f32, 8>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_55(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_53(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_57(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
+fn k_chunk_55(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
     var w_m: array<array<u32, 8>, 2> = w_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1201,7 +1156,7 @@ fn k_chunk_57(x_v: vec2<u32>, w_p: array<array<u32, 8>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a8f32_a8f32(dot_3, xs_4);
 }
-fn k_fold_58(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_fold_56(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1223,35 +1178,35 @@ fn k_fold_58(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_59(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_unit_57(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 8>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 8>, 2> = w_p;
     var acc_m: array<array<f32, 8>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 8u)));
     var acc_3: array<array<f32, 8>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_56(acc_3), k_zeroed_row_55(acc_3[0u]));
+    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_54(acc_3), k_zeroed_row_53(acc_3[0u]));
     var dot_5: array<array<f32, 8>, 2> = t_4.f0;
     var xs_6: array<f32, 8> = t_4.f1;
-    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_58(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_56(dot_5);
-        xs_6 = k_zeroed_row_55(xs_6);
+        acc_3 = k_fold_56(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_54(dot_5);
+        xs_6 = k_zeroed_row_53(xs_6);
     }
-    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_58(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_56(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
+fn k_sweep_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 8> = bits_p;
@@ -1271,20 +1226,20 @@ fn k_sweep_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_4(w_q_v, words_at_m, (next_6 * 8u), wide_p, w_5);
             }
-            acc_3 = k_unit_59(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 8>, 2> = k_load_rows_4(w_q_v, words_at_m, (u_4 * 8u), wide_p, array<array<u32, 8>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_59(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>) {
+fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>, zero_p: array<array<f32, 8>, 2>) {
     var bits_m: array<u32, 8> = bits_p;
     var zero_m: array<array<f32, 8>, 2> = zero_p;
     let wide_1: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1317,9 +1272,9 @@ fn k_row_groups_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 8>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_60(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_60(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 8>, 2> = ifv_18;
         var tot_20: array<array<f32, 8>, 2> = zero_m;
@@ -1348,31 +1303,31 @@ fn k_row_groups_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_39());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_qlinear_62(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>) {
+fn k_qlinear_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_40(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
+        k_row_groups_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_47(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
+            k_row_groups_45(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_54(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_52(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_row_groups_61(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
 }
-fn k_qlinear_8bit_63(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_62(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_qlinear_8bit_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_60(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1383,5 +1338,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_qlinear_8bit_63(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_8bit_61(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -1151,58 +1151,13 @@ fn k_expf_55(x_p: f32) -> f32 {
     let r_3: f32 = t_1.f1;
     return k_scale_54((1e0f + k_expm1_small_52(r_3)), k_2);
 }
-fn k_div_rn_56(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_silu_56(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_55(-(g_p)))));
 }
-fn k_div_ieee_57(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_56(a_p, b_p);
+fn k_silu_mul_element_57(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_47((k_silu_56(k_to_f32_49(gate_p)) * k_to_f32_49(up_p)));
 }
-fn k_silu_58(g_p: f32) -> f32 {
-    return k_div_ieee_57(g_p, ((1e0f + k_expf_55(-(g_p)))));
-}
-fn k_silu_mul_element_59(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_47((k_silu_58(k_to_f32_49(gate_p)) * k_to_f32_49(up_p)));
-}
-fn k_write_outputs_60(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>, geo_p: S_Geometry) {
+fn k_write_outputs_58(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>, geo_p: S_Geometry) {
     let m_rows_1: u32 = kiln_meta[0u];
     let n_out_2: u32 = kiln_meta[2u];
     let first_3: u32 = ((kiln_block.x * K_MMA_BLOCK_ROWS));
@@ -1225,7 +1180,7 @@ fn k_write_outputs_60(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>, geo_
             let v_13: f32 = k_output_sum_44(bias_v, sums_v, at_8, m_10, n_12, row_11);
             if pairs_4 {
                 let up_14: f32 = k_output_sum_44(bias_v, sums_v, at_8, m_10, (n_12 + 1u), (row_11 + 1u));
-                let out_15: u32 = k_silu_mul_element_59(k_from_f32_47(v_13), k_from_f32_47(up_14));
+                let out_15: u32 = k_silu_mul_element_57(k_from_f32_47(v_13), k_from_f32_47(up_14));
                 kiln_set_b5(y_v, ((m_10 * ((n_out_2 / 2u))) + (n_12 / 2u)), out_15);
             } else {
                 kiln_set_b5(y_v, ((m_10 * n_out_2) + n_12), k_from_f32_47(v_13));
@@ -1234,7 +1189,7 @@ fn k_write_outputs_60(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>, geo_
         o_9 = (o_9 + KILN_BLOCK);
     }
 }
-fn k_qlinear_mma_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+fn k_qlinear_mma_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
     let geo_1: S_Geometry = k_geometry_8(KILN_BLOCK, KILN_WAVE);
     let sums_len_2: u32 = ((geo_1.splits * K_MMA_BLOCK_ROWS) * geo_1.columns);
     let xs_len_3: u32 = k_xs_words_9(geo_1);
@@ -1254,10 +1209,10 @@ fn k_qlinear_mma_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biase
         }
     }
     storageBarrier(); workgroupBarrier();
-    k_write_outputs_60(bias_v, y_v, sums_4, geo_1);
+    k_write_outputs_58(bias_v, y_v, sums_4, geo_1);
 }
-fn k_qlinear_mma_4bit_62(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_mma_61(x_v, w_q_v, scales_v, biases_v, bias_v, y_v);
+fn k_qlinear_mma_4bit_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_mma_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1270,5 +1225,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_mma_4bit_62(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_mma_4bit_60(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -298,55 +298,10 @@ fn k_philox4x32_10_16(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u
     }
     return c_1;
 }
-fn k_div_rn_17(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_uniform_open_17(word_p: u32) -> f32 {
+    return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_div_ieee_18(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_17(a_p, b_p);
-}
-fn k_uniform_open_19(word_p: u32) -> f32 {
-    return (((f32(((word_p >> 9u))) + 5e-1f)) * (k_div_ieee_18(1e0f, 8.388608e6f)));
-}
-fn k_scan_sum_20(v_p: f32) -> kiln_tuple_f32_f32 {
+fn k_scan_sum_18(v_p: f32) -> kiln_tuple_f32_f32 {
     let lane_1: u32 = k_lane_6();
     let t_2: f32 = 0e0f;
     let t_3: f32 = v_p;
@@ -382,7 +337,7 @@ fn k_scan_sum_20(v_p: f32) -> kiln_tuple_f32_f32 {
     }
     return kiln_tuple_f32_f32((before_13 + below_4), total_14);
 }
-fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
@@ -401,7 +356,7 @@ fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
         mine_1 = (mine_1 + cl_9);
         i_2 = (i_2 + 1u);
     }
-    let t_10: kiln_tuple_f32_f32 = k_scan_sum_20(mine_1);
+    let t_10: kiln_tuple_f32_f32 = k_scan_sum_18(mine_1);
     let below_11: f32 = t_10.f0;
     let mass_12: f32 = t_10.f1;
     let goal_13: f32 = (u_p * mass_12);
@@ -443,14 +398,14 @@ fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
     let lowest_31: u32 = t_29.f1;
     return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
-fn k_bit_midpoint_22(a_p: f32, b_p: f32) -> f32 {
+fn k_bit_midpoint_20(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let x_3: u32 = t_1;
     let y_4: u32 = t_2;
     return bitcast<f32>(((((x_3 >> 1u)) + ((y_4 >> 1u))) + (((x_3 & y_4) & 1u))));
 }
-fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
+fn k_rejection_sample_21(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let base_2: u32 = (row_1 * kiln_meta[1u]);
     let t_3: kiln_tuple_u32_u32 = k_thread_slice_1(kiln_meta[1u]);
@@ -512,8 +467,8 @@ fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v:
     let target_p_36: f32 = (top_p_28 * total_19);
     var round_37: u32 = 0u;
     while (round_37 < kiln_meta[4u]) {
-        let u_38: f32 = k_uniform_open_19(k_philox4x32_10_16(array<u32, 4>(round_37, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
-        let t_39: kiln_tuple_bool_u32_f32 = k_inverse_cdf_21(first_4, end_5, u_38, base_2, probs_draw_v, low_33, base_2, probs_v);
+        let u_38: f32 = k_uniform_open_17(k_philox4x32_10_16(array<u32, 4>(round_37, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
+        let t_39: kiln_tuple_bool_u32_f32 = k_inverse_cdf_19(first_4, end_5, u_38, base_2, probs_draw_v, low_33, base_2, probs_v);
         let claimed_40: bool = t_39.f0;
         let pick_41: u32 = t_39.f1;
         var ifv_42: u32;
@@ -532,7 +487,7 @@ fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v:
         } else {
             ifv_47 = pivot0_46;
         }
-        let pivot1_48: f32 = k_bit_midpoint_22(pivot0_46, ifv_47);
+        let pivot1_48: f32 = k_bit_midpoint_20(pivot0_46, ifv_47);
         let t_49: f32 = 0e0f;
         let t_50: f32 = 0e0f;
         let t_51: f32 = 0e0f;
@@ -611,5 +566,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_rejection_sample_23(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
+    k_rejection_sample_21(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
 }

@@ -147,58 +147,13 @@ fn k_philox4x32_10_3(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u3
     }
     return c_1;
 }
-fn k_div_rn_4(a_p: f32, b_p: f32) -> f32 {
-    let t_1: u32 = bitcast<u32>(a_p);
-    let t_2: u32 = bitcast<u32>(b_p);
-    let ab_3: u32 = t_1;
-    let bb_4: u32 = t_2;
-    let sign_5: u32 = (((ab_3 ^ bb_4)) & 2147483648u);
-    if (((ab_3 & 2147483647u)) == 0u) {
-        return bitcast<f32>(sign_5);
-    }
-    let ma_6: u32 = (((ab_3 & 8388607u)) | 8388608u);
-    let mb_7: u32 = (((bb_4 & 8388607u)) | 8388608u);
-    var e_8: i32 = ((bitcast<i32>(((((ab_3 >> 23u)) & 255u))) - bitcast<i32>(((((bb_4 >> 23u)) & 255u)))) + 127i);
-    var rem_9: u32 = ma_6;
-    if (ma_6 < mb_7) {
-        rem_9 = (ma_6 << 1u);
-        e_8 = (e_8 - 1i);
-    }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
-    }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+fn k_uniform_open_4(word_p: u32) -> f32 {
+    return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_div_ieee_5(a_p: f32, b_p: f32) -> f32 {
-    let ea_1: i32 = bitcast<i32>(((((bitcast<u32>(a_p) >> 23u)) & 255u)));
-    let eb_2: i32 = bitcast<i32>(((((bitcast<u32>(b_p) >> 23u)) & 255u)));
-    let e_3: i32 = ((ea_1 - eb_2) + 127i);
-    if ((((((ea_1 == 0i) || (ea_1 == 255i)) || (eb_2 == 0i)) || (eb_2 == 255i)) || (e_3 < 2i)) || (e_3 == 255i)) {
-        return (a_p / b_p);
-    }
-    if (e_3 > 255i) {
-        return bitcast<f32>((((((bitcast<u32>(a_p) ^ bitcast<u32>(b_p))) & 2147483648u)) | 2139095040u));
-    }
-    return k_div_rn_4(a_p, b_p);
-}
-fn k_uniform_open_6(word_p: u32) -> f32 {
-    return (((f32(((word_p >> 9u))) + 5e-1f)) * (k_div_ieee_5(1e0f, 8.388608e6f)));
-}
-fn k_to_f32_7(self_v: f32) -> f32 {
+fn k_to_f32_5(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_argmax_beats_8(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_argmax_beats_6(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -213,7 +168,7 @@ fn k_argmax_beats_8(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_9(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_7(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -222,7 +177,7 @@ fn k_wave_argmax_9(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = subgroupShuffleXor(i_4, m_5);
-        if k_argmax_beats_8(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_6(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -230,21 +185,21 @@ fn k_wave_argmax_9(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_10() -> u32 {
+fn k_waves_8() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_11() -> u32 {
+fn k_lane_9() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_12() -> u32 {
+fn k_wave_id_10() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_13(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_11(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_11() == 0u) {
-        let w_2: u32 = k_wave_id_12();
+    if (k_lane_9() == 0u) {
+        let w_2: u32 = k_wave_id_10();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -254,15 +209,15 @@ fn k_publish_13(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_14(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_9(v_p, i_p);
+fn k_argmax_12(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_7(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_10();
+    let n_4: u32 = k_waves_8();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_13(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_11(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -273,7 +228,7 @@ fn k_argmax_14(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_8(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_6(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -281,28 +236,28 @@ fn k_argmax_14(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_argmax_index_15(target_v: vec2<u32>, t_base_p: u32, first_p: u32, end_p: u32) -> u32 {
+fn k_argmax_index_13(target_v: vec2<u32>, t_base_p: u32, first_p: u32, end_p: u32) -> u32 {
     let t_1: f32 = bitcast<f32>(0xff800000u);
     let t_2: u32 = 0u;
     var best_3: f32 = t_1;
     var best_i_4: u32 = t_2;
     var i_5: u32 = first_p;
     while (i_5 < end_p) {
-        let v_6: f32 = k_to_f32_7(kiln_get_b0(target_v, (t_base_p + i_5)));
+        let v_6: f32 = k_to_f32_5(kiln_get_b0(target_v, (t_base_p + i_5)));
         if (v_6 > best_3) {
             best_3 = v_6;
             best_i_4 = i_5;
         }
         i_5 = (i_5 + 1u);
     }
-    return k_argmax_14(best_3, best_i_4).f1;
+    return k_argmax_12(best_3, best_i_4).f1;
 }
-fn k_publish_16(words_p: array<u32, 1>) -> vec2<u32> {
+fn k_publish_14(words_p: array<u32, 1>) -> vec2<u32> {
     var words_m: array<u32, 1> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_11() == 0u) {
-        let w_2: u32 = k_wave_id_12();
+    if (k_lane_9() == 0u) {
+        let w_2: u32 = k_wave_id_10();
         var k_3: u32 = 0u;
         while (k_3 < 1u) {
             kiln_set_scratch(s_1, ((1u * w_2) + k_3), words_m[k_3]);
@@ -312,8 +267,8 @@ fn k_publish_16(words_p: array<u32, 1>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_scan_sum_17(v_p: f32) -> kiln_tuple_f32_f32 {
-    let lane_1: u32 = k_lane_11();
+fn k_scan_sum_15(v_p: f32) -> kiln_tuple_f32_f32 {
+    let lane_1: u32 = k_lane_9();
     let t_2: f32 = 0e0f;
     let t_3: f32 = v_p;
     var below_4: f32 = t_2;
@@ -327,12 +282,12 @@ fn k_scan_sum_17(v_p: f32) -> kiln_tuple_f32_f32 {
         group_5 = (group_5 + sibling_7);
         m_6 = (m_6 * 2u);
     }
-    let n_8: u32 = k_waves_10();
+    let n_8: u32 = k_waves_8();
     if (n_8 <= 1u) {
         return kiln_tuple_f32_f32(below_4, group_5);
     }
-    let s_9: vec2<u32> = k_publish_16(array<u32, 1>(bitcast<u32>(group_5)));
-    let w_10: u32 = k_wave_id_12();
+    let s_9: vec2<u32> = k_publish_14(array<u32, 1>(bitcast<u32>(group_5)));
+    let w_10: u32 = k_wave_id_10();
     let t_11: f32 = 0e0f;
     let t_12: f32 = 0e0f;
     var before_13: f32 = t_11;
@@ -348,16 +303,16 @@ fn k_scan_sum_17(v_p: f32) -> kiln_tuple_f32_f32 {
     }
     return kiln_tuple_f32_f32((before_13 + below_4), total_14);
 }
-fn k_inverse_cdf_18(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weight_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_16(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weight_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
         let i_3: u32 = i_2;
-        let cl_4: f32 = k_to_f32_7(kiln_get_b0(weight_target_probs, (weight_t_base + i_3)));
+        let cl_4: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_3)));
         mine_1 = (mine_1 + cl_4);
         i_2 = (i_2 + 1u);
     }
-    let t_5: kiln_tuple_f32_f32 = k_scan_sum_17(mine_1);
+    let t_5: kiln_tuple_f32_f32 = k_scan_sum_15(mine_1);
     let below_6: f32 = t_5.f0;
     let mass_7: f32 = t_5.f1;
     let goal_8: f32 = (u_p * mass_7);
@@ -371,7 +326,7 @@ fn k_inverse_cdf_18(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weig
         var i_15: u32 = first_p;
         while (i_15 < end_p) {
             let i_16: u32 = i_15;
-            let cl_17: f32 = k_to_f32_7(kiln_get_b0(weight_target_probs, (weight_t_base + i_16)));
+            let cl_17: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_16)));
             let w_18: f32 = cl_17;
             if (w_18 > 0e0f) {
                 pick_12 = i_15;
@@ -384,12 +339,12 @@ fn k_inverse_cdf_18(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weig
         }
         claim_11 = 1e0f;
     }
-    let t_19: kiln_tuple_f32_u32 = k_argmax_14(claim_11, pick_12);
+    let t_19: kiln_tuple_f32_u32 = k_argmax_12(claim_11, pick_12);
     let claimed_20: f32 = t_19.f0;
     let lowest_21: u32 = t_19.f1;
     return kiln_tuple_bool_u32_f32((claimed_20 > 0e0f), lowest_21, mass_7);
 }
-fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weight_draft_probs: vec2<u32>, weight_target_t_base: u32, weight_target_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weight_draft_probs: vec2<u32>, weight_target_t_base: u32, weight_target_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
@@ -397,8 +352,8 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         var blk_8: f32;
         {
             let i_4: u32 = i_3;
-            let cl_5: f32 = k_to_f32_7(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_4)));
-            let r_6: f32 = (cl_5 - k_to_f32_7(kiln_get_b1(weight_draft_probs, (weight_d_base + i_3))));
+            let cl_5: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_4)));
+            let r_6: f32 = (cl_5 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_3))));
             var ifv_7: f32;
             if (r_6 > 0e0f) {
                 ifv_7 = r_6;
@@ -411,7 +366,7 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         mine_1 = (mine_1 + cl_9);
         i_2 = (i_2 + 1u);
     }
-    let t_10: kiln_tuple_f32_f32 = k_scan_sum_17(mine_1);
+    let t_10: kiln_tuple_f32_f32 = k_scan_sum_15(mine_1);
     let below_11: f32 = t_10.f0;
     let mass_12: f32 = t_10.f1;
     let goal_13: f32 = (u_p * mass_12);
@@ -428,8 +383,8 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
             var blk_26: f32;
             {
                 let i_22: u32 = i_21;
-                let cl_23: f32 = k_to_f32_7(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_22)));
-                let r_24: f32 = (cl_23 - k_to_f32_7(kiln_get_b1(weight_draft_probs, (weight_d_base + i_21))));
+                let cl_23: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_22)));
+                let r_24: f32 = (cl_23 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_21))));
                 var ifv_25: f32;
                 if (r_24 > 0e0f) {
                     ifv_25 = r_24;
@@ -451,12 +406,12 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         }
         claim_16 = 1e0f;
     }
-    let t_29: kiln_tuple_f32_u32 = k_argmax_14(claim_16, pick_17);
+    let t_29: kiln_tuple_f32_u32 = k_argmax_12(claim_16, pick_17);
     let claimed_30: f32 = t_29.f0;
     let lowest_31: u32 = t_29.f1;
     return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
-fn k_speculative_accept_20(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, draft_tokens_v: vec2<u32>, tokens_v: vec2<u32>, emitted_v: vec2<u32>) {
+fn k_speculative_accept_18(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, draft_tokens_v: vec2<u32>, tokens_v: vec2<u32>, emitted_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_meta[1u];
     let t_3: u32 = kiln_meta[2u];
@@ -472,8 +427,8 @@ fn k_speculative_accept_20(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, 
     while !(done_12) {
         let t_base_13: u32 = ((((row_1 * ((drafts_4 + 1u))) + j_11)) * vocab_5);
         var words_14: array<u32, 4> = k_philox4x32_10_3(array<u32, 4>(j_11, 0u, row_1, 0u), key_9);
-        let t_15: f32 = k_uniform_open_6(words_14[0u]);
-        let t_16: f32 = k_uniform_open_6(words_14[1u]);
+        let t_15: f32 = k_uniform_open_4(words_14[0u]);
+        let t_16: f32 = k_uniform_open_4(words_14[1u]);
         let u_accept_17: f32 = t_15;
         let u_draw_18: f32 = t_16;
         let bonus_19: bool = (j_11 == drafts_4);
@@ -489,31 +444,31 @@ fn k_speculative_accept_20(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, 
         let valid_24: bool = ((draft_22) < vocab_5);
         var out_25: u32;
         if (kiln_meta[5u] == K_RULE_GREEDY) {
-            out_25 = k_argmax_index_15(target_probs_v, t_base_13, first_7, end_8);
+            out_25 = k_argmax_index_13(target_probs_v, t_base_13, first_7, end_8);
             done_12 = (bonus_19 || (out_25 != draft_22));
         } else {
             if ((kiln_meta[5u] == K_RULE_SAMPLER_MATCH) || bonus_19) {
-                out_25 = k_inverse_cdf_18(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
+                out_25 = k_inverse_cdf_16(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
                 done_12 = (bonus_19 || (out_25 != draft_22));
             } else {
                 var sc_28: bool = valid_24;
                 if sc_28 {
                     let i_26: u32 = draft_22;
-                    let cl_27: f32 = k_to_f32_7(kiln_get_b0(target_probs_v, (t_base_13 + i_26)));
-                    sc_28 = ((u_accept_17 * k_to_f32_7(kiln_get_b1(draft_probs_v, (d_base_23 + draft_22)))) <= cl_27);
+                    let cl_27: f32 = k_to_f32_5(kiln_get_b0(target_probs_v, (t_base_13 + i_26)));
+                    sc_28 = ((u_accept_17 * k_to_f32_5(kiln_get_b1(draft_probs_v, (d_base_23 + draft_22)))) <= cl_27);
                 }
                 let accept_29: bool = sc_28;
                 if accept_29 {
                     out_25 = draft_22;
                 } else {
-                    let t_30: kiln_tuple_bool_u32_f32 = k_inverse_cdf_19(first_7, end_8, u_draw_18, d_base_23, draft_probs_v, t_base_13, target_probs_v);
+                    let t_30: kiln_tuple_bool_u32_f32 = k_inverse_cdf_17(first_7, end_8, u_draw_18, d_base_23, draft_probs_v, t_base_13, target_probs_v);
                     let from_residual_31: u32 = t_30.f1;
                     let mass_32: f32 = t_30.f2;
                     var ifv_33: u32;
                     if (mass_32 > 0e0f) {
                         ifv_33 = from_residual_31;
                     } else {
-                        ifv_33 = k_inverse_cdf_18(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
+                        ifv_33 = k_inverse_cdf_16(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
                     }
                     out_25 = ifv_33;
                 }
@@ -544,5 +499,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_speculative_accept_20(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
+    k_speculative_accept_18(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
 }

@@ -209,6 +209,22 @@ impl<'a> Translator<'a> {
             "grid_x" => return prim("kiln_grid.x"),
             "grid_y" => return prim("kiln_grid.y"),
             "grid_z" => return prim("kiln_grid.z"),
+            "div_exact" => {
+                // Rust's `/` in integers: a device's may be 2.5 ulp off (spec'd by Vulkan).
+                return self.libm(fcx, "div_ieee", args, span);
+            }
+            "unfused" => {
+                let [Value::Expr(v, vt)] = args else {
+                    return Err(Error::at(fcx.file, span, "`unfused`", "one value"));
+                };
+                fcx.unify(vt, &Ty::F32, span, "unfused value")?;
+                // An exact copy through integers, xor a zero the driver cannot prove (grids stay
+                // far below 2^31 blocks): the product is rounded before anything adds to it.
+                return Ok(Value::Expr(
+                    format!("bitcast<f32>(bitcast<u32>({v}) ^ (kiln_grid.x >> 31u))"),
+                    Ty::F32,
+                ));
+            }
             "barrier" => {
                 // Buffers and workgroup memory alike are visible after it, as on CUDA.
                 return Ok(Value::Expr(

@@ -1,5 +1,6 @@
 //! Operators and casts with Rust's semantics: narrow integers masked to their width, shift
-//! amounts as u32, saturating float-to-int casts, f32 division correctly rounded.
+//! amounts as u32, saturating float-to-int casts. f32 `/` is the device's (Vulkan allows 2.5
+//! ulp); `Block::div_exact` is Rust's.
 
 use super::context::{indent_text, FnContext, ParamType, Translator, Value};
 use super::types::{narrow_mask, render_lit, Ty};
@@ -128,13 +129,6 @@ impl<'a> Translator<'a> {
         if t == Ty::Bool && matches!(op, "&" | "|" | "^") {
             let op = if op == "^" { "!=" } else { op };
             return Ok(Value::Expr(format!("({l} {op} {r})"), Ty::Bool));
-        }
-        // Rust's f32 `/` is correctly rounded; a Vulkan device's may be 2.5 ulp off, which RoPE's
-        // `pair / half` turns into radians at long positions. The prelude's own `/` stays the
-        // device's: its functions are written and tested for it.
-        if op == "/" && t == Ty::F32 && !crate::sources::is_prelude(fcx.file) {
-            let args = [Value::Expr(l, Ty::F32), Value::Expr(r, Ty::F32)];
-            return self.libm(fcx, "div_ieee", &args, span);
         }
         let s = format!("({l} {op} {r})");
         Ok(Value::Expr(

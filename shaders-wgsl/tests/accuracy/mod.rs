@@ -264,8 +264,8 @@ pub fn sweeps() -> Vec<Sweep> {
         extra: extra.to_vec(),
     };
     vec![
-        // Kernel code's f32 `/`: correctly rounded by integer long division (RoPE's `p / (R/2)`
-        // among the extras), the device's `/` only for subnormals, zeros and non-finite values.
+        // `Block::div_exact`: correctly rounded by integer long division in every case (RoPE's
+        // `p / (R/2)` among the extras).
         s(Func::Div, -1e6, 1e6, CORRECT, &[1.0, 3.0, 47.0, 48.0, 96.0]),
         s(Func::Div, 0.0, 64.0, CORRECT, &[]),
         // Integer square root: correctly rounded.

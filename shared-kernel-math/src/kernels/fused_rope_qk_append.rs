@@ -219,7 +219,8 @@ pub fn fused_rope_qk_append<T: Element, B: Block>(
         };
         let (x1, x2) = (qkv.get(in_base + i1), qkv.get(in_base + i2));
         let (y1, y2) = if rotate {
-            let d = pair as f32 / rot_half as f32;
+            // Correctly rounded everywhere: one ulp of d is radians at long positions.
+            let d = b.div_exact(pair as f32, rot_half as f32);
             let inv_freq = libm::exp2f(-d * p.log2_base);
             let theta = (p.scale * position) * inv_freq;
             let (s, c) = (libm::sinf(theta), libm::cosf(theta));

@@ -81,12 +81,20 @@ impl KernelDef for FusedXielu {
     }
 }
 
-/// One xIELU element with the graph's rounding points.
+/// One xIELU element with the graph's rounding points (the products that meet an add kept
+/// unfused: [`Block::unfused`]).
 #[inline(always)]
-pub fn xielu_element<T: Element>(x: T, alpha_p: T, alpha_n: T, beta: T, eps: T) -> T {
+pub fn xielu_element<T: Element, B: Block>(
+    b: &B,
+    x: T,
+    alpha_p: T,
+    alpha_n: T,
+    beta: T,
+    eps: T,
+) -> T {
     let r = |v: f32| T::from_f32(v).to_f32();
     let xf = x.to_f32();
-    let positive = r(alpha_p.to_f32() * r(xf * xf));
+    let positive = r(b.unfused(alpha_p.to_f32() * r(xf * xf)));
     // `min` that propagates NaN, as the graph's minimum does.
     let clamped = if xf.is_nan() || xf < eps.to_f32() {
         xf
@@ -95,9 +103,9 @@ pub fn xielu_element<T: Element>(x: T, alpha_p: T, alpha_n: T, beta: T, eps: T) 
     };
     // `min(x, ε)` is x or ε, both values of T already: its rounding is the identity.
     let em1 = r(libm::expm1f(clamped));
-    let negative = r(r(em1 - xf) * alpha_n.to_f32());
+    let negative = r(b.unfused(r(em1 - xf) * alpha_n.to_f32()));
     let branch = if xf > 0.0 { positive } else { negative };
-    T::from_f32(branch + r(xf * beta.to_f32()))
+    T::from_f32(branch + r(b.unfused(xf * beta.to_f32())))
 }
 
 /// The body: block `k` handles the tile `[k·TILE, (k+1)·TILE)`; thread `t` takes chunks
@@ -117,7 +125,7 @@ pub fn fused_xielu<T: Element, B: Block>(b: &B, p: &XieluParams, x: Src<T>, out:
             let mut ys = xs;
             let mut j = 0;
             while j < CHUNK {
-                ys[j] = xielu_element(xs[j], alpha_p, alpha_n, beta, eps);
+                ys[j] = xielu_element(b, xs[j], alpha_p, alpha_n, beta, eps);
                 j += 1;
             }
             out.set_chunk(at, ys);
@@ -126,7 +134,7 @@ pub fn fused_xielu<T: Element, B: Block>(b: &B, p: &XieluParams, x: Src<T>, out:
     } else {
         let mut i = start + b.thread() as usize;
         while i < end {
-            out.set(i, xielu_element(x.get(i), alpha_p, alpha_n, beta, eps));
+            out.set(i, xielu_element(b, x.get(i), alpha_p, alpha_n, beta, eps));
             i += b.size() as usize;
         }
     }
