@@ -7,7 +7,7 @@
 use kiln::reference::gumbel_max_sample as gumbel_ref;
 use kiln::reference::sampling as sampling_ref;
 use kiln::rng::Rng;
-use kiln::{ops, DType, Device, Tensor};
+use kiln::{ops, Backend, DType, Device, Tensor};
 use kiln_math::random::{mulhilo32, philox4x32_10, uniform_open};
 
 /// Upper 1e-6 quantile of the standard normal.
@@ -277,6 +277,36 @@ fn gumbel_split_counts_follow_the_spec_rule() {
         (2, 5003, 4),
     ] {
         assert_eq!(ops::gumbel_splits(rows, vocab), want, "{rows} x {vocab}");
+    }
+}
+
+/// The op's split on a device: the spec's rule on the host ports (they cannot say how many
+/// blocks they hold), on a GPU the rule aimed at its resident blocks — never fewer splits than
+/// the rule, never more than a row's chunks or 64.
+#[test]
+fn gumbel_splits_on_a_device_aim_at_its_resident_blocks() {
+    for dev in kiln_tests::test_devices() {
+        for (rows, vocab) in [
+            (1, 152_064),
+            (8, 152_064),
+            (64, 152_064),
+            (64, 128_256),
+            (3, 5003),
+        ] {
+            let rule = ops::gumbel_splits(rows, vocab);
+            let got = ops::gumbel_splits_on(&dev, DType::F32, rows, vocab);
+            if matches!(dev.backend(), Backend::Cpu | Backend::Sim) {
+                assert_eq!(got, rule, "{}: {rows} x {vocab}", dev.name());
+            } else {
+                let cap = vocab.div_ceil(1024).min(64);
+                assert!(
+                    got >= rule && got <= cap && got.is_power_of_two(),
+                    "{}: {rows} x {vocab}: {got} splits (rule {rule})",
+                    dev.name()
+                );
+            }
+            eprintln!("{}: {rows} x {vocab}: {got} splits", dev.name());
+        }
     }
 }
 

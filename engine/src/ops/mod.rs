@@ -38,7 +38,9 @@ use kiln_math::kernels::fused_add_rms_norm::AddRmsNormParams;
 use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
-use kiln_math::kernels::gumbel_max_sample::{GumbelParams, MAX_SPLITS};
+use kiln_math::kernels::gumbel_max_sample::{
+    splits_for_blocks, GumbelMaxSample, GumbelParams, MAX_SPLITS, TARGET_BLOCKS,
+};
 use kiln_math::kernels::rejection_sample::{RejectionParams, FILTER_WORDS};
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
@@ -208,7 +210,8 @@ pub fn fused_rope_qk_append(
 /// Shapes: `logits [B, V]` (f32, f16 or bf16; −inf entries allowed), `index [B]` u32. `key` is
 /// the Philox key: draw a fresh one per call (the same key and logits give the same tokens on
 /// every backend, however the rows are split). `temperature > 0`. A row that is all −inf yields
-/// index 0. Rows are split over blocks by spec §5's rule ([`gumbel_splits`]).
+/// index 0. Rows are split over blocks by spec §5's rule with the device's resident blocks as
+/// the target ([`gumbel_splits_on`]).
 pub fn gumbel_max_sample(
     dev: &Device,
     logits: &Tensor,
@@ -218,7 +221,7 @@ pub fn gumbel_max_sample(
 ) -> Result<Ran, PortError> {
     // A malformed shape is refused by the split launch.
     let splits = match *logits.shape() {
-        [rows, vocab] => gumbel_splits(rows, vocab),
+        [rows, vocab] => gumbel_splits_on(dev, logits.dtype(), rows, vocab),
         _ => 1,
     };
     gumbel_max_sample_split(dev, logits, key, temperature, splits, index)
@@ -228,6 +231,23 @@ pub fn gumbel_max_sample(
 /// fills the device (64 blocks in all), at most one per chunk of 1024 entries and at most 64.
 pub fn gumbel_splits(rows: usize, vocab: usize) -> usize {
     kiln_math::kernels::gumbel_max_sample::splits_for(rows, vocab)
+}
+
+/// The split count [`gumbel_max_sample`] takes on `dev`: spec §5's rule aiming at the blocks of
+/// the kernel the GPU holds at once (at least 64; 64 where the device cannot say), so 64 rows
+/// of a large vocabulary fill an H200 instead of taking one block each.
+pub fn gumbel_splits_on(dev: &Device, dtype: DType, rows: usize, vocab: usize) -> usize {
+    let p = GumbelParams {
+        rows: rows as u32,
+        vocab: vocab as u32,
+        splits: 1,
+        ..Default::default()
+    };
+    let block = <GumbelMaxSample as kiln_math::KernelDef>::launch(&p).block;
+    let kernel = KernelId::GumbelMaxSample;
+    let words = kiln_math::Params::words(&p);
+    let resident = crate::launch::resident_blocks(dev, kernel, dtype, words, block);
+    splits_for_blocks(rows, vocab, resident.unwrap_or(0).max(TARGET_BLOCKS))
 }
 
 /// Scratch bytes [`gumbel_max_sample_split`] takes for `rows` rows of `splits` splits (the

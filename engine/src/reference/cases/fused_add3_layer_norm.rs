@@ -24,13 +24,20 @@ fn h_check(dtype: DType) -> Check {
 /// The parity cases of `fused_add3_layer_norm` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
     // (rows, width, per-column bias); widths of the spec's identity tests, 6656 the limit.
-    let shapes = [
-        (3, 5, true),
-        (2, 1025, false),
-        (1, 4096, true),
-        (2, 6656, true),
-        (4, 256, false),
-    ];
+    sized(
+        dtype,
+        &[
+            (3, 5, true),
+            (2, 1025, false),
+            (1, 4096, true),
+            (2, 6656, true),
+            (4, 256, false),
+        ],
+    )
+}
+
+/// Cases of the given (rows, width, per-column bias).
+fn sized(dtype: DType, shapes: &[(usize, usize, bool)]) -> Vec<Case> {
     shapes
         .iter()
         .map(|&(rows, d, has_bias)| {
@@ -76,7 +83,21 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         .collect()
 }
 
-/// Benchmarked at its parity shapes.
+/// The parity shapes, then a Cohere2-style layer (Command R7B's hidden 4096, with bias)
+/// decoding 1, 8 and 64 rows and prefilling 4096, and the kernel's widest row (6656; wider
+/// hidden sizes such as 8192 take the caller's unfused path, spec §3) at 1 and 64 rows.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
+    let mut v = cases(dtype);
+    v.extend(sized(
+        dtype,
+        &[
+            (1, 4096, true),
+            (8, 4096, true),
+            (64, 4096, true),
+            (4096, 4096, true),
+            (1, 6656, true),
+            (64, 6656, true),
+        ],
+    ));
+    v
 }

@@ -22,13 +22,20 @@ type RopeCase = (usize, usize, usize, usize, usize, u32, u32, u32, i32);
 
 /// The parity cases of `fused_rope_qk_append` at `dtype` (shapes, fills, checks with the spec's bounds).
 pub fn cases(dtype: DType) -> Vec<Case> {
-    let shapes: [RopeCase; 5] = [
-        (1, 1, 4, 2, 64, 0, 0, 0, 4096),
-        (2, 5, 2, 1, 128, 64, 1, 1, 0),
-        (1, 3, 2, 2, 32, 0, 1, 0, 131068),
-        (1, 7, 3, 1, 80, 40, 0, 0, 17),
-        (2, 2, 2, 2, 64, 32, 0, 1, 131070),
-    ];
+    sized(
+        dtype,
+        &[
+            (1, 1, 4, 2, 64, 0, 0, 0, 4096),
+            (2, 5, 2, 1, 128, 64, 1, 1, 0),
+            (1, 3, 2, 2, 32, 0, 1, 0, 131068),
+            (1, 7, 3, 1, 80, 40, 0, 0, 17),
+            (2, 2, 2, 2, 64, 32, 0, 1, 131070),
+        ],
+    )
+}
+
+/// Cases of the given shapes.
+fn sized(dtype: DType, shapes: &[RopeCase]) -> Vec<Case> {
     shapes
         .iter()
         .map(|&(b, l, hq, hkv, d, r, trad, layout, pos)| {
@@ -78,7 +85,22 @@ pub fn cases(dtype: DType) -> Vec<Case> {
         .collect()
 }
 
-/// Benchmarked at its parity shapes.
+/// The parity shapes, then model shapes (half-split, the paged pool's layout): Llama-3.1-8B
+/// (32/8 heads of 128) decoding batches of 1, 8 and 64 tokens and prefilling 512 and 4096, and
+/// Qwen3-30B-A3B (32/4 heads of 128) at batch 1 and 8.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
+    let mut v = cases(dtype);
+    v.extend(sized(
+        dtype,
+        &[
+            (1, 1, 32, 8, 128, 0, 0, 1, 4096),
+            (8, 1, 32, 8, 128, 0, 0, 1, 4096),
+            (64, 1, 32, 8, 128, 0, 0, 1, 4096),
+            (1, 512, 32, 8, 128, 0, 0, 1, 0),
+            (1, 4096, 32, 8, 128, 0, 0, 1, 0),
+            (1, 1, 32, 4, 128, 0, 0, 1, 4096),
+            (8, 1, 32, 4, 128, 0, 0, 1, 4096),
+        ],
+    ));
+    v
 }

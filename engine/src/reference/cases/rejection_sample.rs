@@ -31,10 +31,19 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         (8, 64, (3, 9)),
         (8, 1200, (0xfeed, 1)),
     ];
+    sized(&shapes, "mixed filters", mixed_filters)
+}
+
+/// Cases of `(rows, vocab, key)` with the filters `filters(rows, vocab)` (named `what`).
+fn sized(
+    shapes: &[(usize, usize, (u32, u32))],
+    what: &str,
+    filters: fn(usize, usize) -> Vec<f64>,
+) -> Vec<Case> {
     shapes
         .iter()
         .map(|&(rows, vocab, (k0, k1))| Case {
-            label: format!("{rows}x{vocab} mixed filters"),
+            label: format!("{rows}x{vocab} {what}"),
             shapes: vec![
                 vec![rows, vocab],
                 vec![rows, vocab],
@@ -48,7 +57,7 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
             fill: vec![
                 Fill::Uniform { lo: 0.0, hi: 1.0 },
                 Fill::Uniform { lo: 0.0, hi: 1.0 },
-                Fill::Values(mixed_filters(rows, vocab)),
+                Fill::Values(filters(rows, vocab)),
                 Fill::Output,
                 Fill::Output,
                 Fill::Output,
@@ -59,7 +68,19 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         .collect()
 }
 
-/// Benchmarked at its parity shapes.
+/// The parity shapes, then the vocabularies of Llama 3 (128256) and Qwen2 (152064) at batch 1,
+/// 8 and 64, every row filtered by top-p 0.9 (what torch's sort-based peer computes) and, at
+/// 128256, by the mixed filters.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
+    let mut v = cases(dtype);
+    let model = |vocab| [1, 8, 64].map(|rows| (rows, vocab, (1, 2)));
+    v.extend(sized(&model(128_256), "top-p 0.9", top_p_filters));
+    v.extend(sized(&model(152_064), "top-p 0.9", top_p_filters));
+    v.extend(sized(&model(128_256), "mixed filters", mixed_filters));
+    v
+}
+
+/// Top-p 0.9 on every row.
+fn top_p_filters(rows: usize, _vocab: usize) -> Vec<f64> {
+    (0..rows).flat_map(|_| [0.0, 0.9, 0.0]).collect()
 }

@@ -8,12 +8,11 @@ use kiln_math::DType;
 pub fn cases(_dtype: DType) -> Vec<Case> {
     // (batch, drafts, vocab, rule). Random q rows make most drafts fail: tokens 0..vocab are
     // drawn as draft ids, and the accept test reads q and p at them.
-    let shapes = [
-        (8, 3, 50, 0),
-        (8, 2, 300, 1),
-        (8, 4, 20, 2),
-        (8, 1, 1000, 0),
-    ];
+    sized(&[(8, 3, 50, 0), (8, 2, 300, 1), (8, 4, 20, 2), (8, 1, 1000, 0)])
+}
+
+/// Cases of the given (batch, drafts, vocab, rule).
+fn sized(shapes: &[(usize, usize, usize, u32)]) -> Vec<Case> {
     shapes
         .iter()
         .map(|&(b, n, v, rule)| Case {
@@ -46,7 +45,14 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         .collect()
 }
 
-/// Benchmarked at its parity shapes.
+/// The parity shapes, then 4 and 8 draft tokens at the vocabularies of Llama 3 (128256) and
+/// Qwen2 (152064), batch 1 and 8, rule 0.
 pub fn bench_cases(dtype: DType) -> Vec<Case> {
-    cases(dtype)
+    let mut v = cases(dtype);
+    for vocab in [128_256, 152_064] {
+        for (b, n) in [(1, 4), (1, 8), (8, 4), (8, 8)] {
+            v.extend(sized(&[(b, n, vocab, 0)]));
+        }
+    }
+    v
 }
