@@ -72,6 +72,22 @@ pub fn mul_rn(a: f32, b: f32) -> f32 {
     f32::from_bits(sign | shift_rn(p, s + extra))
 }
 
+/// 24 quotient bits of `rem / mb` (`mb ≤ rem < 2·mb`, 24-bit `mb`), and twice the remainder.
+fn long_divide(mut rem: u32, mb: u32) -> (u32, u32) {
+    let mut q: u32 = 0;
+    let mut i: u32 = 0;
+    while i < 24 {
+        q <<= 1;
+        if rem >= mb {
+            rem -= mb;
+            q |= 1;
+        }
+        rem <<= 1;
+        i += 1;
+    }
+    (q, rem)
+}
+
 /// `a / b` correctly rounded (nearest, ties to even) by integer long division, for finite
 /// normal `b` and `a` (or `a = ±0`) whose quotient is normal: the same bits on every device,
 /// whatever its `/` (Vulkan allows 2.5 ulp). Public for the tests.
@@ -90,17 +106,7 @@ pub fn div_rn(a: f32, b: f32) -> f32 {
         rem = ma << 1;
         e -= 1;
     }
-    let mut q: u32 = 0;
-    let mut i: u32 = 0;
-    while i < 24 {
-        q <<= 1;
-        if rem >= mb {
-            rem -= mb;
-            q |= 1;
-        }
-        rem <<= 1;
-        i += 1;
-    }
+    let (mut q, rem) = long_divide(rem, mb);
     // rem is twice the remainder: above mb is past the half, equal is a tie.
     if rem > mb || (rem == mb && (q & 1) == 1) {
         q += 1;
@@ -145,17 +151,7 @@ pub fn div_ieee(a: f32, b: f32) -> f32 {
     if e < -24 {
         return f32::from_bits(sign);
     }
-    let mut q: u32 = 0;
-    let mut i: u32 = 0;
-    while i < 24 {
-        q <<= 1;
-        if rem >= mb {
-            rem -= mb;
-            q |= 1;
-        }
-        rem <<= 1;
-        i += 1;
-    }
+    let (mut q, rem) = long_divide(rem, mb);
     if e >= 1 {
         // rem is twice the remainder: above mb is past the half, equal is a tie.
         if rem > mb || (rem == mb && (q & 1) == 1) {

@@ -108,7 +108,22 @@ fn k_unpack_1(bits_p: u32) -> kiln_tuple_u32_i32 {
     let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
     return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
 }
-fn k_div_ieee_2(a_p: f32, b_p: f32) -> f32 {
+fn k_long_divide_2(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+    var rem_m: u32 = rem_p;
+    var q_1: u32 = 0u;
+    var i_2: u32 = 0u;
+    while (i_2 < 24u) {
+        q_1 = (q_1 << 1u);
+        if (rem_m >= mb_p) {
+            rem_m = (rem_m - mb_p);
+            q_1 = (q_1 | 1u);
+        }
+        rem_m = (rem_m << 1u);
+        i_2 = (i_2 + 1u);
+    }
+    return kiln_tuple_u32_u32(q_1, rem_m);
+}
+fn k_div_ieee_3(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -146,43 +161,35 @@ fn k_div_ieee_2(a_p: f32, b_p: f32) -> f32 {
     if (e_17 < -(24i)) {
         return bitcast<f32>(sign_5);
     }
-    var q_19: u32 = 0u;
-    var i_20: u32 = 0u;
-    while (i_20 < 24u) {
-        q_19 = (q_19 << 1u);
-        if (rem_18 >= mb_15) {
-            rem_18 = (rem_18 - mb_15);
-            q_19 = (q_19 | 1u);
-        }
-        rem_18 = (rem_18 << 1u);
-        i_20 = (i_20 + 1u);
-    }
+    let t_19: kiln_tuple_u32_u32 = k_long_divide_2(rem_18, mb_15);
+    var q_20: u32 = t_19.f0;
+    let rem_21: u32 = t_19.f1;
     if (e_17 >= 1i) {
-        if ((rem_18 > mb_15) || (((rem_18 == mb_15) && (((q_19 & 1u)) == 1u)))) {
-            q_19 = (q_19 + 1u);
+        if ((rem_21 > mb_15) || (((rem_21 == mb_15) && (((q_20 & 1u)) == 1u)))) {
+            q_20 = (q_20 + 1u);
         }
-        return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_17)) << 23u)) + q_19)) - 8388608u))));
+        return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_17)) << 23u)) + q_20)) - 8388608u))));
     }
-    let drop_21: u32 = bitcast<u32>(((1i - e_17)));
-    var ifv_22: u32;
-    if (drop_21 < 32u) {
-        ifv_22 = (q_19 >> drop_21);
+    let drop_22: u32 = bitcast<u32>(((1i - e_17)));
+    var ifv_23: u32;
+    if (drop_22 < 32u) {
+        ifv_23 = (q_20 >> drop_22);
     } else {
-        ifv_22 = 0u;
+        ifv_23 = 0u;
     }
-    let kept_23: u32 = ifv_22;
-    let dropped_24: u32 = (q_19 - ((kept_23 << drop_21)));
-    let half_25: u32 = (1u << ((drop_21 - 1u)));
-    let up_26: bool = ((dropped_24 > half_25) || (((dropped_24 == half_25) && (((rem_18 != 0u) || (((kept_23 & 1u)) == 1u))))));
-    var ifv_27: u32;
-    if up_26 {
-        ifv_27 = 1u;
+    let kept_24: u32 = ifv_23;
+    let dropped_25: u32 = (q_20 - ((kept_24 << drop_22)));
+    let half_26: u32 = (1u << ((drop_22 - 1u)));
+    let up_27: bool = ((dropped_25 > half_26) || (((dropped_25 == half_26) && (((rem_21 != 0u) || (((kept_24 & 1u)) == 1u))))));
+    var ifv_28: u32;
+    if up_27 {
+        ifv_28 = 1u;
     } else {
-        ifv_27 = 0u;
+        ifv_28 = 0u;
     }
-    return bitcast<f32>((sign_5 | ((kept_23 + ifv_27))));
+    return bitcast<f32>((sign_5 | ((kept_24 + ifv_28))));
 }
-fn k_mul_wide_3(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn k_mul_wide_4(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p >> 16u);
     let t_2: u32 = (a_p & 65535u);
     let ah_3: u32 = t_1;
@@ -200,7 +207,7 @@ fn k_mul_wide_3(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_15: u32 = (((hh_12 + ((lh_10 >> 16u))) + ((hl_11 >> 16u))) + ((mid_13 >> 16u)));
     return kiln_tuple_u32_u32(hi_15, lo_14);
 }
-fn k_add64_4(a_p: kiln_tuple_u32_u32, b_p: kiln_tuple_u32_u32) -> kiln_tuple_u32_u32 {
+fn k_add64_5(a_p: kiln_tuple_u32_u32, b_p: kiln_tuple_u32_u32) -> kiln_tuple_u32_u32 {
     let lo_1: u32 = (a_p.f1 + b_p.f1);
     var ifv_2: u32;
     if (lo_1 < a_p.f1) {
@@ -211,18 +218,18 @@ fn k_add64_4(a_p: kiln_tuple_u32_u32, b_p: kiln_tuple_u32_u32) -> kiln_tuple_u32
     let carry_3: u32 = ifv_2;
     return kiln_tuple_u32_u32(((a_p.f0 + b_p.f0) + carry_3), lo_1);
 }
-fn k_mul_hi64_5(a_p: kiln_tuple_u32_u32, b_p: kiln_tuple_u32_u32) -> kiln_tuple_u32_u32 {
-    let high_1: kiln_tuple_u32_u32 = k_mul_wide_3(a_p.f0, b_p.f0);
-    let t_2: kiln_tuple_u32_u32 = k_mul_wide_3(a_p.f0, b_p.f1);
+fn k_mul_hi64_6(a_p: kiln_tuple_u32_u32, b_p: kiln_tuple_u32_u32) -> kiln_tuple_u32_u32 {
+    let high_1: kiln_tuple_u32_u32 = k_mul_wide_4(a_p.f0, b_p.f0);
+    let t_2: kiln_tuple_u32_u32 = k_mul_wide_4(a_p.f0, b_p.f1);
     let m1_3: u32 = t_2.f0;
-    let t_4: kiln_tuple_u32_u32 = k_mul_wide_3(a_p.f1, b_p.f0);
+    let t_4: kiln_tuple_u32_u32 = k_mul_wide_4(a_p.f1, b_p.f0);
     let m2_5: u32 = t_4.f0;
-    return k_add64_4(k_add64_4(high_1, kiln_tuple_u32_u32(0u, m1_3)), kiln_tuple_u32_u32(0u, m2_5));
+    return k_add64_5(k_add64_5(high_1, kiln_tuple_u32_u32(0u, m1_3)), kiln_tuple_u32_u32(0u, m2_5));
 }
-fn k_shr64_6(a_p: kiln_tuple_u32_u32, s_p: u32) -> kiln_tuple_u32_u32 {
+fn k_shr64_7(a_p: kiln_tuple_u32_u32, s_p: u32) -> kiln_tuple_u32_u32 {
     return kiln_tuple_u32_u32((a_p.f0 >> s_p), (((a_p.f1 >> s_p)) | ((a_p.f0 << ((32u - s_p))))));
 }
-fn k_exp2_exact_7(x_p: f32) -> f32 {
+fn k_exp2_exact_8(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let m_2: u32 = (((bits_1 & 8388607u)) | 8388608u);
     let sh_3: u32 = (((((bits_1 >> 23u)) & 255u)) - 95u);
@@ -258,13 +265,13 @@ fn k_exp2_exact_7(x_p: f32) -> f32 {
             ifv_15 = 8u;
         }
         let shift_16: u32 = ifv_15;
-        q_13 = k_add64_4(kiln_tuple_u32_u32(c_12[((2u * n_14) - 2u)], c_12[((2u * n_14) - 1u)]), k_shr64_6(k_mul_hi64_5(g_11, q_13), shift_16));
+        q_13 = k_add64_5(kiln_tuple_u32_u32(c_12[((2u * n_14) - 2u)], c_12[((2u * n_14) - 1u)]), k_shr64_7(k_mul_hi64_6(g_11, q_13), shift_16));
         n_14 = (n_14 - 1u);
     }
-    let u_17: kiln_tuple_u32_u32 = k_mul_hi64_5(g_11, q_13);
+    let u_17: kiln_tuple_u32_u32 = k_mul_hi64_6(g_11, q_13);
     var table_18: array<u32, 256> = K_EXP2_TABLE;
     let t_19: kiln_tuple_u32_u32 = kiln_tuple_u32_u32(table_18[(4u * j_10)], table_18[((4u * j_10) + 1u)]);
-    let y_20: kiln_tuple_u32_u32 = k_add64_4(t_19, k_shr64_6(k_mul_hi64_5(t_19, u_17), 6u));
+    let y_20: kiln_tuple_u32_u32 = k_add64_5(t_19, k_shr64_7(k_mul_hi64_6(t_19, u_17), 6u));
     var ifv_21: u32;
     if (k_9 >= -(126i)) {
         ifv_21 = 40u;
@@ -303,7 +310,7 @@ fn k_exp2_exact_7(x_p: f32) -> f32 {
     }
     return ifv_33;
 }
-fn k_round_i32_8(v_p: f32) -> i32 {
+fn k_round_i32_9(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -320,8 +327,8 @@ fn k_round_i32_8(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_exp2_split_9(x_p: f32) -> kiln_tuple_i32_f32_f32 {
-    let n_1: i32 = k_round_i32_8((x_p * 6.4e1f));
+fn k_exp2_split_10(x_p: f32) -> kiln_tuple_i32_f32_f32 {
+    let n_1: i32 = k_round_i32_9((x_p * 6.4e1f));
     let j_2: u32 = bitcast<u32>(((n_1 & 63i)));
     let r_3: f32 = (x_p - ((f32(n_1)) * 1.5625e-2f));
     var table_4: array<u32, 256> = K_EXP2_TABLE;
@@ -341,7 +348,7 @@ fn k_exp2_split_9(x_p: f32) -> kiln_tuple_i32_f32_f32 {
     let lo_18: f32 = (((((t_lo_12 + (c_rest_10 * r1_13))) + (((c1_9 + c_rest_10)) * r2_14))) + quad_17);
     return kiln_tuple_i32_f32_f32((n_1 >> 6u), hi_15, lo_18);
 }
-fn k_exp2f_10(x_p: f32) -> f32 {
+fn k_exp2f_11(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let ax_2: u32 = (bits_1 & 2147483647u);
     if (ax_2 > 2139095040u) {
@@ -357,9 +364,9 @@ fn k_exp2f_10(x_p: f32) -> f32 {
         return 1e0f;
     }
     if (x_p < -(1.25e2f)) {
-        return k_exp2_exact_7(x_p);
+        return k_exp2_exact_8(x_p);
     }
-    let t_3: kiln_tuple_i32_f32_f32 = k_exp2_split_9(x_p);
+    let t_3: kiln_tuple_i32_f32_f32 = k_exp2_split_10(x_p);
     let k_4: i32 = t_3.f0;
     let hi_5: f32 = t_3.f1;
     let lo_6: f32 = t_3.f2;
@@ -370,7 +377,7 @@ fn k_exp2f_10(x_p: f32) -> f32 {
     if (m_fine_10 <= 16777216i) {
         let rem_11: i32 = (l_8 - ((q_fine_9 << 16u)));
         if ((rem_11 >= (32768i - K_EXP2_FAST_ERR)) || (rem_11 <= (K_EXP2_FAST_ERR - 32768i))) {
-            return k_exp2_exact_7(x_p);
+            return k_exp2_exact_8(x_p);
         }
         if (m_fine_10 < 16777216i) {
             return bitcast<f32>(((((bitcast<u32>(((k_4 + 125i)))) << 23u)) + bitcast<u32>(m_fine_10)));
@@ -379,11 +386,11 @@ fn k_exp2f_10(x_p: f32) -> f32 {
     let q_12: i32 = (((l_8 + 65536i)) >> 17u);
     let rem_13: i32 = (l_8 - ((q_12 << 17u)));
     if ((rem_13 >= (65536i - K_EXP2_FAST_ERR)) || (rem_13 <= (K_EXP2_FAST_ERR - 65536i))) {
-        return k_exp2_exact_7(x_p);
+        return k_exp2_exact_8(x_p);
     }
     return bitcast<f32>(((((bitcast<u32>(((k_4 + 126i)))) << 23u)) + bitcast<u32>(((h_7 + q_12)))));
 }
-fn k_two_over_pi_bits_11(j_p: i32) -> u32 {
+fn k_two_over_pi_bits_12(j_p: i32) -> u32 {
     var table_1: array<u32, 9> = K_TWO_OVER_PI;
     let idx_2: i32 = (j_p - 1i);
     if (idx_2 <= -(32i)) {
@@ -402,21 +409,21 @@ fn k_two_over_pi_bits_11(j_p: i32) -> u32 {
     }
     return (((table_1[q_3] << r_4)) | ((table_1[((q_3 + 1u))] >> ((32u - r_4)))));
 }
-fn k_reduce_pio2_12(ax_p: f32) -> kiln_tuple_u32_f32 {
+fn k_reduce_pio2_13(ax_p: f32) -> kiln_tuple_u32_f32 {
     let bits_1: u32 = bitcast<u32>(ax_p);
     let m_2: u32 = (((bits_1 & 8388607u)) | 8388608u);
     let s_3: i32 = ((bitcast<i32>(((bits_1 >> 23u)))) - 150i);
     let p_4: i32 = (s_3 - 2i);
-    let w0_5: u32 = k_two_over_pi_bits_11((p_4 + 1i));
-    let w1_6: u32 = k_two_over_pi_bits_11((p_4 + 33i));
-    let w2_7: u32 = k_two_over_pi_bits_11((p_4 + 65i));
-    let t_8: kiln_tuple_u32_u32 = k_mul_wide_3(m_2, w2_7);
+    let w0_5: u32 = k_two_over_pi_bits_12((p_4 + 1i));
+    let w1_6: u32 = k_two_over_pi_bits_12((p_4 + 33i));
+    let w2_7: u32 = k_two_over_pi_bits_12((p_4 + 65i));
+    let t_8: kiln_tuple_u32_u32 = k_mul_wide_4(m_2, w2_7);
     let h2_9: u32 = t_8.f0;
     let l2_10: u32 = t_8.f1;
-    let t_11: kiln_tuple_u32_u32 = k_mul_wide_3(m_2, w1_6);
+    let t_11: kiln_tuple_u32_u32 = k_mul_wide_4(m_2, w1_6);
     let h1_12: u32 = t_11.f0;
     let l1_13: u32 = t_11.f1;
-    let t_14: kiln_tuple_u32_u32 = k_mul_wide_3(m_2, w0_5);
+    let t_14: kiln_tuple_u32_u32 = k_mul_wide_4(m_2, w0_5);
     let _h0_15: u32 = t_14.f0;
     let l0_16: u32 = t_14.f1;
     let r2_17: u32 = l2_10;
@@ -456,21 +463,21 @@ fn k_reduce_pio2_12(ax_p: f32) -> kiln_tuple_u32_f32 {
     }
     return kiln_tuple_u32_f32((quadrant_22 & 3u), ifv_30);
 }
-fn k_reduce_13(x_p: f32) -> kiln_tuple_u32_f32 {
+fn k_reduce_14(x_p: f32) -> kiln_tuple_u32_f32 {
     let ax_1: f32 = bitcast<f32>(bitcast<u32>(x_p) & 0x7fffffffu);
     if (ax_1 < 7.853982e-1f) {
         return kiln_tuple_u32_f32(0u, ax_1);
     }
-    return k_reduce_pio2_12(ax_1);
+    return k_reduce_pio2_13(ax_1);
 }
-fn k_sin_poly_14(r_p: f32) -> f32 {
+fn k_sin_poly_15(r_p: f32) -> f32 {
     let z_1: f32 = (r_p * r_p);
     let p_2: f32 = ((-(1e0f) / 5.04e3f) + (z_1 * ((1e0f / 3.6288e5f))));
     let p_3: f32 = ((1e0f / 1.2e2f) + (z_1 * p_2));
     let p_4: f32 = ((-(1e0f) / 6e0f) + (z_1 * p_3));
     return (r_p + (r_p * ((z_1 * p_4))));
 }
-fn k_cos_poly_15(r_p: f32) -> f32 {
+fn k_cos_poly_16(r_p: f32) -> f32 {
     let z_1: f32 = (r_p * r_p);
     let p_2: f32 = ((1e0f / 4.032e4f) + (z_1 * ((-(1e0f) / 3.6288e6f))));
     let p_3: f32 = ((-(1e0f) / 7.2e2f) + (z_1 * p_2));
@@ -479,23 +486,23 @@ fn k_cos_poly_15(r_p: f32) -> f32 {
     let w_6: f32 = (1e0f - hz_5);
     return (w_6 + ((((((1e0f - w_6)) - hz_5)) + (z_1 * ((z_1 * p_4))))));
 }
-fn k_sinf_16(x_p: f32) -> f32 {
+fn k_sinf_17(x_p: f32) -> f32 {
     if !(((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u)) {
         return bitcast<f32>(0x7fc00000u);
     }
-    let t_1: kiln_tuple_u32_f32 = k_reduce_13(x_p);
+    let t_1: kiln_tuple_u32_f32 = k_reduce_14(x_p);
     let q_2: u32 = t_1.f0;
     let r_3: f32 = t_1.f1;
     let m_4: u32 = q_2;
     var mv_5: f32;
     if (m_4 == 0u) {
-        mv_5 = k_sin_poly_14(r_3);
+        mv_5 = k_sin_poly_15(r_3);
     } else if (m_4 == 1u) {
-        mv_5 = k_cos_poly_15(r_3);
+        mv_5 = k_cos_poly_16(r_3);
     } else if (m_4 == 2u) {
-        mv_5 = -(k_sin_poly_14(r_3));
+        mv_5 = -(k_sin_poly_15(r_3));
     } else {
-        mv_5 = -(k_cos_poly_15(r_3));
+        mv_5 = -(k_cos_poly_16(r_3));
     }
     let v_6: f32 = mv_5;
     var ifv_7: f32;
@@ -506,30 +513,30 @@ fn k_sinf_16(x_p: f32) -> f32 {
     }
     return ifv_7;
 }
-fn k_cosf_17(x_p: f32) -> f32 {
+fn k_cosf_18(x_p: f32) -> f32 {
     if !(((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u)) {
         return bitcast<f32>(0x7fc00000u);
     }
-    let t_1: kiln_tuple_u32_f32 = k_reduce_13(x_p);
+    let t_1: kiln_tuple_u32_f32 = k_reduce_14(x_p);
     let q_2: u32 = t_1.f0;
     let r_3: f32 = t_1.f1;
     let m_4: u32 = q_2;
     var mv_5: f32;
     if (m_4 == 0u) {
-        mv_5 = k_cos_poly_15(r_3);
+        mv_5 = k_cos_poly_16(r_3);
     } else if (m_4 == 1u) {
-        mv_5 = -(k_sin_poly_14(r_3));
+        mv_5 = -(k_sin_poly_15(r_3));
     } else if (m_4 == 2u) {
-        mv_5 = -(k_cos_poly_15(r_3));
+        mv_5 = -(k_cos_poly_16(r_3));
     } else {
-        mv_5 = k_sin_poly_14(r_3);
+        mv_5 = k_sin_poly_15(r_3);
     }
     return mv_5;
 }
-fn k_to_f32_18(self_v: u32) -> f32 {
+fn k_to_f32_19(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_f32_to_bf16_bits_19(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_20(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -545,10 +552,10 @@ fn k_f32_to_bf16_bits_19(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_20(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_19(v_p);
+fn k_from_f32_21(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_20(v_p);
 }
-fn k_fused_rope_qk_append_21(qkv_v: vec2<u32>, q_out_v: vec2<u32>, k_out_v: vec2<u32>, v_out_v: vec2<u32>) {
+fn k_fused_rope_qk_append_22(qkv_v: vec2<u32>, q_out_v: vec2<u32>, k_out_v: vec2<u32>, v_out_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_block.y;
     let t_3: u32 = kiln_block.z;
@@ -634,18 +641,18 @@ fn k_fused_rope_qk_append_21(qkv_v: vec2<u32>, q_out_v: vec2<u32>, k_out_v: vec2
         let x2_41: u32 = t_39;
         var ifv_42: kiln_tuple_bf16_bf16;
         if rotate_30 {
-            let d_43: f32 = k_div_ieee_2(f32(pair_29), f32(rot_half_14));
-            let inv_freq_44: f32 = k_exp2f_10((-(d_43) * bitcast<f32>(kiln_meta[7u])));
+            let d_43: f32 = k_div_ieee_3(f32(pair_29), f32(rot_half_14));
+            let inv_freq_44: f32 = k_exp2f_11((-(d_43) * bitcast<f32>(kiln_meta[7u])));
             let theta_45: f32 = (((bitcast<f32>(kiln_meta[8u]) * position_28)) * inv_freq_44);
-            let t_46: f32 = k_sinf_16(theta_45);
-            let t_47: f32 = k_cosf_17(theta_45);
+            let t_46: f32 = k_sinf_17(theta_45);
+            let t_47: f32 = k_cosf_18(theta_45);
             let s_48: f32 = t_46;
             let c_49: f32 = t_47;
-            let t_50: f32 = k_to_f32_18(x1_40);
-            let t_51: f32 = k_to_f32_18(x2_41);
+            let t_50: f32 = k_to_f32_19(x1_40);
+            let t_51: f32 = k_to_f32_19(x2_41);
             let f1_52: f32 = t_50;
             let f2_53: f32 = t_51;
-            ifv_42 = kiln_tuple_bf16_bf16(k_from_f32_20(((f1_52 * c_49) - (f2_53 * s_48))), k_from_f32_20(((f1_52 * s_48) + (f2_53 * c_49))));
+            ifv_42 = kiln_tuple_bf16_bf16(k_from_f32_21(((f1_52 * c_49) - (f2_53 * s_48))), k_from_f32_21(((f1_52 * s_48) + (f2_53 * c_49))));
         } else {
             ifv_42 = kiln_tuple_bf16_bf16(x1_40, x2_41);
         }
@@ -676,5 +683,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_rope_qk_append_21(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_fused_rope_qk_append_22(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -228,7 +228,22 @@ fn k_sub_error_8(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
     return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_div_rn_9(a_p: f32, b_p: f32) -> f32 {
+fn k_long_divide_9(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+    var rem_m: u32 = rem_p;
+    var q_1: u32 = 0u;
+    var i_2: u32 = 0u;
+    while (i_2 < 24u) {
+        q_1 = (q_1 << 1u);
+        if (rem_m >= mb_p) {
+            rem_m = (rem_m - mb_p);
+            q_1 = (q_1 | 1u);
+        }
+        rem_m = (rem_m << 1u);
+        i_2 = (i_2 + 1u);
+    }
+    return kiln_tuple_u32_u32(q_1, rem_m);
+}
+fn k_div_rn_10(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -245,23 +260,15 @@ fn k_div_rn_9(a_p: f32, b_p: f32) -> f32 {
         rem_9 = (ma_6 << 1u);
         e_8 = (e_8 - 1i);
     }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
+    let t_10: kiln_tuple_u32_u32 = k_long_divide_9(rem_9, mb_7);
+    var q_11: u32 = t_10.f0;
+    let rem_12: u32 = t_10.f1;
+    if ((rem_12 > mb_7) || (((rem_12 == mb_7) && (((q_11 & 1u)) == 1u)))) {
+        q_11 = (q_11 + 1u);
     }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_11)) - 8388608u))));
 }
-fn k_expm1f_10(x_p: f32) -> f32 {
+fn k_expm1f_11(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let hx_2: u32 = (bits_1 & 2147483647u);
     let sign_3: bool = (bits_1 >= 2147483648u);
@@ -313,7 +320,7 @@ fn k_expm1f_10(x_p: f32) -> f32 {
     let hxs_13: f32 = k_mul_rn_7(r_5, hfx_12);
     let r1_14: f32 = (1e0f + k_mul_rn_7(hxs_13, (K_EXPM1_Q1 + k_mul_rn_7(hxs_13, K_EXPM1_Q2))));
     let t_15: f32 = (3e0f - k_mul_rn_7(r1_14, hfx_12));
-    var e_16: f32 = k_mul_rn_7(hxs_13, k_div_rn_9((r1_14 - t_15), (6e0f - k_mul_rn_7(r_5, t_15))));
+    var e_16: f32 = k_mul_rn_7(hxs_13, k_div_rn_10((r1_14 - t_15), (6e0f - k_mul_rn_7(r_5, t_15))));
     if (k_4 == 0i) {
         return (r_5 - ((k_mul_rn_7(r_5, e_16) - hxs_13)));
     }
@@ -346,7 +353,7 @@ fn k_expm1f_10(x_p: f32) -> f32 {
     }
     return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_xielu_element_11(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
+fn k_xielu_element_12(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
     let xf_1: f32 = k_to_f32_3(x_p);
     let v_2: f32 = (xf_1 * xf_1);
     let cl_3: f32 = k_to_f32_3(k_from_f32_2(v_2));
@@ -360,7 +367,7 @@ fn k_xielu_element_11(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
         ifv_7 = k_to_f32_3(eps_p);
     }
     let clamped_8: f32 = ifv_7;
-    let v_9: f32 = k_expm1f_10(clamped_8);
+    let v_9: f32 = k_expm1f_11(clamped_8);
     let cl_10: f32 = k_to_f32_3(k_from_f32_2(v_9));
     let em1_11: f32 = cl_10;
     let v_12: f32 = (em1_11 - xf_1);
@@ -379,7 +386,7 @@ fn k_xielu_element_11(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps
     let cl_20: f32 = k_to_f32_3(k_from_f32_2(v_19));
     return k_from_f32_2((branch_18 + cl_20));
 }
-fn k_fused_xielu_12(x_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_xielu_13(x_v: vec2<u32>, out_v: vec2<u32>) {
     let t_1: u32 = k_from_f32_2(bitcast<f32>(kiln_meta[1u]));
     let t_2: u32 = k_from_f32_2(bitcast<f32>(kiln_meta[2u]));
     let alpha_p_3: u32 = t_1;
@@ -398,7 +405,7 @@ fn k_fused_xielu_12(x_v: vec2<u32>, out_v: vec2<u32>) {
             var ys_14: array<u32, 8> = xs_13;
             var j_15: u32 = 0u;
             while (j_15 < K_CHUNK) {
-                ys_14[j_15] = k_xielu_element_11(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
+                ys_14[j_15] = k_xielu_element_12(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
                 j_15 = (j_15 + 1u);
             }
             kiln_setchunk8_b1(out_v, at_12, ys_14);
@@ -407,7 +414,7 @@ fn k_fused_xielu_12(x_v: vec2<u32>, out_v: vec2<u32>) {
     } else {
         var i_16: u32 = (start_9 + kiln_thread);
         while (i_16 < end_10) {
-            kiln_set_b1(out_v, i_16, k_xielu_element_11(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
+            kiln_set_b1(out_v, i_16, k_xielu_element_12(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
             i_16 = (i_16 + KILN_BLOCK);
         }
     }
@@ -421,5 +428,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_xielu_12(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
+    k_fused_xielu_13(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
 }

@@ -204,7 +204,22 @@ fn k_sub_error_7(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
     return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_div_rn_8(a_p: f32, b_p: f32) -> f32 {
+fn k_long_divide_8(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+    var rem_m: u32 = rem_p;
+    var q_1: u32 = 0u;
+    var i_2: u32 = 0u;
+    while (i_2 < 24u) {
+        q_1 = (q_1 << 1u);
+        if (rem_m >= mb_p) {
+            rem_m = (rem_m - mb_p);
+            q_1 = (q_1 | 1u);
+        }
+        rem_m = (rem_m << 1u);
+        i_2 = (i_2 + 1u);
+    }
+    return kiln_tuple_u32_u32(q_1, rem_m);
+}
+fn k_div_rn_9(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -221,23 +236,15 @@ fn k_div_rn_8(a_p: f32, b_p: f32) -> f32 {
         rem_9 = (ma_6 << 1u);
         e_8 = (e_8 - 1i);
     }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
+    let t_10: kiln_tuple_u32_u32 = k_long_divide_8(rem_9, mb_7);
+    var q_11: u32 = t_10.f0;
+    let rem_12: u32 = t_10.f1;
+    if ((rem_12 > mb_7) || (((rem_12 == mb_7) && (((q_11 & 1u)) == 1u)))) {
+        q_11 = (q_11 + 1u);
     }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_11)) - 8388608u))));
 }
-fn k_expm1f_9(x_p: f32) -> f32 {
+fn k_expm1f_10(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let hx_2: u32 = (bits_1 & 2147483647u);
     let sign_3: bool = (bits_1 >= 2147483648u);
@@ -289,7 +296,7 @@ fn k_expm1f_9(x_p: f32) -> f32 {
     let hxs_13: f32 = k_mul_rn_6(r_5, hfx_12);
     let r1_14: f32 = (1e0f + k_mul_rn_6(hxs_13, (K_EXPM1_Q1 + k_mul_rn_6(hxs_13, K_EXPM1_Q2))));
     let t_15: f32 = (3e0f - k_mul_rn_6(r1_14, hfx_12));
-    var e_16: f32 = k_mul_rn_6(hxs_13, k_div_rn_8((r1_14 - t_15), (6e0f - k_mul_rn_6(r_5, t_15))));
+    var e_16: f32 = k_mul_rn_6(hxs_13, k_div_rn_9((r1_14 - t_15), (6e0f - k_mul_rn_6(r_5, t_15))));
     if (k_4 == 0i) {
         return (r_5 - ((k_mul_rn_6(r_5, e_16) - hxs_13)));
     }
@@ -322,7 +329,7 @@ fn k_expm1f_9(x_p: f32) -> f32 {
     }
     return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_xielu_element_10(x_p: f32, alpha_p_p: f32, alpha_n_p: f32, beta_p: f32, eps_p: f32) -> f32 {
+fn k_xielu_element_11(x_p: f32, alpha_p_p: f32, alpha_n_p: f32, beta_p: f32, eps_p: f32) -> f32 {
     let xf_1: f32 = k_to_f32_2(x_p);
     let v_2: f32 = (xf_1 * xf_1);
     let cl_3: f32 = k_to_f32_2(k_from_f32_1(v_2));
@@ -336,7 +343,7 @@ fn k_xielu_element_10(x_p: f32, alpha_p_p: f32, alpha_n_p: f32, beta_p: f32, eps
         ifv_7 = k_to_f32_2(eps_p);
     }
     let clamped_8: f32 = ifv_7;
-    let v_9: f32 = k_expm1f_9(clamped_8);
+    let v_9: f32 = k_expm1f_10(clamped_8);
     let cl_10: f32 = k_to_f32_2(k_from_f32_1(v_9));
     let em1_11: f32 = cl_10;
     let v_12: f32 = (em1_11 - xf_1);
@@ -355,7 +362,7 @@ fn k_xielu_element_10(x_p: f32, alpha_p_p: f32, alpha_n_p: f32, beta_p: f32, eps
     let cl_20: f32 = k_to_f32_2(k_from_f32_1(v_19));
     return k_from_f32_1((branch_18 + cl_20));
 }
-fn k_fused_xielu_11(x_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_xielu_12(x_v: vec2<u32>, out_v: vec2<u32>) {
     let t_1: f32 = k_from_f32_1(bitcast<f32>(kiln_meta[1u]));
     let t_2: f32 = k_from_f32_1(bitcast<f32>(kiln_meta[2u]));
     let alpha_p_3: f32 = t_1;
@@ -374,7 +381,7 @@ fn k_fused_xielu_11(x_v: vec2<u32>, out_v: vec2<u32>) {
             var ys_14: array<f32, 8> = xs_13;
             var j_15: u32 = 0u;
             while (j_15 < K_CHUNK) {
-                ys_14[j_15] = k_xielu_element_10(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
+                ys_14[j_15] = k_xielu_element_11(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
                 j_15 = (j_15 + 1u);
             }
             kiln_setchunk8_b1(out_v, at_12, ys_14);
@@ -383,7 +390,7 @@ fn k_fused_xielu_11(x_v: vec2<u32>, out_v: vec2<u32>) {
     } else {
         var i_16: u32 = (start_9 + kiln_thread);
         while (i_16 < end_10) {
-            kiln_set_b1(out_v, i_16, k_xielu_element_10(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
+            kiln_set_b1(out_v, i_16, k_xielu_element_11(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
             i_16 = (i_16 + KILN_BLOCK);
         }
     }
@@ -397,5 +404,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_xielu_11(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
+    k_fused_xielu_12(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
 }

@@ -636,7 +636,22 @@ fn k_sub_error_32(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
     return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_div_rn_33(a_p: f32, b_p: f32) -> f32 {
+fn k_long_divide_33(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+    var rem_m: u32 = rem_p;
+    var q_1: u32 = 0u;
+    var i_2: u32 = 0u;
+    while (i_2 < 24u) {
+        q_1 = (q_1 << 1u);
+        if (rem_m >= mb_p) {
+            rem_m = (rem_m - mb_p);
+            q_1 = (q_1 | 1u);
+        }
+        rem_m = (rem_m << 1u);
+        i_2 = (i_2 + 1u);
+    }
+    return kiln_tuple_u32_u32(q_1, rem_m);
+}
+fn k_div_rn_34(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -653,23 +668,15 @@ fn k_div_rn_33(a_p: f32, b_p: f32) -> f32 {
         rem_9 = (ma_6 << 1u);
         e_8 = (e_8 - 1i);
     }
-    var q_10: u32 = 0u;
-    var i_11: u32 = 0u;
-    while (i_11 < 24u) {
-        q_10 = (q_10 << 1u);
-        if (rem_9 >= mb_7) {
-            rem_9 = (rem_9 - mb_7);
-            q_10 = (q_10 | 1u);
-        }
-        rem_9 = (rem_9 << 1u);
-        i_11 = (i_11 + 1u);
+    let t_10: kiln_tuple_u32_u32 = k_long_divide_33(rem_9, mb_7);
+    var q_11: u32 = t_10.f0;
+    let rem_12: u32 = t_10.f1;
+    if ((rem_12 > mb_7) || (((rem_12 == mb_7) && (((q_11 & 1u)) == 1u)))) {
+        q_11 = (q_11 + 1u);
     }
-    if ((rem_9 > mb_7) || (((rem_9 == mb_7) && (((q_10 & 1u)) == 1u)))) {
-        q_10 = (q_10 + 1u);
-    }
-    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_10)) - 8388608u))));
+    return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_11)) - 8388608u))));
 }
-fn k_expm1f_34(x_p: f32) -> f32 {
+fn k_expm1f_35(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let hx_2: u32 = (bits_1 & 2147483647u);
     let sign_3: bool = (bits_1 >= 2147483648u);
@@ -721,7 +728,7 @@ fn k_expm1f_34(x_p: f32) -> f32 {
     let hxs_13: f32 = k_mul_rn_31(r_5, hfx_12);
     let r1_14: f32 = (1e0f + k_mul_rn_31(hxs_13, (K_EXPM1_Q1 + k_mul_rn_31(hxs_13, K_EXPM1_Q2))));
     let t_15: f32 = (3e0f - k_mul_rn_31(r1_14, hfx_12));
-    var e_16: f32 = k_mul_rn_31(hxs_13, k_div_rn_33((r1_14 - t_15), (6e0f - k_mul_rn_31(r_5, t_15))));
+    var e_16: f32 = k_mul_rn_31(hxs_13, k_div_rn_34((r1_14 - t_15), (6e0f - k_mul_rn_31(r_5, t_15))));
     if (k_4 == 0i) {
         return (r_5 - ((k_mul_rn_31(r_5, e_16) - hxs_13)));
     }
@@ -754,7 +761,7 @@ fn k_expm1f_34(x_p: f32) -> f32 {
     }
     return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_tanhf_35(x_p: f32) -> f32 {
+fn k_tanhf_36(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -765,10 +772,10 @@ fn k_tanhf_35(x_p: f32) -> f32 {
     if (a_1 < 2.4414063e-4f) {
         return x_p;
     }
-    let t_2: f32 = k_expm1f_34((2e0f * a_1));
-    return bitcast<f32>((bitcast<u32>(k_div_rn_33(t_2, (t_2 + 2e0f))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
+    let t_2: f32 = k_expm1f_35((2e0f * a_1));
+    return bitcast<f32>((bitcast<u32>(k_div_rn_34(t_2, (t_2 + 2e0f))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
 }
-fn k_round_i32_36(v_p: f32) -> i32 {
+fn k_round_i32_37(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -785,12 +792,12 @@ fn k_round_i32_36(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_37(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_36((x_p * K_LOG2_E));
+fn k_reduce_ln2_38(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_37((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_38(r_p: f32) -> f32 {
+fn k_expm1_small_39(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -800,19 +807,19 @@ fn k_expm1_small_38(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_39(k_p: i32) -> f32 {
+fn k_pow2_40(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_40(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_41(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_39(127i)) * k_pow2_39((k_p - 127i)));
+        return ((v_p * k_pow2_40(127i)) * k_pow2_40((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_39((k_p + 100i))) * k_pow2_39(-(100i)));
+        return ((v_p * k_pow2_40((k_p + 100i))) * k_pow2_40(-(100i)));
     }
-    return (v_p * k_pow2_39(k_p));
+    return (v_p * k_pow2_40(k_p));
 }
-fn k_expf_41(x_p: f32) -> f32 {
+fn k_expf_42(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -822,15 +829,15 @@ fn k_expf_41(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_37(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_38(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_40((1e0f + k_expm1_small_38(r_3)), k_2);
+    return k_scale_41((1e0f + k_expm1_small_39(r_3)), k_2);
 }
-fn k_silu_42(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_41(-(g_p)))));
+fn k_silu_43(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_42(-(g_p)))));
 }
-fn k_activation_43(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_44(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -851,18 +858,18 @@ fn k_activation_43(act_p: u32, g_p: f32, u_p: f32) -> f32 {
         var ifv_5: f32;
         if (act_p == K_ACT_GEGLU) {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
-            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_35(inner_6)))) * u_p);
+            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_36(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_42(g_p) * u_p);
+            ifv_5 = (k_silu_43(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_44() -> u32 {
+fn k_waves_45() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_45(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
+fn k_moe_up_46(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 4>) {
     var bits_m: array<u32, 4> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -903,13 +910,13 @@ fn k_moe_up_45(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_43(act_4, g_17, u_19));
+            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_44(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_44());
+        r_12 = (r_12 + k_waves_45());
     }
 }
-fn k_moe_gateup_4bit_46(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_45(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
+fn k_moe_gateup_4bit_47(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_46(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 4>(0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -922,5 +929,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_gateup_4bit_46(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
+    k_moe_gateup_4bit_47(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
 }
