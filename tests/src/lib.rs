@@ -118,3 +118,18 @@ pub const PAGED_KERNELS: [KernelId; 3] = [
     KernelId::PagedAttentionDecodeV2Partial,
     KernelId::PagedAttentionMergeStates,
 ];
+
+/// The wgpu device, or `None` (skipped, by name) when absent and not required.
+pub fn wgpu_device() -> Option<Device> {
+    match Device::open(Backend::Wgpu) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                !required_backends().contains(&Backend::Wgpu),
+                "required backend wgpu is absent: {e}"
+            );
+            eprintln!("skipped backend wgpu: {e}");
+            None
+        }
+    }
+}

@@ -4,25 +4,8 @@
 
 use kiln::gpu::{GpuBuf, GpuLaunch};
 use kiln::parity::{kernel_dtypes, run_pairs_where, SimBlocks};
-use kiln::{
-    ports, select_port, Backend, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor,
-};
+use kiln::{ports, select_port, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor};
 use std::collections::HashSet;
-
-/// The wgpu device, or `None` (skipped, by name) when absent and not required.
-fn wgpu_device() -> Option<Device> {
-    match Device::open(Backend::Wgpu) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            assert!(
-                !kiln_tests::required_backends().contains(&Backend::Wgpu),
-                "required backend wgpu is absent: {e}"
-            );
-            eprintln!("skipped backend wgpu: {e}");
-            None
-        }
-    }
-}
 
 /// Every kernel × dtype pair the parity test runs on `dev`.
 fn pairs(dev: &Device) -> Vec<(KernelId, DType)> {
@@ -36,7 +19,9 @@ fn module_file(dev: &Device, k: KernelId, dt: DType) -> Option<&'static str> {
 
 #[test]
 fn every_module_variant_passes_parity() {
-    let Some(default) = wgpu_device() else { return };
+    let Some(default) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let seed = kiln_tests::seed("wgpu variants");
     // The parity test runs the default device's modules. A variant runs only the pairs whose
     // module no device before it ran: f32 and bf16 have no f16-storage form, so without f16
@@ -94,7 +79,9 @@ fn every_module_variant_passes_parity() {
 
 #[test]
 fn the_wave_is_the_adapters_subgroup_size() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     eprintln!("wgpu: {} wave {}", dev.name(), dev.wave());
     if dev.name().contains("llvmpipe") {
         assert_eq!(dev.wave(), 8, "lavapipe runs subgroups of 8");
@@ -104,7 +91,9 @@ fn the_wave_is_the_adapters_subgroup_size() {
 
 #[test]
 fn grids_wider_than_a_dispatch_dimension_fold() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let seed = kiln_tests::seed("wgpu fold");
     // 70 000 rows: one block per row, more than 65 535 workgroups in x.
     let (rows, dim) = (70_000usize, 8usize);
@@ -136,7 +125,9 @@ fn grids_wider_than_a_dispatch_dimension_fold() {
 
 #[test]
 fn an_out_of_bounds_view_access_is_a_kernel_fault() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let g = dev.gpu().expect("a GPU device").clone();
     let kernel = KernelId::FusedAddRmsNorm;
     let port = select_port(ports::ports(kernel), &dev, DType::F32).unwrap();
@@ -206,7 +197,9 @@ fn an_out_of_bounds_view_access_is_a_kernel_fault() {
 
 #[test]
 fn timestamp_queries_time_launches_and_copies() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let g = dev.gpu().expect("a GPU device").clone();
     let w = g
         .as_any()
@@ -265,7 +258,9 @@ fn timestamp_queries_time_launches_and_copies() {
 /// timer and with the host clock: every row has a positive, finite time.
 #[test]
 fn the_bench_drivers_run_with_either_timer() {
-    let Some(_) = wgpu_device() else { return };
+    let Some(_) = kiln_tests::wgpu_device() else {
+        return;
+    };
     for timestamps in [true, false] {
         let dev = kiln::wgpu::open_with(kiln::wgpu::Options {
             timestamps,

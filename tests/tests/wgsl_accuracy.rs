@@ -18,22 +18,7 @@ use kiln::math::kernels::fused_rope_qk_append::{FusedRopeQkAppend, RopeAppendPar
 use kiln::math::kernels::fused_xielu::XieluParams;
 use kiln::math::{Bf16, Element, KernelDef, F16};
 use kiln::ops::{self, KvLayout, Rope};
-use kiln::{Backend, DType, Device, Tensor};
-
-/// The wgpu device, or `None` (skipped, by name) when absent and not required.
-fn wgpu_device() -> Option<Device> {
-    match Device::open(Backend::Wgpu) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            assert!(
-                !kiln_tests::required_backends().contains(&Backend::Wgpu),
-                "required backend wgpu is absent: {e}"
-            );
-            eprintln!("skipped backend wgpu: {e}");
-            None
-        }
-    }
-}
+use kiln::{DType, Device, Tensor};
 
 /// xorshift64*: inputs are reproducible from the printed seed.
 struct Rng(u64);
@@ -234,7 +219,9 @@ impl RopeWorst {
 
 #[test]
 fn rope_is_within_the_f32_angle_contract_at_every_accepted_position() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let cpu = Device::cpu();
     let mut rng = Rng(kiln_tests::seed("wgsl_accuracy rope"));
     let cases = [
@@ -355,14 +342,19 @@ fn xielu_inputs(rng: &mut Rng) -> Vec<f32> {
     v
 }
 
+/// The sign bit and the exponent field of `dtype`'s bits.
+fn sign_and_exponent(dtype: DType) -> (u32, u32) {
+    match dtype {
+        DType::F32 => (0x8000_0000, 0x7f80_0000),
+        DType::F16 => (0x8000, 0x7c00),
+        _ => (0x8000, 0x7f80),
+    }
+}
+
 /// The ulps between two values of one dtype given as bits (`bits`: 16 or 32), NaN equal to NaN
 /// and to nothing else, −0 equal to +0.
 fn ulp_distance(a: u32, b: u32, dtype: DType) -> u64 {
-    let (sign, exp_mask) = match dtype {
-        DType::F32 => (0x8000_0000u32, 0x7f80_0000u32),
-        DType::F16 => (0x8000, 0x7c00),
-        _ => (0x8000, 0x7f80),
-    };
+    let (sign, exp_mask) = sign_and_exponent(dtype);
     let nan = |x: u32| (x & !sign) > exp_mask;
     match (nan(a), nan(b)) {
         (true, true) => return 0,
@@ -403,11 +395,7 @@ fn words(bytes: &[u8], dtype: DType) -> Vec<u32> {
 
 /// `bits` (a value of `dtype`) with a subnormal flushed to zero of its sign.
 fn flush_bits(bits: u32, dtype: DType) -> u32 {
-    let (sign, exp_mask) = match dtype {
-        DType::F32 => (0x8000_0000u32, 0x7f80_0000u32),
-        DType::F16 => (0x8000, 0x7c00),
-        _ => (0x8000, 0x7f80),
-    };
+    let (sign, exp_mask) = sign_and_exponent(dtype);
     if bits & exp_mask == 0 {
         bits & sign
     } else {
@@ -449,7 +437,9 @@ fn xielu_run(dev: &Device, dtype: DType, p: &XieluParams, xs: &[f32]) -> Vec<u32
 
 #[test]
 fn xielu_is_within_one_ulp_of_the_per_op_chain_over_its_whole_range() {
-    let Some(dev) = wgpu_device() else { return };
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
     let cpu = Device::cpu();
     let mut rng = Rng(kiln_tests::seed("wgsl_accuracy xielu"));
     let xs = xielu_inputs(&mut rng);
