@@ -125,6 +125,10 @@ impl CpuBlock<'_> {
 
 impl Block for CpuBlock<'_> {
     const WAVE: u32 = 1;
+    #[inline(always)]
+    fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
+        kiln_math::random::mul_wide_u64(a, b)
+    }
     #[track_caller]
     fn thread(&self) -> u32 {
         self.watch();

@@ -383,6 +383,11 @@ impl<const W: u32> Block for SimLane<'_, W> {
         }
     }
 
+    #[inline(always)]
+    fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
+        kiln_math::random::mul_wide_u64(a, b)
+    }
+
     #[track_caller]
     fn shuffle_xor(&self, v: u32, mask: u32) -> u32 {
         let site = Location::caller();

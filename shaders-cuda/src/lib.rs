@@ -106,6 +106,11 @@ impl Block for CudaBlock {
     }
 
     #[inline(always)]
+    fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
+        kiln_math::random::mul_wide_u64(a, b)
+    }
+
+    #[inline(always)]
     fn shuffle_xor(&self, v: u32, mask: u32) -> u32 {
         // SAFETY: a full-warp butterfly shuffle; every lane of the warp executes it (block sizes
         // are multiples of the warp and collectives run in uniform control flow).

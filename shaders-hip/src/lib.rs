@@ -147,6 +147,11 @@ impl Block for HipBlock {
     }
 
     #[inline(always)]
+    fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
+        kiln_math::random::mul_wide_u64(a, b)
+    }
+
+    #[inline(always)]
     fn shuffle_xor(&self, v: u32, mask: u32) -> u32 {
         // ds_bpermute addresses the source lane in bytes (lane * 4).
         let source = (self.lane() ^ mask) << 2;

@@ -76,6 +76,14 @@ pub trait Block: Sized {
         v
     }
 
+    /// `(hi, lo)`: the high and low words of the 64-bit product `a · b`. One wide multiply on
+    /// the host, CUDA and AMD ports; WGSL has no 64-bit integers, so the provided version
+    /// multiplies 16-bit limbs (Philox's rounds are most of a sampler's arithmetic).
+    #[inline(always)]
+    fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
+        crate::random::mulhilo32(a, b)
+    }
+
     /// Kernel shared memory: `len` values of `T` at `offset` bytes after the scratch.
     /// `offset` is a multiple of `align_of::<T>()`; out-of-range requests trap.
     fn shared<T: Scalar>(&self, offset: usize, len: usize) -> Rw<T>;

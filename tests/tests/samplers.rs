@@ -8,7 +8,8 @@ use kiln::reference::gumbel_max_sample as gumbel_ref;
 use kiln::reference::sampling as sampling_ref;
 use kiln::rng::Rng;
 use kiln::{ops, Backend, DType, Device, Tensor};
-use kiln_math::random::{mulhilo32, philox4x32_10, uniform_open};
+use kiln_math::kernels::gumbel_max_sample::{noise_bound, quotient_bound, BOUND_BITS};
+use kiln_math::random::{gumbel_noise, mul_wide_u64, mulhilo32, philox4x32_10, uniform_open};
 
 /// Upper 1e-6 quantile of the standard normal.
 const Z_1E6: f64 = 4.753_424;
@@ -107,7 +108,7 @@ fn philox_matches_the_known_answers() {
     for k in 0..4 {
         let u = uniform_open(words[k]);
         assert!((u as f64 - u_want[k]).abs() < 1e-5, "u[{k}] = {u}");
-        let g = kiln_math::random::gumbel_noise(words[k]);
+        let g = gumbel_noise(words[k]);
         assert!((g as f64 - g_want[k]).abs() < 1e-4, "g[{k}] = {g}");
     }
 }
@@ -137,6 +138,7 @@ fn mulhilo_matches_64_bit_products() {
             ((p >> 32) as u32, p as u32),
             "{a:#x} * {b:#x}"
         );
+        assert_eq!(mul_wide_u64(a, b), mulhilo32(a, b), "wide {a:#x} * {b:#x}");
     }
 }
 
@@ -257,6 +259,56 @@ fn gumbel_decided_rows_match_the_host_with_a_fixed_key() {
             decided >= rows * 9 / 10,
             "only {decided} of {rows} rows decided"
         );
+    }
+}
+
+#[test]
+fn the_noise_table_bounds_the_noise_of_every_word() {
+    // The noise reads the top 23 bits of a word: every value of them, against its table entry.
+    let mut worst = f32::INFINITY;
+    for v in 0..1u32 << 23 {
+        let w = v << 9;
+        let (g, bound) = (gumbel_noise(w), noise_bound(w >> (32 - BOUND_BITS)));
+        assert!(g <= bound, "word {w:#x}: noise {g} above its bound {bound}");
+        worst = worst.min(bound - g);
+    }
+    eprintln!("smallest slack of the noise table: {worst:e}");
+}
+
+#[test]
+fn the_quotient_bound_is_above_every_rounded_quotient() {
+    let seed = kiln_tests::seed("quotient bound");
+    let mut rng = Rng::new(seed);
+    let mut pairs: Vec<(f32, f32)> = Vec::new();
+    for _ in 0..200_000 {
+        // Logits and temperatures over their whole range, subnormal quotients included.
+        let x = f32::from_bits(rng.next_u64() as u32);
+        let t = f32::from_bits((rng.next_u64() as u32) & 0x7fff_ffff);
+        pairs.push((x, t.max(f32::MIN_POSITIVE)));
+        let scale = (rng.uniform() * 8.0 - 4.0) as f32;
+        pairs.push(((rng.normal() * 10.0) as f32, 10f32.powf(scale)));
+    }
+    for (x, t) in pairs {
+        // The kernel bounds nothing where `1/T` is subnormal.
+        if !(x.is_finite() && t.is_finite() && 1.0 / t >= f32::MIN_POSITIVE) {
+            continue;
+        }
+        let bound = quotient_bound(x * (1.0 / t));
+        let q = x / t;
+        // A Vulkan `/` may be 2.5 ulp away from the rounded quotient: the bound covers 3 ulp.
+        let mut far = q;
+        for _ in 0..3 {
+            far = f32::from_bits(if far >= 0.0 {
+                far.to_bits() + 1
+            } else {
+                far.to_bits() - 1
+            });
+        }
+        if q.is_finite() && far.is_finite() {
+            assert!(far <= bound, "x {x:e} / t {t:e} = {q:e}: bound {bound:e}");
+        } else if q == f32::INFINITY {
+            assert_eq!(bound, f32::INFINITY, "x {x:e} / t {t:e}");
+        }
     }
 }
 

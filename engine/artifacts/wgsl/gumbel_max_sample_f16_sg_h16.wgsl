@@ -2,6 +2,7 @@
 enable f16;
 override KILN_BLOCK: u32;
 override KILN_WAVE: u32;
+override KILN_SHARED_WORDS: u32;
 
 // buffer `logits`: Src<T>
 @group(0) @binding(0) var<storage, read> kiln_buf0: array<f16>;
@@ -15,6 +16,10 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct kiln_tuple_a4u32_a2u32 {
+    f0: array<u32, 4>,
+    f1: array<u32, 2>,
+}
 struct kiln_tuple_f32_u32 {
     f0: f32,
     f1: u32,
@@ -23,6 +28,8 @@ struct kiln_tuple_u32_u32 {
     f0: u32,
     f1: u32,
 }
+const K_BOUNDS: u32 = (1u << K_BOUND_BITS);
+const K_BOUND_BITS: u32 = 8u;
 const K_CHUNK_GROUPS: u32 = 256u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
@@ -90,6 +97,10 @@ fn kiln_f16_bits_value(h: u32) -> f32 {
 // block of at most 1024 threads and a wave of at least 4.
 var<workgroup> kiln_scratch: array<u32, 512>;
 const KILN_SCRATCH_WORDS: u32 = 512u;
+
+// Kernel shared memory, sized per pipeline; `offset` is in bytes after the scratch.
+var<workgroup> kiln_shared: array<u32, KILN_SHARED_WORDS>;
+fn kiln_shared_view(offset: u32, len: u32) -> vec2<u32> { return vec2<u32>(offset / 4u, len); }
 fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(0u, i); return kiln_zero_u32(); }
     return kiln_f16_value_bits(f32(kiln_buf0[v.x + i]));
@@ -97,6 +108,10 @@ fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
 fn kiln_get_scratch(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(4294967294u, i); return kiln_zero_u32(); }
     return kiln_scratch[v.x + i];
+}
+fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
+    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
+    return bitcast<f32>(kiln_shared[v.x + i]);
 }
 fn kiln_set_b1(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y { kiln_fault_at(1u, i); return; }
@@ -110,7 +125,61 @@ fn kiln_set_scratch(v: vec2<u32>, i: u32, x: u32) {
     if i >= v.y { kiln_fault_at(4294967294u, i); return; }
     kiln_scratch[v.x + i] = x;
 }
-fn k_mulhilo32_1(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
+    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
+    kiln_shared[v.x + i] = bitcast<u32>(x);
+}
+fn k_uniform_open_1(word_p: u32) -> f32 {
+    return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
+}
+fn k_log_core_2(f_p: f32) -> f32 {
+    let s_1: f32 = (f_p / ((2e0f + f_p)));
+    let z_2: f32 = (s_1 * s_1);
+    let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
+    let r_4: f32 = ((2e0f / 7e0f) + (z_2 * r_3));
+    let r_5: f32 = ((2e0f / 5e0f) + (z_2 * r_4));
+    let r_6: f32 = (z_2 * (((2e0f / 3e0f) + (z_2 * r_5))));
+    let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
+    return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
+}
+fn k_logf_3(x_p: f32) -> f32 {
+    let bits_1: u32 = bitcast<u32>(x_p);
+    if kiln_is_nan(x_p) {
+        return x_p;
+    }
+    if (((bits_1 & 2147483647u)) == 0u) {
+        return bitcast<f32>(0xff800000u);
+    }
+    if (bits_1 >= 2147483648u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (bits_1 == 2139095040u) {
+        return x_p;
+    }
+    var b_2: u32 = bits_1;
+    var e_3: i32 = 0i;
+    if (b_2 < 8388608u) {
+        b_2 = bitcast<u32>(((x_p * 3.3554432e7f)));
+        e_3 = -(25i);
+    }
+    e_3 = (e_3 + ((bitcast<i32>(((b_2 >> 23u)))) - 127i));
+    var m_4: f32 = bitcast<f32>((((b_2 & 8388607u)) | 1065353216u));
+    if (m_4 > 1.4142135e0f) {
+        m_4 = (m_4 * 5e-1f);
+        e_3 = (e_3 + 1i);
+    }
+    let f_5: f32 = (m_4 - 1e0f);
+    let ef_6: f32 = f32(e_3);
+    return (((((ef_6 * K_LN2_LO) + k_log_core_2(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+}
+fn k_gumbel_noise_4(word_p: u32) -> f32 {
+    return -(k_logf_3(-(k_logf_3(k_uniform_open_1(word_p)))));
+}
+fn k_noise_bound_5(j_p: u32) -> f32 {
+    let g_1: f32 = k_gumbel_noise_4((((j_p << ((32u - K_BOUND_BITS)))) | ((0xffffffffu >> K_BOUND_BITS))));
+    return (g_1 + (((bitcast<f32>(bitcast<u32>(g_1) & 0x7fffffffu) + 1e0f)) * ((1e0f / 6.5536e4f))));
+}
+fn k_mulhilo32_6(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p & 65535u);
     let t_2: u32 = (a_p >> 16u);
     let a0_3: u32 = t_1;
@@ -127,30 +196,31 @@ fn k_mulhilo32_1(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_14: u32 = ((((a1_4 * b1_8) + ((cross0_10 >> 16u))) + ((cross1_11 >> 16u))) + ((middle_12 >> 16u)));
     return kiln_tuple_u32_u32(hi_14, lo_13);
 }
-fn k_philox4x32_10_2(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_mul_wide_7(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    return k_mulhilo32_6(a_p, b_p);
+}
+fn k_philox_round_8(c_p: array<u32, 4>, k_p: array<u32, 2>, p0_p: kiln_tuple_u32_u32, p1_p: kiln_tuple_u32_u32) -> kiln_tuple_a4u32_a2u32 {
+    var c_m: array<u32, 4> = c_p;
+    var k_m: array<u32, 2> = k_p;
+    return kiln_tuple_a4u32_a2u32(array<u32, 4>(((p1_p.f0 ^ c_m[1u]) ^ k_m[0u]), p1_p.f1, ((p0_p.f0 ^ c_m[3u]) ^ k_m[1u]), p0_p.f1), array<u32, 2>((k_m[0u] + K_PHILOX_W0), (k_m[1u] + K_PHILOX_W1)));
+}
+fn k_philox4x32_10_on_9(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
-    var c_1: array<u32, 4> = counter_m;
-    let t_2: u32 = key_m[0u];
-    let t_3: u32 = key_m[1u];
-    var k0_4: u32 = t_2;
-    var k1_5: u32 = t_3;
-    var round_6: i32 = 0i;
-    while (round_6 < 10i) {
-        let t_7: kiln_tuple_u32_u32 = k_mulhilo32_1(K_PHILOX_M0, c_1[0u]);
-        let hi0_8: u32 = t_7.f0;
-        let lo0_9: u32 = t_7.f1;
-        let t_10: kiln_tuple_u32_u32 = k_mulhilo32_1(K_PHILOX_M1, c_1[2u]);
-        let hi1_11: u32 = t_10.f0;
-        let lo1_12: u32 = t_10.f1;
-        c_1 = array<u32, 4>(((hi1_11 ^ c_1[1u]) ^ k0_4), lo1_12, ((hi0_8 ^ c_1[3u]) ^ k1_5), lo0_9);
-        k0_4 = (k0_4 + K_PHILOX_W0);
-        k1_5 = (k1_5 + K_PHILOX_W1);
-        round_6 = (round_6 + 1i);
+    let t_1: array<u32, 4> = counter_m;
+    let t_2: array<u32, 2> = key_m;
+    var c_3: array<u32, 4> = t_1;
+    var k_4: array<u32, 2> = t_2;
+    var round_5: i32 = 0i;
+    while (round_5 < 10i) {
+        let da_6: kiln_tuple_a4u32_a2u32 = k_philox_round_8(c_3, k_4, k_mul_wide_7(K_PHILOX_M0, c_3[0u]), k_mul_wide_7(K_PHILOX_M1, c_3[2u]));
+        c_3 = da_6.f0;
+        k_4 = da_6.f1;
+        round_5 = (round_5 + 1i);
     }
-    return c_1;
+    return c_3;
 }
-fn k_f16_bits_to_f32_soft_3(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_10(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -181,59 +251,16 @@ fn k_f16_bits_to_f32_soft_3(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_f16_bits_to_f32_4(h_p: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_3(h_p);
+fn k_f16_bits_to_f32_11(h_p: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_10(h_p);
 }
-fn k_to_f32_5(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_4(self_v);
+fn k_to_f32_12(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_11(self_v);
 }
-fn k_uniform_open_6(word_p: u32) -> f32 {
-    return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
+fn k_quotient_bound_13(q_p: f32) -> f32 {
+    return (q_p + (((bitcast<f32>(bitcast<u32>(q_p) & 0x7fffffffu) * ((1e0f / 2.097152e6f))) + bitcast<f32>(0x00800000u))));
 }
-fn k_log_core_7(f_p: f32) -> f32 {
-    let s_1: f32 = (f_p / ((2e0f + f_p)));
-    let z_2: f32 = (s_1 * s_1);
-    let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
-    let r_4: f32 = ((2e0f / 7e0f) + (z_2 * r_3));
-    let r_5: f32 = ((2e0f / 5e0f) + (z_2 * r_4));
-    let r_6: f32 = (z_2 * (((2e0f / 3e0f) + (z_2 * r_5))));
-    let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
-    return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
-}
-fn k_logf_8(x_p: f32) -> f32 {
-    let bits_1: u32 = bitcast<u32>(x_p);
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    if (((bits_1 & 2147483647u)) == 0u) {
-        return bitcast<f32>(0xff800000u);
-    }
-    if (bits_1 >= 2147483648u) {
-        return bitcast<f32>(0x7fc00000u);
-    }
-    if (bits_1 == 2139095040u) {
-        return x_p;
-    }
-    var b_2: u32 = bits_1;
-    var e_3: i32 = 0i;
-    if (b_2 < 8388608u) {
-        b_2 = bitcast<u32>(((x_p * 3.3554432e7f)));
-        e_3 = -(25i);
-    }
-    e_3 = (e_3 + ((bitcast<i32>(((b_2 >> 23u)))) - 127i));
-    var m_4: f32 = bitcast<f32>((((b_2 & 8388607u)) | 1065353216u));
-    if (m_4 > 1.4142135e0f) {
-        m_4 = (m_4 * 5e-1f);
-        e_3 = (e_3 + 1i);
-    }
-    let f_5: f32 = (m_4 - 1e0f);
-    let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_7(f_5))) + f_5) + (ef_6 * K_LN2_HI));
-}
-fn k_gumbel_noise_9(word_p: u32) -> f32 {
-    return -(k_logf_8(-(k_logf_8(k_uniform_open_6(word_p)))));
-}
-fn k_argmax_beats_10(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_argmax_beats_14(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -248,7 +275,7 @@ fn k_argmax_beats_10(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_15(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -257,7 +284,7 @@ fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = subgroupShuffleXor(i_4, m_5);
-        if k_argmax_beats_10(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_14(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -265,21 +292,21 @@ fn k_wave_argmax_11(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_12() -> u32 {
+fn k_waves_16() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_13() -> u32 {
+fn k_lane_17() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_14() -> u32 {
+fn k_wave_id_18() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_15(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_19(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_13() == 0u) {
-        let w_2: u32 = k_wave_id_14();
+    if (k_lane_17() == 0u) {
+        let w_2: u32 = k_wave_id_18();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -289,15 +316,15 @@ fn k_publish_15(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_11(v_p, i_p);
+fn k_argmax_20(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_15(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_12();
+    let n_4: u32 = k_waves_16();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_15(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_19(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -308,7 +335,7 @@ fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_10(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_14(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -316,7 +343,7 @@ fn k_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_gumbel_max_sample_17(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
+fn k_gumbel_max_sample_21(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_block.y;
     let row_3: u32 = t_1;
@@ -325,39 +352,53 @@ fn k_gumbel_max_sample_17(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u
     let base_6: u32 = (row_3 * vocab_5);
     let groups_7: u32 = (kiln_meta[1u] / 4u + select(0u, 1u, kiln_meta[1u] % 4u != 0u));
     let chunks_8: u32 = (groups_7 / K_CHUNK_GROUPS + select(0u, 1u, groups_7 % K_CHUNK_GROUPS != 0u));
-    let t_9: f32 = bitcast<f32>(0xff800000u);
-    let t_10: u32 = 0u;
-    var best_11: f32 = t_9;
-    var best_i_12: u32 = t_10;
-    var chunk_13: u32 = split_4;
-    while (chunk_13 < chunks_8) {
-        let end_14: u32 = min(((((chunk_13 + 1u)) * K_CHUNK_GROUPS)), groups_7);
-        var g_15: u32 = ((chunk_13 * K_CHUNK_GROUPS) + kiln_thread);
-        while (g_15 < end_14) {
-            var words_16: array<u32, 4> = k_philox4x32_10_2(array<u32, 4>(g_15, 0u, row_3, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
-            var j_17: u32 = 0u;
-            while (j_17 < 4u) {
-                let i_18: u32 = (((4u * g_15) + j_17));
-                if (i_18 < vocab_5) {
-                    let c_19: f32 = ((k_to_f32_5(kiln_get_b0(logits_v, (base_6 + i_18))) / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_9(words_16[j_17]));
-                    if (c_19 > best_11) {
-                        best_11 = c_19;
-                        best_i_12 = i_18;
+    let bounds_9: vec2<u32> = kiln_shared_view(0u, K_BOUNDS);
+    var j_10: u32 = kiln_thread;
+    while (j_10 < K_BOUNDS) {
+        kiln_set_shared_f32(bounds_9, j_10, k_noise_bound_5(j_10));
+        j_10 = (j_10 + KILN_BLOCK);
+    }
+    storageBarrier(); workgroupBarrier();
+    let inv_t_11: f32 = (1e0f / bitcast<f32>(kiln_meta[5u]));
+    let unbounded_12: bool = (inv_t_11 < bitcast<f32>(0x00800000u));
+    let t_13: f32 = bitcast<f32>(0xff800000u);
+    let t_14: u32 = 0u;
+    var best_15: f32 = t_13;
+    var best_i_16: u32 = t_14;
+    var chunk_17: u32 = split_4;
+    while (chunk_17 < chunks_8) {
+        let end_18: u32 = min(((((chunk_17 + 1u)) * K_CHUNK_GROUPS)), groups_7);
+        var g_19: u32 = ((chunk_17 * K_CHUNK_GROUPS) + kiln_thread);
+        while (g_19 < end_18) {
+            var words_20: array<u32, 4> = k_philox4x32_10_on_9(array<u32, 4>(g_19, 0u, row_3, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
+            var j_21: u32 = 0u;
+            while (j_21 < 4u) {
+                let i_22: u32 = (((4u * g_19) + j_21));
+                if (i_22 < vocab_5) {
+                    let x_23: f32 = k_to_f32_12(kiln_get_b0(logits_v, (base_6 + i_22)));
+                    let w_24: u32 = words_20[j_21];
+                    let bound_25: f32 = (k_quotient_bound_13((x_23 * inv_t_11)) + kiln_get_shared_f32(bounds_9, ((w_24 >> ((32u - K_BOUND_BITS))))));
+                    if (unbounded_12 || (bound_25 > best_15)) {
+                        let c_26: f32 = ((x_23 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_4(w_24));
+                        if (c_26 > best_15) {
+                            best_15 = c_26;
+                            best_i_16 = i_22;
+                        }
                     }
                 }
-                j_17 = (j_17 + 1u);
+                j_21 = (j_21 + 1u);
             }
-            g_15 = (g_15 + KILN_BLOCK);
+            g_19 = (g_19 + KILN_BLOCK);
         }
-        chunk_13 = (chunk_13 + kiln_meta[2u]);
+        chunk_17 = (chunk_17 + kiln_meta[2u]);
     }
-    let t_20: kiln_tuple_f32_u32 = k_argmax_16(best_11, best_i_12);
-    let value_21: f32 = t_20.f0;
-    let winner_22: u32 = t_20.f1;
+    let t_27: kiln_tuple_f32_u32 = k_argmax_20(best_15, best_i_16);
+    let value_28: f32 = t_27.f0;
+    let winner_29: u32 = t_27.f1;
     if (kiln_thread == 0u) {
-        let at_23: u32 = ((row_3 * kiln_meta[2u]) + split_4);
-        kiln_set_b1(vals_v, at_23, value_21);
-        kiln_set_b2(idxs_v, at_23, winner_22);
+        let at_30: u32 = ((row_3 * kiln_meta[2u]) + split_4);
+        kiln_set_b1(vals_v, at_30, value_28);
+        kiln_set_b2(idxs_v, at_30, winner_29);
     }
 }
 
@@ -371,5 +412,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_gumbel_max_sample_17(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_gumbel_max_sample_21(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

@@ -20,6 +20,10 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct kiln_tuple_a4u32_a2u32 {
+    f0: array<u32, 4>,
+    f1: array<u32, 2>,
+}
 struct kiln_tuple_bool_u32_f32 {
     f0: bool,
     f1: u32,
@@ -275,33 +279,34 @@ fn k_mulhilo32_15(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_14: u32 = ((((a1_4 * b1_8) + ((cross0_10 >> 16u))) + ((cross1_11 >> 16u))) + ((middle_12 >> 16u)));
     return kiln_tuple_u32_u32(hi_14, lo_13);
 }
-fn k_philox4x32_10_16(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_mul_wide_16(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    return k_mulhilo32_15(a_p, b_p);
+}
+fn k_philox_round_17(c_p: array<u32, 4>, k_p: array<u32, 2>, p0_p: kiln_tuple_u32_u32, p1_p: kiln_tuple_u32_u32) -> kiln_tuple_a4u32_a2u32 {
+    var c_m: array<u32, 4> = c_p;
+    var k_m: array<u32, 2> = k_p;
+    return kiln_tuple_a4u32_a2u32(array<u32, 4>(((p1_p.f0 ^ c_m[1u]) ^ k_m[0u]), p1_p.f1, ((p0_p.f0 ^ c_m[3u]) ^ k_m[1u]), p0_p.f1), array<u32, 2>((k_m[0u] + K_PHILOX_W0), (k_m[1u] + K_PHILOX_W1)));
+}
+fn k_philox4x32_10_on_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
-    var c_1: array<u32, 4> = counter_m;
-    let t_2: u32 = key_m[0u];
-    let t_3: u32 = key_m[1u];
-    var k0_4: u32 = t_2;
-    var k1_5: u32 = t_3;
-    var round_6: i32 = 0i;
-    while (round_6 < 10i) {
-        let t_7: kiln_tuple_u32_u32 = k_mulhilo32_15(K_PHILOX_M0, c_1[0u]);
-        let hi0_8: u32 = t_7.f0;
-        let lo0_9: u32 = t_7.f1;
-        let t_10: kiln_tuple_u32_u32 = k_mulhilo32_15(K_PHILOX_M1, c_1[2u]);
-        let hi1_11: u32 = t_10.f0;
-        let lo1_12: u32 = t_10.f1;
-        c_1 = array<u32, 4>(((hi1_11 ^ c_1[1u]) ^ k0_4), lo1_12, ((hi0_8 ^ c_1[3u]) ^ k1_5), lo0_9);
-        k0_4 = (k0_4 + K_PHILOX_W0);
-        k1_5 = (k1_5 + K_PHILOX_W1);
-        round_6 = (round_6 + 1i);
+    let t_1: array<u32, 4> = counter_m;
+    let t_2: array<u32, 2> = key_m;
+    var c_3: array<u32, 4> = t_1;
+    var k_4: array<u32, 2> = t_2;
+    var round_5: i32 = 0i;
+    while (round_5 < 10i) {
+        let da_6: kiln_tuple_a4u32_a2u32 = k_philox_round_17(c_3, k_4, k_mul_wide_16(K_PHILOX_M0, c_3[0u]), k_mul_wide_16(K_PHILOX_M1, c_3[2u]));
+        c_3 = da_6.f0;
+        k_4 = da_6.f1;
+        round_5 = (round_5 + 1i);
     }
-    return c_1;
+    return c_3;
 }
-fn k_uniform_open_17(word_p: u32) -> f32 {
+fn k_uniform_open_19(word_p: u32) -> f32 {
     return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_scan_sum_18(v_p: f32) -> kiln_tuple_f32_f32 {
+fn k_scan_sum_20(v_p: f32) -> kiln_tuple_f32_f32 {
     let lane_1: u32 = k_lane_6();
     let t_2: f32 = 0e0f;
     let t_3: f32 = v_p;
@@ -337,7 +342,7 @@ fn k_scan_sum_18(v_p: f32) -> kiln_tuple_f32_f32 {
     }
     return kiln_tuple_f32_f32((before_13 + below_4), total_14);
 }
-fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
@@ -356,7 +361,7 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
         mine_1 = (mine_1 + cl_9);
         i_2 = (i_2 + 1u);
     }
-    let t_10: kiln_tuple_f32_f32 = k_scan_sum_18(mine_1);
+    let t_10: kiln_tuple_f32_f32 = k_scan_sum_20(mine_1);
     let below_11: f32 = t_10.f0;
     let mass_12: f32 = t_10.f1;
     let goal_13: f32 = (u_p * mass_12);
@@ -398,14 +403,14 @@ fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
     let lowest_31: u32 = t_29.f1;
     return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
-fn k_bit_midpoint_20(a_p: f32, b_p: f32) -> f32 {
+fn k_bit_midpoint_22(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let x_3: u32 = t_1;
     let y_4: u32 = t_2;
     return bitcast<f32>(((((x_3 >> 1u)) + ((y_4 >> 1u))) + (((x_3 & y_4) & 1u))));
 }
-fn k_rejection_sample_21(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
+fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let base_2: u32 = (row_1 * kiln_meta[1u]);
     let t_3: kiln_tuple_u32_u32 = k_thread_slice_1(kiln_meta[1u]);
@@ -467,8 +472,8 @@ fn k_rejection_sample_21(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v:
     let target_p_36: f32 = (top_p_28 * total_19);
     var round_37: u32 = 0u;
     while (round_37 < kiln_meta[4u]) {
-        let u_38: f32 = k_uniform_open_17(k_philox4x32_10_16(array<u32, 4>(round_37, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
-        let t_39: kiln_tuple_bool_u32_f32 = k_inverse_cdf_19(first_4, end_5, u_38, base_2, probs_draw_v, low_33, base_2, probs_v);
+        let u_38: f32 = k_uniform_open_19(k_philox4x32_10_on_18(array<u32, 4>(round_37, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
+        let t_39: kiln_tuple_bool_u32_f32 = k_inverse_cdf_21(first_4, end_5, u_38, base_2, probs_draw_v, low_33, base_2, probs_v);
         let claimed_40: bool = t_39.f0;
         let pick_41: u32 = t_39.f1;
         var ifv_42: u32;
@@ -487,7 +492,7 @@ fn k_rejection_sample_21(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v:
         } else {
             ifv_47 = pivot0_46;
         }
-        let pivot1_48: f32 = k_bit_midpoint_20(pivot0_46, ifv_47);
+        let pivot1_48: f32 = k_bit_midpoint_22(pivot0_46, ifv_47);
         let t_49: f32 = 0e0f;
         let t_50: f32 = 0e0f;
         let t_51: f32 = 0e0f;
@@ -566,5 +571,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_rejection_sample_21(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
+    k_rejection_sample_23(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
 }

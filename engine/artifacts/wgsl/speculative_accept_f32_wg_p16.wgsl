@@ -18,6 +18,10 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct kiln_tuple_a4u32_a2u32 {
+    f0: array<u32, 4>,
+    f1: array<u32, 2>,
+}
 struct kiln_tuple_bool_u32_f32 {
     f0: bool,
     f1: u32,
@@ -134,36 +138,37 @@ fn k_mulhilo32_2(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_14: u32 = ((((a1_4 * b1_8) + ((cross0_10 >> 16u))) + ((cross1_11 >> 16u))) + ((middle_12 >> 16u)));
     return kiln_tuple_u32_u32(hi_14, lo_13);
 }
-fn k_philox4x32_10_3(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_mul_wide_3(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    return k_mulhilo32_2(a_p, b_p);
+}
+fn k_philox_round_4(c_p: array<u32, 4>, k_p: array<u32, 2>, p0_p: kiln_tuple_u32_u32, p1_p: kiln_tuple_u32_u32) -> kiln_tuple_a4u32_a2u32 {
+    var c_m: array<u32, 4> = c_p;
+    var k_m: array<u32, 2> = k_p;
+    return kiln_tuple_a4u32_a2u32(array<u32, 4>(((p1_p.f0 ^ c_m[1u]) ^ k_m[0u]), p1_p.f1, ((p0_p.f0 ^ c_m[3u]) ^ k_m[1u]), p0_p.f1), array<u32, 2>((k_m[0u] + K_PHILOX_W0), (k_m[1u] + K_PHILOX_W1)));
+}
+fn k_philox4x32_10_on_5(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
-    var c_1: array<u32, 4> = counter_m;
-    let t_2: u32 = key_m[0u];
-    let t_3: u32 = key_m[1u];
-    var k0_4: u32 = t_2;
-    var k1_5: u32 = t_3;
-    var round_6: i32 = 0i;
-    while (round_6 < 10i) {
-        let t_7: kiln_tuple_u32_u32 = k_mulhilo32_2(K_PHILOX_M0, c_1[0u]);
-        let hi0_8: u32 = t_7.f0;
-        let lo0_9: u32 = t_7.f1;
-        let t_10: kiln_tuple_u32_u32 = k_mulhilo32_2(K_PHILOX_M1, c_1[2u]);
-        let hi1_11: u32 = t_10.f0;
-        let lo1_12: u32 = t_10.f1;
-        c_1 = array<u32, 4>(((hi1_11 ^ c_1[1u]) ^ k0_4), lo1_12, ((hi0_8 ^ c_1[3u]) ^ k1_5), lo0_9);
-        k0_4 = (k0_4 + K_PHILOX_W0);
-        k1_5 = (k1_5 + K_PHILOX_W1);
-        round_6 = (round_6 + 1i);
+    let t_1: array<u32, 4> = counter_m;
+    let t_2: array<u32, 2> = key_m;
+    var c_3: array<u32, 4> = t_1;
+    var k_4: array<u32, 2> = t_2;
+    var round_5: i32 = 0i;
+    while (round_5 < 10i) {
+        let da_6: kiln_tuple_a4u32_a2u32 = k_philox_round_4(c_3, k_4, k_mul_wide_3(K_PHILOX_M0, c_3[0u]), k_mul_wide_3(K_PHILOX_M1, c_3[2u]));
+        c_3 = da_6.f0;
+        k_4 = da_6.f1;
+        round_5 = (round_5 + 1i);
     }
-    return c_1;
+    return c_3;
 }
-fn k_uniform_open_4(word_p: u32) -> f32 {
+fn k_uniform_open_6(word_p: u32) -> f32 {
     return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_to_f32_5(self_v: f32) -> f32 {
+fn k_to_f32_7(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_argmax_beats_6(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_argmax_beats_8(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -178,7 +183,7 @@ fn k_argmax_beats_6(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_7(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_9(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -187,7 +192,7 @@ fn k_wave_argmax_7(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = kiln_shuffle_xor(i_4, m_5);
-        if k_argmax_beats_6(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_8(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -195,21 +200,21 @@ fn k_wave_argmax_7(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_8() -> u32 {
+fn k_waves_10() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_9() -> u32 {
+fn k_lane_11() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_10() -> u32 {
+fn k_wave_id_12() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_11(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_13(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_9() == 0u) {
-        let w_2: u32 = k_wave_id_10();
+    if (k_lane_11() == 0u) {
+        let w_2: u32 = k_wave_id_12();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -219,15 +224,15 @@ fn k_publish_11(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_12(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_7(v_p, i_p);
+fn k_argmax_14(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_9(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_8();
+    let n_4: u32 = k_waves_10();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_11(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_13(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -238,7 +243,7 @@ fn k_argmax_12(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_6(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_8(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -246,28 +251,28 @@ fn k_argmax_12(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_argmax_index_13(target_v: vec2<u32>, t_base_p: u32, first_p: u32, end_p: u32) -> u32 {
+fn k_argmax_index_15(target_v: vec2<u32>, t_base_p: u32, first_p: u32, end_p: u32) -> u32 {
     let t_1: f32 = bitcast<f32>(0xff800000u);
     let t_2: u32 = 0u;
     var best_3: f32 = t_1;
     var best_i_4: u32 = t_2;
     var i_5: u32 = first_p;
     while (i_5 < end_p) {
-        let v_6: f32 = k_to_f32_5(kiln_get_b0(target_v, (t_base_p + i_5)));
+        let v_6: f32 = k_to_f32_7(kiln_get_b0(target_v, (t_base_p + i_5)));
         if (v_6 > best_3) {
             best_3 = v_6;
             best_i_4 = i_5;
         }
         i_5 = (i_5 + 1u);
     }
-    return k_argmax_12(best_3, best_i_4).f1;
+    return k_argmax_14(best_3, best_i_4).f1;
 }
-fn k_publish_14(words_p: array<u32, 1>) -> vec2<u32> {
+fn k_publish_16(words_p: array<u32, 1>) -> vec2<u32> {
     var words_m: array<u32, 1> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_9() == 0u) {
-        let w_2: u32 = k_wave_id_10();
+    if (k_lane_11() == 0u) {
+        let w_2: u32 = k_wave_id_12();
         var k_3: u32 = 0u;
         while (k_3 < 1u) {
             kiln_set_scratch(s_1, ((1u * w_2) + k_3), words_m[k_3]);
@@ -277,8 +282,8 @@ fn k_publish_14(words_p: array<u32, 1>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_scan_sum_15(v_p: f32) -> kiln_tuple_f32_f32 {
-    let lane_1: u32 = k_lane_9();
+fn k_scan_sum_17(v_p: f32) -> kiln_tuple_f32_f32 {
+    let lane_1: u32 = k_lane_11();
     let t_2: f32 = 0e0f;
     let t_3: f32 = v_p;
     var below_4: f32 = t_2;
@@ -292,12 +297,12 @@ fn k_scan_sum_15(v_p: f32) -> kiln_tuple_f32_f32 {
         group_5 = (group_5 + sibling_7);
         m_6 = (m_6 * 2u);
     }
-    let n_8: u32 = k_waves_8();
+    let n_8: u32 = k_waves_10();
     if (n_8 <= 1u) {
         return kiln_tuple_f32_f32(below_4, group_5);
     }
-    let s_9: vec2<u32> = k_publish_14(array<u32, 1>(bitcast<u32>(group_5)));
-    let w_10: u32 = k_wave_id_10();
+    let s_9: vec2<u32> = k_publish_16(array<u32, 1>(bitcast<u32>(group_5)));
+    let w_10: u32 = k_wave_id_12();
     let t_11: f32 = 0e0f;
     let t_12: f32 = 0e0f;
     var before_13: f32 = t_11;
@@ -313,16 +318,16 @@ fn k_scan_sum_15(v_p: f32) -> kiln_tuple_f32_f32 {
     }
     return kiln_tuple_f32_f32((before_13 + below_4), total_14);
 }
-fn k_inverse_cdf_16(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weight_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_18(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weight_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
         let i_3: u32 = i_2;
-        let cl_4: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_3)));
+        let cl_4: f32 = k_to_f32_7(kiln_get_b0(weight_target_probs, (weight_t_base + i_3)));
         mine_1 = (mine_1 + cl_4);
         i_2 = (i_2 + 1u);
     }
-    let t_5: kiln_tuple_f32_f32 = k_scan_sum_15(mine_1);
+    let t_5: kiln_tuple_f32_f32 = k_scan_sum_17(mine_1);
     let below_6: f32 = t_5.f0;
     let mass_7: f32 = t_5.f1;
     let goal_8: f32 = (u_p * mass_7);
@@ -336,7 +341,7 @@ fn k_inverse_cdf_16(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weig
         var i_15: u32 = first_p;
         while (i_15 < end_p) {
             let i_16: u32 = i_15;
-            let cl_17: f32 = k_to_f32_5(kiln_get_b0(weight_target_probs, (weight_t_base + i_16)));
+            let cl_17: f32 = k_to_f32_7(kiln_get_b0(weight_target_probs, (weight_t_base + i_16)));
             let w_18: f32 = cl_17;
             if (w_18 > 0e0f) {
                 pick_12 = i_15;
@@ -349,12 +354,12 @@ fn k_inverse_cdf_16(first_p: u32, end_p: u32, u_p: f32, weight_t_base: u32, weig
         }
         claim_11 = 1e0f;
     }
-    let t_19: kiln_tuple_f32_u32 = k_argmax_12(claim_11, pick_12);
+    let t_19: kiln_tuple_f32_u32 = k_argmax_14(claim_11, pick_12);
     let claimed_20: f32 = t_19.f0;
     let lowest_21: u32 = t_19.f1;
     return kiln_tuple_bool_u32_f32((claimed_20 > 0e0f), lowest_21, mass_7);
 }
-fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weight_draft_probs: vec2<u32>, weight_target_t_base: u32, weight_target_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_19(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weight_draft_probs: vec2<u32>, weight_target_t_base: u32, weight_target_target_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
@@ -362,8 +367,8 @@ fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         var blk_8: f32;
         {
             let i_4: u32 = i_3;
-            let cl_5: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_4)));
-            let r_6: f32 = (cl_5 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_3))));
+            let cl_5: f32 = k_to_f32_7(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_4)));
+            let r_6: f32 = (cl_5 - k_to_f32_7(kiln_get_b1(weight_draft_probs, (weight_d_base + i_3))));
             var ifv_7: f32;
             if (r_6 > 0e0f) {
                 ifv_7 = r_6;
@@ -376,7 +381,7 @@ fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         mine_1 = (mine_1 + cl_9);
         i_2 = (i_2 + 1u);
     }
-    let t_10: kiln_tuple_f32_f32 = k_scan_sum_15(mine_1);
+    let t_10: kiln_tuple_f32_f32 = k_scan_sum_17(mine_1);
     let below_11: f32 = t_10.f0;
     let mass_12: f32 = t_10.f1;
     let goal_13: f32 = (u_p * mass_12);
@@ -393,8 +398,8 @@ fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
             var blk_26: f32;
             {
                 let i_22: u32 = i_21;
-                let cl_23: f32 = k_to_f32_5(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_22)));
-                let r_24: f32 = (cl_23 - k_to_f32_5(kiln_get_b1(weight_draft_probs, (weight_d_base + i_21))));
+                let cl_23: f32 = k_to_f32_7(kiln_get_b0(weight_target_target_probs, (weight_target_t_base + i_22)));
+                let r_24: f32 = (cl_23 - k_to_f32_7(kiln_get_b1(weight_draft_probs, (weight_d_base + i_21))));
                 var ifv_25: f32;
                 if (r_24 > 0e0f) {
                     ifv_25 = r_24;
@@ -416,12 +421,12 @@ fn k_inverse_cdf_17(first_p: u32, end_p: u32, u_p: f32, weight_d_base: u32, weig
         }
         claim_16 = 1e0f;
     }
-    let t_29: kiln_tuple_f32_u32 = k_argmax_12(claim_16, pick_17);
+    let t_29: kiln_tuple_f32_u32 = k_argmax_14(claim_16, pick_17);
     let claimed_30: f32 = t_29.f0;
     let lowest_31: u32 = t_29.f1;
     return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
-fn k_speculative_accept_18(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, draft_tokens_v: vec2<u32>, tokens_v: vec2<u32>, emitted_v: vec2<u32>) {
+fn k_speculative_accept_20(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, draft_tokens_v: vec2<u32>, tokens_v: vec2<u32>, emitted_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_meta[1u];
     let t_3: u32 = kiln_meta[2u];
@@ -436,9 +441,9 @@ fn k_speculative_accept_18(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, 
     var done_12: bool = false;
     while !(done_12) {
         let t_base_13: u32 = ((((row_1 * ((drafts_4 + 1u))) + j_11)) * vocab_5);
-        var words_14: array<u32, 4> = k_philox4x32_10_3(array<u32, 4>(j_11, 0u, row_1, 0u), key_9);
-        let t_15: f32 = k_uniform_open_4(words_14[0u]);
-        let t_16: f32 = k_uniform_open_4(words_14[1u]);
+        var words_14: array<u32, 4> = k_philox4x32_10_on_5(array<u32, 4>(j_11, 0u, row_1, 0u), key_9);
+        let t_15: f32 = k_uniform_open_6(words_14[0u]);
+        let t_16: f32 = k_uniform_open_6(words_14[1u]);
         let u_accept_17: f32 = t_15;
         let u_draw_18: f32 = t_16;
         let bonus_19: bool = (j_11 == drafts_4);
@@ -454,31 +459,31 @@ fn k_speculative_accept_18(target_probs_v: vec2<u32>, draft_probs_v: vec2<u32>, 
         let valid_24: bool = ((draft_22) < vocab_5);
         var out_25: u32;
         if (kiln_meta[5u] == K_RULE_GREEDY) {
-            out_25 = k_argmax_index_13(target_probs_v, t_base_13, first_7, end_8);
+            out_25 = k_argmax_index_15(target_probs_v, t_base_13, first_7, end_8);
             done_12 = (bonus_19 || (out_25 != draft_22));
         } else {
             if ((kiln_meta[5u] == K_RULE_SAMPLER_MATCH) || bonus_19) {
-                out_25 = k_inverse_cdf_16(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
+                out_25 = k_inverse_cdf_18(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
                 done_12 = (bonus_19 || (out_25 != draft_22));
             } else {
                 var sc_28: bool = valid_24;
                 if sc_28 {
                     let i_26: u32 = draft_22;
-                    let cl_27: f32 = k_to_f32_5(kiln_get_b0(target_probs_v, (t_base_13 + i_26)));
-                    sc_28 = ((u_accept_17 * k_to_f32_5(kiln_get_b1(draft_probs_v, (d_base_23 + draft_22)))) <= cl_27);
+                    let cl_27: f32 = k_to_f32_7(kiln_get_b0(target_probs_v, (t_base_13 + i_26)));
+                    sc_28 = ((u_accept_17 * k_to_f32_7(kiln_get_b1(draft_probs_v, (d_base_23 + draft_22)))) <= cl_27);
                 }
                 let accept_29: bool = sc_28;
                 if accept_29 {
                     out_25 = draft_22;
                 } else {
-                    let t_30: kiln_tuple_bool_u32_f32 = k_inverse_cdf_17(first_7, end_8, u_draw_18, d_base_23, draft_probs_v, t_base_13, target_probs_v);
+                    let t_30: kiln_tuple_bool_u32_f32 = k_inverse_cdf_19(first_7, end_8, u_draw_18, d_base_23, draft_probs_v, t_base_13, target_probs_v);
                     let from_residual_31: u32 = t_30.f1;
                     let mass_32: f32 = t_30.f2;
                     var ifv_33: u32;
                     if (mass_32 > 0e0f) {
                         ifv_33 = from_residual_31;
                     } else {
-                        ifv_33 = k_inverse_cdf_16(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
+                        ifv_33 = k_inverse_cdf_18(first_7, end_8, u_draw_18, t_base_13, target_probs_v).f1;
                     }
                     out_25 = ifv_33;
                 }
@@ -507,5 +512,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_speculative_accept_18(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
+    k_speculative_accept_20(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
 }

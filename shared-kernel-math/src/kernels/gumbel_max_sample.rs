@@ -7,8 +7,15 @@
 //! `gumbel_max_merge` then takes the first maximum over the splits. Ties go to the lower index
 //! and a row whose candidates are all −inf (or NaN) yields index 0, so the token is the same
 //! for every `S` and every block size.
+//!
+//! Most entries cannot beat their thread's running maximum, so each is first bounded cheaply:
+//! `x / T` from above by `x · (1/T)` widened by more than its rounding, the noise from above by
+//! a block-shared table indexed by the word's top bits (the noise of the largest word with
+//! those bits, widened past any `logf`'s error; the noise grows with the word). Only an entry
+//! whose bound beats the maximum pays for the division and the two logarithms, and the
+//! maximum is always an exact candidate, so the result is the spec's bit for bit.
 
-use crate::random::{gumbel_noise, philox4x32_10};
+use crate::random::{gumbel_noise, philox4x32_10_on};
 use crate::sampling::rows_and_vocab;
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
@@ -16,6 +23,29 @@ use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 pub const CHUNK_GROUPS: u32 = 256;
 /// Entries per chunk.
 pub const CHUNK: usize = 4 * CHUNK_GROUPS as usize;
+/// Top bits of a random word that index the noise-bound table.
+pub const BOUND_BITS: u32 = 8;
+/// Entries of the noise-bound table (f32 each, in the block's shared memory).
+pub const BOUNDS: usize = 1 << BOUND_BITS;
+
+/// An upper bound of `gumbel_noise(w)` for every word `w` whose top [`BOUND_BITS`] bits are `j`:
+/// the noise of the largest such word, plus `(|g| + 1)·2^-16` (far above the few ulps by
+/// which any port's `logf` may break monotonicity).
+#[inline(always)]
+pub fn noise_bound(j: u32) -> f32 {
+    let g = gumbel_noise((j << (32 - BOUND_BITS)) | (u32::MAX >> BOUND_BITS));
+    g + (g.abs() + 1.0) * (1.0 / 65536.0)
+}
+
+/// An upper bound of `x / T` (correctly rounded, or a Vulkan `/` within 2.5 ulp) from
+/// `q = x · (1/T)` where `1/T` is normal (`T ≤ 2^126`; the kernel bounds nothing otherwise):
+/// two roundings put `q` within 3 ulp-halves of the quotient, and the margin is `|q|·2^-21`
+/// (about 8 ulp) plus the smallest normal for results near the subnormals.
+#[inline(always)]
+pub fn quotient_bound(q: f32) -> f32 {
+    q + (q.abs() * (1.0 / 2_097_152.0) + f32::MIN_POSITIVE)
+}
+
 /// Most splits of a row (spec §5).
 pub const MAX_SPLITS: usize = 64;
 /// Blocks a launch should reach before rows are split further (spec §5's `want` rule).
@@ -122,6 +152,10 @@ impl KernelDef for GumbelMaxSample {
             block: 256,
         }
     }
+
+    fn shared_bytes(_p: &GumbelParams, _block: u32, _wave: u32) -> usize {
+        BOUNDS * 4
+    }
 }
 
 /// The body: block `(row, split)` sweeps its chunks, each thread taking groups of four entries
@@ -139,6 +173,16 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
     let base = row as usize * vocab;
     let groups = p.vocab.div_ceil(4);
     let chunks = groups.div_ceil(CHUNK_GROUPS);
+    let bounds = b.shared::<f32>(0, BOUNDS);
+    let mut j = b.thread();
+    while j < BOUNDS as u32 {
+        bounds.set(j as usize, noise_bound(j));
+        j += b.size();
+    }
+    b.barrier();
+    let inv_t = 1.0 / p.temperature;
+    // A subnormal `1/T` has lost the precision the quotient bound assumes: no entry is skipped.
+    let unbounded = inv_t < f32::MIN_POSITIVE;
     // Index 0 is the answer when nothing beats −inf, so it is every thread's starting point.
     let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
     let mut chunk = split;
@@ -146,16 +190,24 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
         let end = ((chunk + 1) * CHUNK_GROUPS).min(groups);
         let mut g = chunk * CHUNK_GROUPS + b.thread();
         while g < end {
-            let words = philox4x32_10([g, 0, row, 0], [p.key0, p.key1]);
+            let words = philox4x32_10_on(b, [g, 0, row, 0], [p.key0, p.key1]);
             let mut j = 0;
             while j < 4 {
                 let i = (4 * g + j) as usize;
                 if i < vocab {
-                    let c = logits.get(base + i).to_f32() / p.temperature
-                        + gumbel_noise(words[j as usize]);
-                    if c > best {
-                        best = c;
-                        best_i = i as u32;
+                    let x = logits.get(base + i).to_f32();
+                    let w = words[j as usize];
+                    // Entries are visited in rising index order and ties keep the lower
+                    // index, so one whose bound does not beat `best` cannot win (a NaN
+                    // bound belongs to a NaN or −inf candidate, which cannot either).
+                    let bound = quotient_bound(x * inv_t)
+                        + bounds.get((w >> (32 - BOUND_BITS)) as usize);
+                    if unbounded || bound > best {
+                        let c = x / p.temperature + gumbel_noise(w);
+                        if c > best {
+                            best = c;
+                            best_i = i as u32;
+                        }
                     }
                 }
                 j += 1;

@@ -13,7 +13,7 @@
 //! a key does not depend on the block size beyond the rounding of the sums. Round `r` draws its
 //! uniform from word 0 of `philox((r, 0, row, 0), key)`.
 
-use crate::random::{philox4x32_10, uniform_open};
+use crate::random::{philox4x32_10_on, uniform_open};
 use crate::sampling::{inverse_cdf, rows_and_vocab, thread_slice, MAX_VOCAB};
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
@@ -167,7 +167,7 @@ pub fn rejection_sample<T: Element, B: Block>(
     let mut round = 0u32;
     while round < p.max_rounds {
         // Proposal: inverse CDF of probs_draw over {p > low}, natural index order.
-        let u = uniform_open(philox4x32_10([round, 0, row, 0], [p.key0, p.key1])[0]);
+        let u = uniform_open(philox4x32_10_on(b, [round, 0, row, 0], [p.key0, p.key1])[0]);
         let eligible = |i: usize| if prob(i) > low { draw(i) } else { 0.0 };
         let (claimed, pick, _) = inverse_cdf(b, first, end, u, eligible);
         let candidate = if claimed { pick } else { arg_max };

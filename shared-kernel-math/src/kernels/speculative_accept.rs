@@ -13,7 +13,7 @@
 //! uniform from word 1 of `philox((j, 0, r, 0), key)`. Draws are inverse CDFs in natural index
 //! order (as in `rejection_sample`). A draft token outside the vocabulary is rejected.
 
-use crate::random::{philox4x32_10, uniform_open};
+use crate::random::{philox4x32_10_on, uniform_open};
 use crate::sampling::{inverse_cdf, rows_and_vocab, thread_slice, MAX_VOCAB};
 use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
@@ -154,7 +154,7 @@ pub fn speculative_accept<T: Element, B: Block>(
     let mut done = false;
     while !done {
         let t_base = (row * (drafts + 1) + j) * vocab;
-        let words = philox4x32_10([j as u32, 0, row as u32, 0], key);
+        let words = philox4x32_10_on(b, [j as u32, 0, row as u32, 0], key);
         let (u_accept, u_draw) = (uniform_open(words[0]), uniform_open(words[1]));
         let bonus = j == drafts;
         // The bonus position has no draft row; any in-bounds base serves (it is never read).

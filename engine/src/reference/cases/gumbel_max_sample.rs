@@ -49,6 +49,10 @@ pub fn cases(_dtype: DType) -> Vec<Case> {
         // Spec §5's rule: one row of 32768 takes 32 splits; a row not a whole number of chunks.
         case(1, 32768, "0.8", 32, (123_456_789, 987_654_321)),
         case(2, 5003, "1.1", 4, (5, 6)),
+        // A cold temperature (the logits decide, entries are skipped by their bound) and one
+        // whose reciprocal is subnormal (nothing is skipped).
+        case(4, 2500, "0.05", 2, (11, 12)),
+        case(2, 3000, "3e38", 2, (13, 14)),
     ]
 }
 
