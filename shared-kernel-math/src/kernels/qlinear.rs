@@ -546,8 +546,40 @@ fn load_rows<const BITS: usize, const R: usize>(
     let mut w = zero;
     let mut r = 0;
     while r < R {
-        w[r] = load_words(w_q, rows[r] + at, wide, zero[r]);
+        w[r] = if wide {
+            // SAFETY: `bind` checked `w_q` is `[N, K·BITS/32]`; a row below N and a unit below
+            // K/32 end inside it, and `wide` checked the buffer's alignment (rows and units are
+            // whole chunks). The host ports check every access anyway.
+            unsafe { load_unit_unchecked(w_q, rows[r] + at, zero[r]) }
+        } else {
+            load_words(w_q, rows[r] + at, false, zero[r])
+        };
         r += 1;
+    }
+    w
+}
+
+/// [`load_words`]'s wide loads without their bounds and alignment checks on GPUs (one check
+/// per load was a third of the unit's integer work).
+///
+/// # Safety
+/// Words `at..at + BITS` are inside `w_q`, `BITS` is a multiple of 4 and `at` is 16-byte aligned.
+#[inline(always)]
+unsafe fn load_unit_unchecked<const BITS: usize>(
+    w_q: Src<u32>,
+    at: usize,
+    zero: [u32; BITS],
+) -> [u32; BITS] {
+    let mut w = zero;
+    let mut j = 0;
+    while j + 4 <= BITS {
+        // SAFETY: the caller's precondition.
+        let c = unsafe { w_q.get_chunk_unchecked::<4>(at + j) };
+        w[j] = c[0];
+        w[j + 1] = c[1];
+        w[j + 2] = c[2];
+        w[j + 3] = c[3];
+        j += 4;
     }
     w
 }
@@ -611,7 +643,14 @@ fn chunk<T: Element, const BITS: usize, const M: usize, const R: usize>(
     let mut m = 0;
     while m < M {
         let row = if m < last_m { m } else { last_m };
-        let xc = x_chunk(x, row * k + col + first, wide_x);
+        let at = row * k + col + first;
+        let xc = if wide_x {
+            // SAFETY: `bind` checked `x` is `[M, K]`; a row below M and a chunk of a unit below
+            // K/32 end inside it, and `wide` checked its alignment (K is a multiple of 32).
+            unsafe { x.get_chunk_unchecked::<X_CHUNK>(at) }
+        } else {
+            x_chunk(x, at, false)
+        };
         let mut xf = [0.0f32; X_CHUNK];
         let mut j = 0;
         while j < X_CHUNK {
