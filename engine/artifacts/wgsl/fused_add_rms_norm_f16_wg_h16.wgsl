@@ -17,10 +17,6 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-struct kiln_tuple_a2a8f16_a2a8f16 {
-    f0: array<array<u32, 8>, 2>,
-    f1: array<array<u32, 8>, 2>,
-}
 struct kiln_tuple_a8f16_f32 {
     f0: array<u32, 8>,
     f1: f32,
@@ -155,7 +151,41 @@ fn kiln_setchunk8_b3(v: vec2<u32>, i: u32, c: array<u32, 8>) {
     if i >= v.y || v.y - i < 8u { kiln_fault_at(3u, i + 8u); return; }
     for (var j = 0u; j < 8u; j++) { kiln_set_b3_u(v, i + j, c[j]); }
 }
-fn k_f32_to_f16_bits_soft_1(v_p: f32) -> u32 {
+fn k_f16_bits_to_f32_soft_1(h_p: u32) -> f32 {
+    let sign_1: u32 = ((((h_p & 32768u))) << 16u);
+    let exp_2: u32 = ((((h_p >> 10u)) & 31u));
+    let man_3: u32 = ((h_p & 1023u));
+    var ifv_4: u32;
+    if (exp_2 == 0u) {
+        var ifv_5: u32;
+        if (man_3 == 0u) {
+            ifv_5 = sign_1;
+        } else {
+            var e_6: u32 = 113u;
+            var m_7: u32 = man_3;
+            while ((m_7 & 1024u) == 0u) {
+                m_7 = (m_7 << 1u);
+                e_6 = (e_6 - 1u);
+            }
+            ifv_5 = ((sign_1 | ((e_6 << 23u))) | ((((m_7 & 1023u)) << 13u)));
+        }
+        ifv_4 = ifv_5;
+    } else {
+        var ifv_8: u32;
+        if (exp_2 == 31u) {
+            ifv_8 = ((sign_1 | 2139095040u) | ((man_3 << 13u)));
+        } else {
+            ifv_8 = ((sign_1 | ((((exp_2 + 112u)) << 23u))) | ((man_3 << 13u)));
+        }
+        ifv_4 = ifv_8;
+    }
+    let bits_9: u32 = ifv_4;
+    return bitcast<f32>(bits_9);
+}
+fn k_widen_2(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_1(self_v);
+}
+fn k_f32_to_f16_bits_soft_3(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -195,61 +225,24 @@ fn k_f32_to_f16_bits_soft_1(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_2(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_1(v_p);
+fn k_f32_to_f16_bits_4(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_3(v_p);
 }
-fn k_from_f32_3(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_2(v_p);
+fn k_from_f32_pair_5(a_p: f32, b_p: f32) -> array<u32, 2> {
+    return array<u32, 2>(k_f32_to_f16_bits_4(a_p), k_f32_to_f16_bits_4(b_p));
 }
-fn k_f16_bits_to_f32_soft_4(h_p: u32) -> f32 {
-    let sign_1: u32 = ((((h_p & 32768u))) << 16u);
-    let exp_2: u32 = ((((h_p >> 10u)) & 31u));
-    let man_3: u32 = ((h_p & 1023u));
-    var ifv_4: u32;
-    if (exp_2 == 0u) {
-        var ifv_5: u32;
-        if (man_3 == 0u) {
-            ifv_5 = sign_1;
-        } else {
-            var e_6: u32 = 113u;
-            var m_7: u32 = man_3;
-            while ((m_7 & 1024u) == 0u) {
-                m_7 = (m_7 << 1u);
-                e_6 = (e_6 - 1u);
-            }
-            ifv_5 = ((sign_1 | ((e_6 << 23u))) | ((((m_7 & 1023u)) << 13u)));
-        }
-        ifv_4 = ifv_5;
-    } else {
-        var ifv_8: u32;
-        if (exp_2 == 31u) {
-            ifv_8 = ((sign_1 | 2139095040u) | ((man_3 << 13u)));
-        } else {
-            ifv_8 = ((sign_1 | ((((exp_2 + 112u)) << 23u))) | ((man_3 << 13u)));
-        }
-        ifv_4 = ifv_8;
-    }
-    let bits_9: u32 = ifv_4;
-    return bitcast<f32>(bits_9);
-}
-fn k_widen_5(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_4(self_v);
-}
-fn k_from_f32_pair_6(a_p: f32, b_p: f32) -> array<u32, 2> {
-    return array<u32, 2>(k_f32_to_f16_bits_2(a_p), k_f32_to_f16_bits_2(b_p));
-}
-fn k_add_chunk_7(xs_p: array<u32, 8>, rs_p: array<u32, 8>) -> kiln_tuple_a8f16_f32 {
+fn k_add_chunk_6(xs_p: array<u32, 8>, rs_p: array<u32, 8>) -> kiln_tuple_a8f16_f32 {
     var xs_m: array<u32, 8> = xs_p;
     var rs_m: array<u32, 8> = rs_p;
     var s_1: array<u32, 8> = rs_m;
     var sq_2: f32 = 0e0f;
     var j_3: u32 = 0u;
     while (j_3 < 8u) {
-        var t_4: array<u32, 2> = k_from_f32_pair_6((k_widen_5(xs_m[j_3]) + k_widen_5(rs_m[j_3])), (k_widen_5(xs_m[(j_3 + 1u)]) + k_widen_5(rs_m[(j_3 + 1u)])));
+        var t_4: array<u32, 2> = k_from_f32_pair_5((k_widen_2(xs_m[j_3]) + k_widen_2(rs_m[j_3])), (k_widen_2(xs_m[(j_3 + 1u)]) + k_widen_2(rs_m[(j_3 + 1u)])));
         s_1[j_3] = t_4[0u];
         s_1[(j_3 + 1u)] = t_4[1u];
-        let t_5: f32 = k_widen_5(t_4[0u]);
-        let t_6: f32 = k_widen_5(t_4[1u]);
+        let t_5: f32 = k_widen_2(t_4[0u]);
+        let t_6: f32 = k_widen_2(t_4[1u]);
         let f0_7: f32 = t_5;
         let f1_8: f32 = t_6;
         sq_2 = (sq_2 + (f0_7 * f0_7));
@@ -258,10 +251,13 @@ fn k_add_chunk_7(xs_p: array<u32, 8>, rs_p: array<u32, 8>) -> kiln_tuple_a8f16_f
     }
     return kiln_tuple_a8f16_f32(s_1, sq_2);
 }
-fn k_compensated_add_8(sum_p: f32, carry_p: f32, v_p: f32) -> kiln_tuple_f32_f32 {
+fn k_compensated_add_7(sum_p: f32, carry_p: f32, v_p: f32) -> kiln_tuple_f32_f32 {
     let y_1: f32 = (v_p - carry_p);
     let t_2: f32 = (sum_p + y_1);
     return kiln_tuple_f32_f32(t_2, (((t_2 - sum_p)) - y_1));
+}
+fn k_from_f32_8(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_4(v_p);
 }
 fn k_wave_sum_9(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
@@ -370,396 +366,228 @@ fn k_inverse_rms_16(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_normalize_17(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32, kept_p: kiln_tuple_a2a8f16_a2a8f16) {
+fn k_normalize_17(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
-    let first_4: u32 = kiln_thread;
-    let t_5: kiln_tuple_a2a8f16_a2a8f16 = kept_p;
-    var kept_r_6: array<array<u32, 8>, 2> = t_5.f0;
-    var kept_w_7: array<array<u32, 8>, 2> = t_5.f1;
-    if ((first_4 + step_2) < chunks_p) {
-        var ws_8: array<u32, 8> = kept_w_7[0u];
-        var rs_9: array<u32, 8> = kept_r_6[0u];
-        var blk_18: array<u32, 8>;
+    var c_4: u32 = kiln_thread;
+    while ((c_4 + step_2) < chunks_p) {
+        let t_5: u32 = (c_4 * K_CHUNK);
+        let t_6: u32 = (((c_4 + step_2)) * K_CHUNK);
+        let at_7: u32 = t_5;
+        let next_8: u32 = t_6;
+        let t_9: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_7);
+        let t_10: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_7));
+        var w0_11: array<u32, 8> = t_9;
+        var r0_12: array<u32, 8> = t_10;
+        let t_13: array<u32, 8> = kiln_getchunk8_b2(weight_v, next_8);
+        let t_14: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + next_8));
+        var w1_15: array<u32, 8> = t_13;
+        var r1_16: array<u32, 8> = t_14;
+        var ws_17: array<u32, 8> = w0_11;
+        var rs_18: array<u32, 8> = r0_12;
+        var blk_27: array<u32, 8>;
         {
-            var o_10: array<u32, 8> = rs_9;
-            var j_11: u32 = 0u;
-            while (j_11 < K_CHUNK) {
-                var t_12: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_9[j_11]) * inv_p), (k_widen_5(rs_9[(j_11 + 1u)]) * inv_p));
-                let w_13: u32 = ws_8[j_11];
-                let cl_14: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_13))));
-                let w_15: u32 = ws_8[(j_11 + 1u)];
-                let cl_16: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_15))));
-                var n_17: array<u32, 2> = k_from_f32_pair_6((cl_14 * k_widen_5(t_12[0u])), (cl_16 * k_widen_5(t_12[1u])));
-                o_10[j_11] = n_17[0u];
-                o_10[(j_11 + 1u)] = n_17[1u];
-                j_11 = (j_11 + 2u);
+            var o_19: array<u32, 8> = rs_18;
+            var j_20: u32 = 0u;
+            while (j_20 < K_CHUNK) {
+                var t_21: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_18[j_20]) * inv_p), (k_widen_2(rs_18[(j_20 + 1u)]) * inv_p));
+                let w_22: u32 = ws_17[j_20];
+                let cl_23: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_22))));
+                let w_24: u32 = ws_17[(j_20 + 1u)];
+                let cl_25: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_24))));
+                var n_26: array<u32, 2> = k_from_f32_pair_5((cl_23 * k_widen_2(t_21[0u])), (cl_25 * k_widen_2(t_21[1u])));
+                o_19[j_20] = n_26[0u];
+                o_19[(j_20 + 1u)] = n_26[1u];
+                j_20 = (j_20 + 2u);
             }
-            blk_18 = o_10;
+            blk_27 = o_19;
         }
-        let cl_19: array<u32, 8> = blk_18;
-        kiln_setchunk8_b3(out_v, (base_p + (first_4 * K_CHUNK)), cl_19);
-        var ws_20: array<u32, 8> = kept_w_7[1u];
-        var rs_21: array<u32, 8> = kept_r_6[1u];
-        var blk_30: array<u32, 8>;
+        let cl_28: array<u32, 8> = blk_27;
+        kiln_setchunk8_b3(out_v, (base_p + at_7), cl_28);
+        var ws_29: array<u32, 8> = w1_15;
+        var rs_30: array<u32, 8> = r1_16;
+        var blk_39: array<u32, 8>;
         {
-            var o_22: array<u32, 8> = rs_21;
-            var j_23: u32 = 0u;
-            while (j_23 < K_CHUNK) {
-                var t_24: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_21[j_23]) * inv_p), (k_widen_5(rs_21[(j_23 + 1u)]) * inv_p));
-                let w_25: u32 = ws_20[j_23];
-                let cl_26: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_25))));
-                let w_27: u32 = ws_20[(j_23 + 1u)];
-                let cl_28: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_27))));
-                var n_29: array<u32, 2> = k_from_f32_pair_6((cl_26 * k_widen_5(t_24[0u])), (cl_28 * k_widen_5(t_24[1u])));
-                o_22[j_23] = n_29[0u];
-                o_22[(j_23 + 1u)] = n_29[1u];
-                j_23 = (j_23 + 2u);
+            var o_31: array<u32, 8> = rs_30;
+            var j_32: u32 = 0u;
+            while (j_32 < K_CHUNK) {
+                var t_33: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_30[j_32]) * inv_p), (k_widen_2(rs_30[(j_32 + 1u)]) * inv_p));
+                let w_34: u32 = ws_29[j_32];
+                let cl_35: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_34))));
+                let w_36: u32 = ws_29[(j_32 + 1u)];
+                let cl_37: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_36))));
+                var n_38: array<u32, 2> = k_from_f32_pair_5((cl_35 * k_widen_2(t_33[0u])), (cl_37 * k_widen_2(t_33[1u])));
+                o_31[j_32] = n_38[0u];
+                o_31[(j_32 + 1u)] = n_38[1u];
+                j_32 = (j_32 + 2u);
             }
-            blk_30 = o_22;
+            blk_39 = o_31;
         }
-        let cl_31: array<u32, 8> = blk_30;
-        kiln_setchunk8_b3(out_v, (base_p + (((first_4 + step_2)) * K_CHUNK)), cl_31);
-    } else {
-        if (first_4 < chunks_p) {
-            var ws_32: array<u32, 8> = kept_w_7[0u];
-            var rs_33: array<u32, 8> = kept_r_6[0u];
-            var blk_42: array<u32, 8>;
-            {
-                var o_34: array<u32, 8> = rs_33;
-                var j_35: u32 = 0u;
-                while (j_35 < K_CHUNK) {
-                    var t_36: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_33[j_35]) * inv_p), (k_widen_5(rs_33[(j_35 + 1u)]) * inv_p));
-                    let w_37: u32 = ws_32[j_35];
-                    let cl_38: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_37))));
-                    let w_39: u32 = ws_32[(j_35 + 1u)];
-                    let cl_40: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_39))));
-                    var n_41: array<u32, 2> = k_from_f32_pair_6((cl_38 * k_widen_5(t_36[0u])), (cl_40 * k_widen_5(t_36[1u])));
-                    o_34[j_35] = n_41[0u];
-                    o_34[(j_35 + 1u)] = n_41[1u];
-                    j_35 = (j_35 + 2u);
-                }
-                blk_42 = o_34;
-            }
-            let cl_43: array<u32, 8> = blk_42;
-            kiln_setchunk8_b3(out_v, (base_p + (first_4 * K_CHUNK)), cl_43);
-        }
+        let cl_40: array<u32, 8> = blk_39;
+        kiln_setchunk8_b3(out_v, (base_p + next_8), cl_40);
+        c_4 = (c_4 + (2u * step_2));
     }
-    var c_44: u32 = (first_4 + (2u * step_2));
-    while ((c_44 + step_2) < chunks_p) {
-        let t_45: u32 = (c_44 * K_CHUNK);
-        let t_46: u32 = (((c_44 + step_2)) * K_CHUNK);
-        let at_47: u32 = t_45;
-        let next_48: u32 = t_46;
-        let t_49: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_47);
-        let t_50: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_47));
-        var w0_51: array<u32, 8> = t_49;
-        var r0_52: array<u32, 8> = t_50;
-        let t_53: array<u32, 8> = kiln_getchunk8_b2(weight_v, next_48);
-        let t_54: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + next_48));
-        var w1_55: array<u32, 8> = t_53;
-        var r1_56: array<u32, 8> = t_54;
-        var ws_57: array<u32, 8> = w0_51;
-        var rs_58: array<u32, 8> = r0_52;
-        var blk_67: array<u32, 8>;
+    if (c_4 < chunks_p) {
+        let at_41: u32 = (c_4 * K_CHUNK);
+        var ws_42: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_41);
+        var rs_43: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_41));
+        var blk_52: array<u32, 8>;
         {
-            var o_59: array<u32, 8> = rs_58;
-            var j_60: u32 = 0u;
-            while (j_60 < K_CHUNK) {
-                var t_61: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_58[j_60]) * inv_p), (k_widen_5(rs_58[(j_60 + 1u)]) * inv_p));
-                let w_62: u32 = ws_57[j_60];
-                let cl_63: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_62))));
-                let w_64: u32 = ws_57[(j_60 + 1u)];
-                let cl_65: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_64))));
-                var n_66: array<u32, 2> = k_from_f32_pair_6((cl_63 * k_widen_5(t_61[0u])), (cl_65 * k_widen_5(t_61[1u])));
-                o_59[j_60] = n_66[0u];
-                o_59[(j_60 + 1u)] = n_66[1u];
-                j_60 = (j_60 + 2u);
+            var o_44: array<u32, 8> = rs_43;
+            var j_45: u32 = 0u;
+            while (j_45 < K_CHUNK) {
+                var t_46: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_43[j_45]) * inv_p), (k_widen_2(rs_43[(j_45 + 1u)]) * inv_p));
+                let w_47: u32 = ws_42[j_45];
+                let cl_48: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_47))));
+                let w_49: u32 = ws_42[(j_45 + 1u)];
+                let cl_50: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_49))));
+                var n_51: array<u32, 2> = k_from_f32_pair_5((cl_48 * k_widen_2(t_46[0u])), (cl_50 * k_widen_2(t_46[1u])));
+                o_44[j_45] = n_51[0u];
+                o_44[(j_45 + 1u)] = n_51[1u];
+                j_45 = (j_45 + 2u);
             }
-            blk_67 = o_59;
+            blk_52 = o_44;
         }
-        let cl_68: array<u32, 8> = blk_67;
-        kiln_setchunk8_b3(out_v, (base_p + at_47), cl_68);
-        var ws_69: array<u32, 8> = w1_55;
-        var rs_70: array<u32, 8> = r1_56;
-        var blk_79: array<u32, 8>;
-        {
-            var o_71: array<u32, 8> = rs_70;
-            var j_72: u32 = 0u;
-            while (j_72 < K_CHUNK) {
-                var t_73: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_70[j_72]) * inv_p), (k_widen_5(rs_70[(j_72 + 1u)]) * inv_p));
-                let w_74: u32 = ws_69[j_72];
-                let cl_75: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_74))));
-                let w_76: u32 = ws_69[(j_72 + 1u)];
-                let cl_77: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_76))));
-                var n_78: array<u32, 2> = k_from_f32_pair_6((cl_75 * k_widen_5(t_73[0u])), (cl_77 * k_widen_5(t_73[1u])));
-                o_71[j_72] = n_78[0u];
-                o_71[(j_72 + 1u)] = n_78[1u];
-                j_72 = (j_72 + 2u);
-            }
-            blk_79 = o_71;
-        }
-        let cl_80: array<u32, 8> = blk_79;
-        kiln_setchunk8_b3(out_v, (base_p + next_48), cl_80);
-        c_44 = (c_44 + (2u * step_2));
+        let cl_53: array<u32, 8> = blk_52;
+        var o_54: array<u32, 8> = cl_53;
+        kiln_setchunk8_b3(out_v, (base_p + at_41), o_54);
     }
-    if (c_44 < chunks_p) {
-        let at_81: u32 = (c_44 * K_CHUNK);
-        var ws_82: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_81);
-        var rs_83: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_81));
-        var blk_92: array<u32, 8>;
-        {
-            var o_84: array<u32, 8> = rs_83;
-            var j_85: u32 = 0u;
-            while (j_85 < K_CHUNK) {
-                var t_86: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_83[j_85]) * inv_p), (k_widen_5(rs_83[(j_85 + 1u)]) * inv_p));
-                let w_87: u32 = ws_82[j_85];
-                let cl_88: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_87))));
-                let w_89: u32 = ws_82[(j_85 + 1u)];
-                let cl_90: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_89))));
-                var n_91: array<u32, 2> = k_from_f32_pair_6((cl_88 * k_widen_5(t_86[0u])), (cl_90 * k_widen_5(t_86[1u])));
-                o_84[j_85] = n_91[0u];
-                o_84[(j_85 + 1u)] = n_91[1u];
-                j_85 = (j_85 + 2u);
-            }
-            blk_92 = o_84;
-        }
-        let cl_93: array<u32, 8> = blk_92;
-        var o_94: array<u32, 8> = cl_93;
-        kiln_setchunk8_b3(out_v, (base_p + at_81), o_94);
-    }
-    var i_95: u32 = (tail_3 + kiln_thread);
-    while (i_95 < dim_1) {
-        let w_96: u32 = kiln_get_b2(weight_v, i_95);
-        let s_97: u32 = kiln_get_b1(residual_v, (base_p + i_95));
-        let w_98: u32 = w_96;
-        let cl_99: f32 = k_widen_5(k_from_f32_3((bitcast<f32>(kiln_meta[3u]) + k_widen_5(w_98))));
-        let cl_100: u32 = k_from_f32_3((cl_99 * k_widen_5(k_from_f32_3((k_widen_5(s_97) * inv_p)))));
-        kiln_set_b3(out_v, (base_p + i_95), cl_100);
-        i_95 = (i_95 + step_2);
+    var i_55: u32 = (tail_3 + kiln_thread);
+    while (i_55 < dim_1) {
+        let w_56: u32 = kiln_get_b2(weight_v, i_55);
+        let s_57: u32 = kiln_get_b1(residual_v, (base_p + i_55));
+        let w_58: u32 = w_56;
+        let cl_59: f32 = k_widen_2(k_from_f32_8((bitcast<f32>(kiln_meta[3u]) + k_widen_2(w_58))));
+        let cl_60: u32 = k_from_f32_8((cl_59 * k_widen_2(k_from_f32_8((k_widen_2(s_57) * inv_p)))));
+        kiln_set_b3(out_v, (base_p + i_55), cl_60);
+        i_55 = (i_55 + step_2);
     }
 }
-fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32, kept_p: kiln_tuple_a2a8f16_a2a8f16) {
+fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
-    let first_4: u32 = kiln_thread;
-    let t_5: kiln_tuple_a2a8f16_a2a8f16 = kept_p;
-    var kept_r_6: array<array<u32, 8>, 2> = t_5.f0;
-    var kept_w_7: array<array<u32, 8>, 2> = t_5.f1;
-    if ((first_4 + step_2) < chunks_p) {
-        var ws_8: array<u32, 8> = kept_w_7[0u];
-        var rs_9: array<u32, 8> = kept_r_6[0u];
-        var blk_20: array<u32, 8>;
+    var c_4: u32 = kiln_thread;
+    while ((c_4 + step_2) < chunks_p) {
+        let t_5: u32 = (c_4 * K_CHUNK);
+        let t_6: u32 = (((c_4 + step_2)) * K_CHUNK);
+        let at_7: u32 = t_5;
+        let next_8: u32 = t_6;
+        let t_9: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_7);
+        let t_10: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_7));
+        var w0_11: array<u32, 8> = t_9;
+        var r0_12: array<u32, 8> = t_10;
+        let t_13: array<u32, 8> = kiln_getchunk8_b2(weight_v, next_8);
+        let t_14: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + next_8));
+        var w1_15: array<u32, 8> = t_13;
+        var r1_16: array<u32, 8> = t_14;
+        var ws_17: array<u32, 8> = w0_11;
+        var rs_18: array<u32, 8> = r0_12;
+        var blk_29: array<u32, 8>;
         {
-            var o_10: array<u32, 8> = rs_9;
-            var j_11: u32 = 0u;
-            while (j_11 < K_CHUNK) {
-                var t_12: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_9[j_11]) * inv_p), (k_widen_5(rs_9[(j_11 + 1u)]) * inv_p));
-                let w_13: u32 = ws_8[j_11];
-                var blk_14: f32;
+            var o_19: array<u32, 8> = rs_18;
+            var j_20: u32 = 0u;
+            while (j_20 < K_CHUNK) {
+                var t_21: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_18[j_20]) * inv_p), (k_widen_2(rs_18[(j_20 + 1u)]) * inv_p));
+                let w_22: u32 = ws_17[j_20];
+                var blk_23: f32;
                 {
-                    blk_14 = k_widen_5(w_13);
+                    blk_23 = k_widen_2(w_22);
                 }
-                let cl_15: f32 = blk_14;
-                let w_16: u32 = ws_8[(j_11 + 1u)];
-                var blk_17: f32;
+                let cl_24: f32 = blk_23;
+                let w_25: u32 = ws_17[(j_20 + 1u)];
+                var blk_26: f32;
                 {
-                    blk_17 = k_widen_5(w_16);
+                    blk_26 = k_widen_2(w_25);
                 }
-                let cl_18: f32 = blk_17;
-                var n_19: array<u32, 2> = k_from_f32_pair_6((cl_15 * k_widen_5(t_12[0u])), (cl_18 * k_widen_5(t_12[1u])));
-                o_10[j_11] = n_19[0u];
-                o_10[(j_11 + 1u)] = n_19[1u];
-                j_11 = (j_11 + 2u);
+                let cl_27: f32 = blk_26;
+                var n_28: array<u32, 2> = k_from_f32_pair_5((cl_24 * k_widen_2(t_21[0u])), (cl_27 * k_widen_2(t_21[1u])));
+                o_19[j_20] = n_28[0u];
+                o_19[(j_20 + 1u)] = n_28[1u];
+                j_20 = (j_20 + 2u);
             }
-            blk_20 = o_10;
+            blk_29 = o_19;
         }
-        let cl_21: array<u32, 8> = blk_20;
-        kiln_setchunk8_b3(out_v, (base_p + (first_4 * K_CHUNK)), cl_21);
-        var ws_22: array<u32, 8> = kept_w_7[1u];
-        var rs_23: array<u32, 8> = kept_r_6[1u];
-        var blk_34: array<u32, 8>;
+        let cl_30: array<u32, 8> = blk_29;
+        kiln_setchunk8_b3(out_v, (base_p + at_7), cl_30);
+        var ws_31: array<u32, 8> = w1_15;
+        var rs_32: array<u32, 8> = r1_16;
+        var blk_43: array<u32, 8>;
         {
-            var o_24: array<u32, 8> = rs_23;
-            var j_25: u32 = 0u;
-            while (j_25 < K_CHUNK) {
-                var t_26: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_23[j_25]) * inv_p), (k_widen_5(rs_23[(j_25 + 1u)]) * inv_p));
-                let w_27: u32 = ws_22[j_25];
-                var blk_28: f32;
+            var o_33: array<u32, 8> = rs_32;
+            var j_34: u32 = 0u;
+            while (j_34 < K_CHUNK) {
+                var t_35: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_32[j_34]) * inv_p), (k_widen_2(rs_32[(j_34 + 1u)]) * inv_p));
+                let w_36: u32 = ws_31[j_34];
+                var blk_37: f32;
                 {
-                    blk_28 = k_widen_5(w_27);
+                    blk_37 = k_widen_2(w_36);
                 }
-                let cl_29: f32 = blk_28;
-                let w_30: u32 = ws_22[(j_25 + 1u)];
-                var blk_31: f32;
+                let cl_38: f32 = blk_37;
+                let w_39: u32 = ws_31[(j_34 + 1u)];
+                var blk_40: f32;
                 {
-                    blk_31 = k_widen_5(w_30);
+                    blk_40 = k_widen_2(w_39);
                 }
-                let cl_32: f32 = blk_31;
-                var n_33: array<u32, 2> = k_from_f32_pair_6((cl_29 * k_widen_5(t_26[0u])), (cl_32 * k_widen_5(t_26[1u])));
-                o_24[j_25] = n_33[0u];
-                o_24[(j_25 + 1u)] = n_33[1u];
-                j_25 = (j_25 + 2u);
+                let cl_41: f32 = blk_40;
+                var n_42: array<u32, 2> = k_from_f32_pair_5((cl_38 * k_widen_2(t_35[0u])), (cl_41 * k_widen_2(t_35[1u])));
+                o_33[j_34] = n_42[0u];
+                o_33[(j_34 + 1u)] = n_42[1u];
+                j_34 = (j_34 + 2u);
             }
-            blk_34 = o_24;
+            blk_43 = o_33;
         }
-        let cl_35: array<u32, 8> = blk_34;
-        kiln_setchunk8_b3(out_v, (base_p + (((first_4 + step_2)) * K_CHUNK)), cl_35);
-    } else {
-        if (first_4 < chunks_p) {
-            var ws_36: array<u32, 8> = kept_w_7[0u];
-            var rs_37: array<u32, 8> = kept_r_6[0u];
-            var blk_48: array<u32, 8>;
-            {
-                var o_38: array<u32, 8> = rs_37;
-                var j_39: u32 = 0u;
-                while (j_39 < K_CHUNK) {
-                    var t_40: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_37[j_39]) * inv_p), (k_widen_5(rs_37[(j_39 + 1u)]) * inv_p));
-                    let w_41: u32 = ws_36[j_39];
-                    var blk_42: f32;
-                    {
-                        blk_42 = k_widen_5(w_41);
-                    }
-                    let cl_43: f32 = blk_42;
-                    let w_44: u32 = ws_36[(j_39 + 1u)];
-                    var blk_45: f32;
-                    {
-                        blk_45 = k_widen_5(w_44);
-                    }
-                    let cl_46: f32 = blk_45;
-                    var n_47: array<u32, 2> = k_from_f32_pair_6((cl_43 * k_widen_5(t_40[0u])), (cl_46 * k_widen_5(t_40[1u])));
-                    o_38[j_39] = n_47[0u];
-                    o_38[(j_39 + 1u)] = n_47[1u];
-                    j_39 = (j_39 + 2u);
-                }
-                blk_48 = o_38;
-            }
-            let cl_49: array<u32, 8> = blk_48;
-            kiln_setchunk8_b3(out_v, (base_p + (first_4 * K_CHUNK)), cl_49);
-        }
+        let cl_44: array<u32, 8> = blk_43;
+        kiln_setchunk8_b3(out_v, (base_p + next_8), cl_44);
+        c_4 = (c_4 + (2u * step_2));
     }
-    var c_50: u32 = (first_4 + (2u * step_2));
-    while ((c_50 + step_2) < chunks_p) {
-        let t_51: u32 = (c_50 * K_CHUNK);
-        let t_52: u32 = (((c_50 + step_2)) * K_CHUNK);
-        let at_53: u32 = t_51;
-        let next_54: u32 = t_52;
-        let t_55: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_53);
-        let t_56: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_53));
-        var w0_57: array<u32, 8> = t_55;
-        var r0_58: array<u32, 8> = t_56;
-        let t_59: array<u32, 8> = kiln_getchunk8_b2(weight_v, next_54);
-        let t_60: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + next_54));
-        var w1_61: array<u32, 8> = t_59;
-        var r1_62: array<u32, 8> = t_60;
-        var ws_63: array<u32, 8> = w0_57;
-        var rs_64: array<u32, 8> = r0_58;
-        var blk_75: array<u32, 8>;
+    if (c_4 < chunks_p) {
+        let at_45: u32 = (c_4 * K_CHUNK);
+        var ws_46: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_45);
+        var rs_47: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_45));
+        var blk_58: array<u32, 8>;
         {
-            var o_65: array<u32, 8> = rs_64;
-            var j_66: u32 = 0u;
-            while (j_66 < K_CHUNK) {
-                var t_67: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_64[j_66]) * inv_p), (k_widen_5(rs_64[(j_66 + 1u)]) * inv_p));
-                let w_68: u32 = ws_63[j_66];
-                var blk_69: f32;
+            var o_48: array<u32, 8> = rs_47;
+            var j_49: u32 = 0u;
+            while (j_49 < K_CHUNK) {
+                var t_50: array<u32, 2> = k_from_f32_pair_5((k_widen_2(rs_47[j_49]) * inv_p), (k_widen_2(rs_47[(j_49 + 1u)]) * inv_p));
+                let w_51: u32 = ws_46[j_49];
+                var blk_52: f32;
                 {
-                    blk_69 = k_widen_5(w_68);
+                    blk_52 = k_widen_2(w_51);
                 }
-                let cl_70: f32 = blk_69;
-                let w_71: u32 = ws_63[(j_66 + 1u)];
-                var blk_72: f32;
+                let cl_53: f32 = blk_52;
+                let w_54: u32 = ws_46[(j_49 + 1u)];
+                var blk_55: f32;
                 {
-                    blk_72 = k_widen_5(w_71);
+                    blk_55 = k_widen_2(w_54);
                 }
-                let cl_73: f32 = blk_72;
-                var n_74: array<u32, 2> = k_from_f32_pair_6((cl_70 * k_widen_5(t_67[0u])), (cl_73 * k_widen_5(t_67[1u])));
-                o_65[j_66] = n_74[0u];
-                o_65[(j_66 + 1u)] = n_74[1u];
-                j_66 = (j_66 + 2u);
+                let cl_56: f32 = blk_55;
+                var n_57: array<u32, 2> = k_from_f32_pair_5((cl_53 * k_widen_2(t_50[0u])), (cl_56 * k_widen_2(t_50[1u])));
+                o_48[j_49] = n_57[0u];
+                o_48[(j_49 + 1u)] = n_57[1u];
+                j_49 = (j_49 + 2u);
             }
-            blk_75 = o_65;
+            blk_58 = o_48;
         }
-        let cl_76: array<u32, 8> = blk_75;
-        kiln_setchunk8_b3(out_v, (base_p + at_53), cl_76);
-        var ws_77: array<u32, 8> = w1_61;
-        var rs_78: array<u32, 8> = r1_62;
-        var blk_89: array<u32, 8>;
-        {
-            var o_79: array<u32, 8> = rs_78;
-            var j_80: u32 = 0u;
-            while (j_80 < K_CHUNK) {
-                var t_81: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_78[j_80]) * inv_p), (k_widen_5(rs_78[(j_80 + 1u)]) * inv_p));
-                let w_82: u32 = ws_77[j_80];
-                var blk_83: f32;
-                {
-                    blk_83 = k_widen_5(w_82);
-                }
-                let cl_84: f32 = blk_83;
-                let w_85: u32 = ws_77[(j_80 + 1u)];
-                var blk_86: f32;
-                {
-                    blk_86 = k_widen_5(w_85);
-                }
-                let cl_87: f32 = blk_86;
-                var n_88: array<u32, 2> = k_from_f32_pair_6((cl_84 * k_widen_5(t_81[0u])), (cl_87 * k_widen_5(t_81[1u])));
-                o_79[j_80] = n_88[0u];
-                o_79[(j_80 + 1u)] = n_88[1u];
-                j_80 = (j_80 + 2u);
-            }
-            blk_89 = o_79;
-        }
-        let cl_90: array<u32, 8> = blk_89;
-        kiln_setchunk8_b3(out_v, (base_p + next_54), cl_90);
-        c_50 = (c_50 + (2u * step_2));
+        let cl_59: array<u32, 8> = blk_58;
+        var o_60: array<u32, 8> = cl_59;
+        kiln_setchunk8_b3(out_v, (base_p + at_45), o_60);
     }
-    if (c_50 < chunks_p) {
-        let at_91: u32 = (c_50 * K_CHUNK);
-        var ws_92: array<u32, 8> = kiln_getchunk8_b2(weight_v, at_91);
-        var rs_93: array<u32, 8> = kiln_getchunk8_b1(residual_v, (base_p + at_91));
-        var blk_104: array<u32, 8>;
+    var i_61: u32 = (tail_3 + kiln_thread);
+    while (i_61 < dim_1) {
+        let w_62: u32 = kiln_get_b2(weight_v, i_61);
+        let s_63: u32 = kiln_get_b1(residual_v, (base_p + i_61));
+        let w_64: u32 = w_62;
+        var blk_65: f32;
         {
-            var o_94: array<u32, 8> = rs_93;
-            var j_95: u32 = 0u;
-            while (j_95 < K_CHUNK) {
-                var t_96: array<u32, 2> = k_from_f32_pair_6((k_widen_5(rs_93[j_95]) * inv_p), (k_widen_5(rs_93[(j_95 + 1u)]) * inv_p));
-                let w_97: u32 = ws_92[j_95];
-                var blk_98: f32;
-                {
-                    blk_98 = k_widen_5(w_97);
-                }
-                let cl_99: f32 = blk_98;
-                let w_100: u32 = ws_92[(j_95 + 1u)];
-                var blk_101: f32;
-                {
-                    blk_101 = k_widen_5(w_100);
-                }
-                let cl_102: f32 = blk_101;
-                var n_103: array<u32, 2> = k_from_f32_pair_6((cl_99 * k_widen_5(t_96[0u])), (cl_102 * k_widen_5(t_96[1u])));
-                o_94[j_95] = n_103[0u];
-                o_94[(j_95 + 1u)] = n_103[1u];
-                j_95 = (j_95 + 2u);
-            }
-            blk_104 = o_94;
+            blk_65 = k_widen_2(w_64);
         }
-        let cl_105: array<u32, 8> = blk_104;
-        var o_106: array<u32, 8> = cl_105;
-        kiln_setchunk8_b3(out_v, (base_p + at_91), o_106);
-    }
-    var i_107: u32 = (tail_3 + kiln_thread);
-    while (i_107 < dim_1) {
-        let w_108: u32 = kiln_get_b2(weight_v, i_107);
-        let s_109: u32 = kiln_get_b1(residual_v, (base_p + i_107));
-        let w_110: u32 = w_108;
-        var blk_111: f32;
-        {
-            blk_111 = k_widen_5(w_110);
-        }
-        let cl_112: f32 = blk_111;
-        let cl_113: u32 = k_from_f32_3((cl_112 * k_widen_5(k_from_f32_3((k_widen_5(s_109) * inv_p)))));
-        kiln_set_b3(out_v, (base_p + i_107), cl_113);
-        i_107 = (i_107 + step_2);
+        let cl_66: f32 = blk_65;
+        let cl_67: u32 = k_from_f32_8((cl_66 * k_widen_2(k_from_f32_8((k_widen_2(s_63) * inv_p)))));
+        kiln_set_b3(out_v, (base_p + i_61), cl_67);
+        i_61 = (i_61 + step_2);
     }
 }
 fn k_fused_add_rms_norm_19(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
@@ -779,78 +607,58 @@ fn k_fused_add_rms_norm_19(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2
     let t_9: f32 = 0e0f;
     var sq_10: f32 = t_8;
     var carry_11: f32 = t_9;
-    let first_12: u32 = kiln_thread;
-    var zero_13: array<u32, 8> = array<u32, 8>(k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f), k_from_f32_3(0e0f));
-    let t_14: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(zero_13, zero_13);
-    let t_15: array<array<u32, 8>, 2> = array<array<u32, 8>, 2>(zero_13, zero_13);
-    var kept_16: array<array<u32, 8>, 2> = t_14;
-    var kept_w_17: array<array<u32, 8>, 2> = t_15;
-    if (first_12 < chunks_6) {
-        kept_w_17[0u] = kiln_getchunk8_b2(weight_v, (first_12 * K_CHUNK));
+    var c_12: u32 = kiln_thread;
+    while ((c_12 + step_3) < chunks_6) {
+        let t_13: u32 = (base_2 + (c_12 * K_CHUNK));
+        let t_14: u32 = (base_2 + (((c_12 + step_3)) * K_CHUNK));
+        let at_15: u32 = t_13;
+        let next_16: u32 = t_14;
+        let t_17: array<u32, 8> = kiln_getchunk8_b0(x_v, at_15);
+        let t_18: array<u32, 8> = kiln_getchunk8_b1(residual_v, at_15);
+        var x0_19: array<u32, 8> = t_17;
+        var r0_20: array<u32, 8> = t_18;
+        let t_21: array<u32, 8> = kiln_getchunk8_b0(x_v, next_16);
+        let t_22: array<u32, 8> = kiln_getchunk8_b1(residual_v, next_16);
+        var x1_23: array<u32, 8> = t_21;
+        var r1_24: array<u32, 8> = t_22;
+        let t_25: kiln_tuple_a8f16_f32 = k_add_chunk_6(x0_19, r0_20);
+        var s0_26: array<u32, 8> = t_25.f0;
+        let q0_27: f32 = t_25.f1;
+        let t_28: kiln_tuple_a8f16_f32 = k_add_chunk_6(x1_23, r1_24);
+        var s1_29: array<u32, 8> = t_28.f0;
+        let q1_30: f32 = t_28.f1;
+        kiln_setchunk8_b1(residual_v, at_15, s0_26);
+        kiln_setchunk8_b1(residual_v, next_16, s1_29);
+        let da_31: kiln_tuple_f32_f32 = k_compensated_add_7(sq_10, carry_11, (q0_27 + q1_30));
+        sq_10 = da_31.f0;
+        carry_11 = da_31.f1;
+        c_12 = (c_12 + (2u * step_3));
     }
-    if ((first_12 + step_3) < chunks_6) {
-        kept_w_17[1u] = kiln_getchunk8_b2(weight_v, (((first_12 + step_3)) * K_CHUNK));
+    if (c_12 < chunks_6) {
+        let at_32: u32 = (base_2 + (c_12 * K_CHUNK));
+        let t_33: kiln_tuple_a8f16_f32 = k_add_chunk_6(kiln_getchunk8_b0(x_v, at_32), kiln_getchunk8_b1(residual_v, at_32));
+        var s0_34: array<u32, 8> = t_33.f0;
+        let q0_35: f32 = t_33.f1;
+        kiln_setchunk8_b1(residual_v, at_32, s0_34);
+        let da_36: kiln_tuple_f32_f32 = k_compensated_add_7(sq_10, carry_11, q0_35);
+        sq_10 = da_36.f0;
+        carry_11 = da_36.f1;
     }
-    var c_18: u32 = first_12;
-    while ((c_18 + step_3) < chunks_6) {
-        let t_19: u32 = (base_2 + (c_18 * K_CHUNK));
-        let t_20: u32 = (base_2 + (((c_18 + step_3)) * K_CHUNK));
-        let at_21: u32 = t_19;
-        let next_22: u32 = t_20;
-        let t_23: array<u32, 8> = kiln_getchunk8_b0(x_v, at_21);
-        let t_24: array<u32, 8> = kiln_getchunk8_b1(residual_v, at_21);
-        var x0_25: array<u32, 8> = t_23;
-        var r0_26: array<u32, 8> = t_24;
-        let t_27: array<u32, 8> = kiln_getchunk8_b0(x_v, next_22);
-        let t_28: array<u32, 8> = kiln_getchunk8_b1(residual_v, next_22);
-        var x1_29: array<u32, 8> = t_27;
-        var r1_30: array<u32, 8> = t_28;
-        let t_31: kiln_tuple_a8f16_f32 = k_add_chunk_7(x0_25, r0_26);
-        var s0_32: array<u32, 8> = t_31.f0;
-        let q0_33: f32 = t_31.f1;
-        let t_34: kiln_tuple_a8f16_f32 = k_add_chunk_7(x1_29, r1_30);
-        var s1_35: array<u32, 8> = t_34.f0;
-        let q1_36: f32 = t_34.f1;
-        kiln_setchunk8_b1(residual_v, at_21, s0_32);
-        kiln_setchunk8_b1(residual_v, next_22, s1_35);
-        if (c_18 == first_12) {
-            kept_16 = array<array<u32, 8>, 2>(s0_32, s1_35);
-        }
-        let da_37: kiln_tuple_f32_f32 = k_compensated_add_8(sq_10, carry_11, (q0_33 + q1_36));
-        sq_10 = da_37.f0;
-        carry_11 = da_37.f1;
-        c_18 = (c_18 + (2u * step_3));
+    var i_37: u32 = (tail_7 + kiln_thread);
+    while (i_37 < dim_1) {
+        let s_38: u32 = k_from_f32_8((k_widen_2(kiln_get_b0(x_v, (base_2 + i_37))) + k_widen_2(kiln_get_b1(residual_v, (base_2 + i_37)))));
+        kiln_set_b1(residual_v, (base_2 + i_37), s_38);
+        let f_39: f32 = k_widen_2(s_38);
+        let da_40: kiln_tuple_f32_f32 = k_compensated_add_7(sq_10, carry_11, (f_39 * f_39));
+        sq_10 = da_40.f0;
+        carry_11 = da_40.f1;
+        i_37 = (i_37 + step_3);
     }
-    if (c_18 < chunks_6) {
-        let at_38: u32 = (base_2 + (c_18 * K_CHUNK));
-        let t_39: kiln_tuple_a8f16_f32 = k_add_chunk_7(kiln_getchunk8_b0(x_v, at_38), kiln_getchunk8_b1(residual_v, at_38));
-        var s0_40: array<u32, 8> = t_39.f0;
-        let q0_41: f32 = t_39.f1;
-        kiln_setchunk8_b1(residual_v, at_38, s0_40);
-        if (c_18 == first_12) {
-            kept_16[0u] = s0_40;
-        }
-        let da_42: kiln_tuple_f32_f32 = k_compensated_add_8(sq_10, carry_11, q0_41);
-        sq_10 = da_42.f0;
-        carry_11 = da_42.f1;
-    }
-    var i_43: u32 = (tail_7 + kiln_thread);
-    while (i_43 < dim_1) {
-        let s_44: u32 = k_from_f32_3((k_widen_5(kiln_get_b0(x_v, (base_2 + i_43))) + k_widen_5(kiln_get_b1(residual_v, (base_2 + i_43)))));
-        kiln_set_b1(residual_v, (base_2 + i_43), s_44);
-        let f_45: f32 = k_widen_5(s_44);
-        let da_46: kiln_tuple_f32_f32 = k_compensated_add_8(sq_10, carry_11, (f_45 * f_45));
-        sq_10 = da_46.f0;
-        carry_11 = da_46.f1;
-        i_43 = (i_43 + step_3);
-    }
-    let inv_47: f32 = k_inverse_rms_16(k_sum_14(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
+    let inv_41: f32 = k_inverse_rms_16(k_sum_14(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
     if (bitcast<f32>(kiln_meta[3u]) != 0e0f) {
-        let kept_48: kiln_tuple_a2a8f16_a2a8f16 = kiln_tuple_a2a8f16_a2a8f16(kept_16, kept_w_17);
-        k_normalize_17(residual_v, weight_v, out_v, inv_47, base_2, chunks_6, kept_48);
+        k_normalize_17(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
     } else {
-        let kept_49: kiln_tuple_a2a8f16_a2a8f16 = kiln_tuple_a2a8f16_a2a8f16(kept_16, kept_w_17);
-        k_normalize_18(residual_v, weight_v, out_v, inv_47, base_2, chunks_6, kept_49);
+        k_normalize_18(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
     }
 }
 

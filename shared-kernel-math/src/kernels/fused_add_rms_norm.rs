@@ -119,20 +119,8 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     // The per-thread sum is compensated: with few threads per row (the serial cpu block sums a
     // whole row) a plain f32 sum drifts by ~sqrt(dim) ulps, up to the f32 bound on 3072-wide
     // rows; memory-bound GPUs pay nothing for it.
-    // The first pair stays in registers with its weights, loaded before the reduction: a
-    // decode row (at most two chunks a thread) then waits on memory once before and once
-    // after the reduction, not twice after it.
     let (mut sq, mut carry) = (0.0f32, 0.0f32);
-    let first = b.thread() as usize;
-    let zero = [T::from_f32(0.0); CHUNK];
-    let (mut kept, mut kept_w) = ([zero; 2], [zero; 2]);
-    if first < chunks {
-        kept_w[0] = weight.get_chunk::<CHUNK>(first * CHUNK);
-    }
-    if first + step < chunks {
-        kept_w[1] = weight.get_chunk::<CHUNK>((first + step) * CHUNK);
-    }
-    let mut c = first;
+    let mut c = b.thread() as usize;
     while c + step < chunks {
         let (at, next) = (base + c * CHUNK, base + (c + step) * CHUNK);
         let (x0, r0) = (x.get_chunk::<CHUNK>(at), residual.get_chunk::<CHUNK>(at));
@@ -144,9 +132,6 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
         let (s1, q1) = add_chunk(x1, r1);
         residual.set_chunk(at, s0);
         residual.set_chunk(next, s1);
-        if c == first {
-            kept = [s0, s1];
-        }
         (sq, carry) = compensated_add(sq, carry, q0 + q1);
         c += 2 * step;
     }
@@ -154,9 +139,6 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
         let at = base + c * CHUNK;
         let (s0, q0) = add_chunk(x.get_chunk::<CHUNK>(at), residual.get_chunk::<CHUNK>(at));
         residual.set_chunk(at, s0);
-        if c == first {
-            kept[0] = s0;
-        }
         (sq, carry) = compensated_add(sq, carry, q0);
     }
     let mut i = tail + b.thread() as usize;
@@ -173,11 +155,9 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
     // The gain's form is uniform, so it is chosen once per launch, not per element.
     if p.weight_bias != 0.0 {
         let gain = |w: T| T::from_f32(p.weight_bias + w.widen()).widen();
-        let kept = (kept, kept_w);
-        normalize(b, p, residual, weight, out, inv, base, chunks, kept, gain);
+        normalize(b, p, residual, weight, out, inv, base, chunks, gain);
     } else {
-        let kept = (kept, kept_w);
-        normalize(b, p, residual, weight, out, inv, base, chunks, kept, |w: T| {
+        normalize(b, p, residual, weight, out, inv, base, chunks, |w: T| {
             w.widen()
         });
     }
@@ -203,8 +183,7 @@ pub fn compensated_add(sum: f32, carry: f32, v: f32) -> (f32, f32) {
 }
 
 /// `out = rnd_T(gain(w) · rnd_T(residual · inv))` over one row, chunked for the first
-/// `chunks · CHUNK` elements, element-wise after; `kept` holds the thread's first two chunks
-/// of the residual (as written) and of the weight, where the row has them.
+/// `chunks · CHUNK` elements, element-wise after.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn normalize<T: Element, B: Block>(
@@ -216,7 +195,6 @@ fn normalize<T: Element, B: Block>(
     inv: f32,
     base: usize,
     chunks: usize,
-    kept: ([[T; CHUNK]; 2], [[T; CHUNK]; 2]),
     gain: impl Fn(T) -> f32,
 ) {
     let dim = p.dim as usize;
@@ -236,18 +214,7 @@ fn normalize<T: Element, B: Block>(
         }
         o
     };
-    let first = b.thread() as usize;
-    let (kept_r, kept_w) = kept;
-    if first + step < chunks {
-        out.set_chunk(base + first * CHUNK, norm_chunk(kept_w[0], kept_r[0]));
-        out.set_chunk(
-            base + (first + step) * CHUNK,
-            norm_chunk(kept_w[1], kept_r[1]),
-        );
-    } else if first < chunks {
-        out.set_chunk(base + first * CHUNK, norm_chunk(kept_w[0], kept_r[0]));
-    }
-    let mut c = first + 2 * step;
+    let mut c = b.thread() as usize;
     while c + step < chunks {
         let (at, next) = (c * CHUNK, (c + step) * CHUNK);
         let (w0, r0) = (
