@@ -321,8 +321,11 @@ pub fn logf(x: f32) -> f32 {
     let mut b = bits;
     let mut e: i32 = 0;
     if b < 0x0080_0000 {
-        b = (x * 33_554_432.0).to_bits();
-        e = -25;
+        // Normalised in integers: a device that flushes subnormal operands (NVIDIA's Vulkan
+        // does) would turn a rescaling multiply into 0.
+        let shift = b.leading_zeros() - 8;
+        b = ((b << shift) & 0x007f_ffff) | 0x0080_0000;
+        e = -(shift as i32);
     }
     e += ((b >> 23) as i32) - 127;
     let mut m = f32::from_bits((b & 0x007f_ffff) | 0x3f80_0000);

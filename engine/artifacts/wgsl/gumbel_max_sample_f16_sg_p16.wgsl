@@ -131,18 +131,19 @@ fn k_logf_3(x_p: f32) -> f32 {
     var b_2: u32 = bits_1;
     var e_3: i32 = 0i;
     if (b_2 < 8388608u) {
-        b_2 = bitcast<u32>(((x_p * 3.3554432e7f)));
-        e_3 = -(25i);
+        let shift_4: u32 = (u32(countLeadingZeros(b_2)) - 8u);
+        b_2 = (((((b_2 << shift_4)) & 8388607u)) | 8388608u);
+        e_3 = -((bitcast<i32>(shift_4)));
     }
     e_3 = (e_3 + ((bitcast<i32>(((b_2 >> 23u)))) - 127i));
-    var m_4: f32 = bitcast<f32>((((b_2 & 8388607u)) | 1065353216u));
-    if (m_4 > 1.4142135e0f) {
-        m_4 = (m_4 * 5e-1f);
+    var m_5: f32 = bitcast<f32>((((b_2 & 8388607u)) | 1065353216u));
+    if (m_5 > 1.4142135e0f) {
+        m_5 = (m_5 * 5e-1f);
         e_3 = (e_3 + 1i);
     }
-    let f_5: f32 = (m_4 - 1e0f);
-    let ef_6: f32 = f32(e_3);
-    return (((((ef_6 * K_LN2_LO) + k_log_core_2(f_5))) + f_5) + (ef_6 * K_LN2_HI));
+    let f_6: f32 = (m_5 - 1e0f);
+    let ef_7: f32 = f32(e_3);
+    return (((((ef_7 * K_LN2_LO) + k_log_core_2(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
 fn k_gumbel_noise_4(word_p: u32) -> f32 {
     return -(k_logf_3(-(k_logf_3(k_uniform_open_1(word_p)))));
