@@ -28,40 +28,32 @@ pub fn mulhilo32(a: u32, b: u32) -> (u32, u32) {
 /// (the kernels call [`philox4x32_10_on`], whose products are the port's wide multiply).
 #[inline(always)]
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
-    let (mut c, mut k) = (counter, key);
-    let mut round = 0;
-    while round < 10 {
-        (c, k) = philox_round(c, k, mulhilo32(PHILOX_M0, c[0]), mulhilo32(PHILOX_M1, c[2]));
-        round += 1;
-    }
-    c
+    philox_rounds(counter, key, |a, b| mulhilo32(a, b))
 }
 
 /// [`philox4x32_10`] with [`Block::mul_wide`](crate::Block::mul_wide) for its products.
 #[inline(always)]
 pub fn philox4x32_10_on<B: crate::Block>(b: &B, counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    philox_rounds(counter, key, |x, y| b.mul_wide(x, y))
+}
+
+/// Philox-4x32's ten rounds with `mul(a, b)` giving the `(hi, lo)` words of each product.
+#[inline(always)]
+fn philox_rounds(
+    counter: [u32; 4],
+    key: [u32; 2],
+    mul: impl Fn(u32, u32) -> (u32, u32),
+) -> [u32; 4] {
     let (mut c, mut k) = (counter, key);
     let mut round = 0;
     while round < 10 {
-        (c, k) = philox_round(
-            c,
-            k,
-            b.mul_wide(PHILOX_M0, c[0]),
-            b.mul_wide(PHILOX_M1, c[2]),
-        );
+        let (hi0, lo0) = mul(PHILOX_M0, c[0]);
+        let (hi1, lo1) = mul(PHILOX_M1, c[2]);
+        c = [hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0];
+        k = [k[0].wrapping_add(PHILOX_W0), k[1].wrapping_add(PHILOX_W1)];
         round += 1;
     }
     c
-}
-
-/// One Philox-4x32 round on counter `c` under round key `k`, given its two products `(hi, lo)`:
-/// the next counter and the next round's key.
-#[inline(always)]
-fn philox_round(c: [u32; 4], k: [u32; 2], p0: (u32, u32), p1: (u32, u32)) -> ([u32; 4], [u32; 2]) {
-    (
-        [p1.0 ^ c[1] ^ k[0], p1.1, p0.0 ^ c[3] ^ k[1], p0.1],
-        [k[0].wrapping_add(PHILOX_W0), k[1].wrapping_add(PHILOX_W1)],
-    )
 }
 
 /// `(hi, lo)` of `a · b` through a 64-bit product: the host and GPU ports' [`Block::mul_wide`](crate::Block::mul_wide).

@@ -147,46 +147,60 @@ fn k_lane_1() -> u32 {
 fn k_wave_id_2() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_load_unit_unchecked_3(w_q_v: vec2<u32>, at_p: u32, zero_p: array<u32, 4>) -> array<u32, 4> {
+fn k_words_from_chunks_3(zero_p: array<u32, 4>, chunk_at: u32, chunk_w_q: vec2<u32>) -> array<u32, 4> {
     var zero_m: array<u32, 4> = zero_p;
     var w_1: array<u32, 4> = zero_m;
     var j_2: u32 = 0u;
     while ((j_2 + 4u) <= 4u) {
-        var blk_3: array<u32, 4>;
+        let j_3: u32 = j_2;
+        var blk_4: array<u32, 4>;
         {
-            blk_3 = kiln_getchunk4_b1(w_q_v, (at_p + j_2));
+            blk_4 = kiln_getchunk4_b1(chunk_w_q, (chunk_at + j_3));
         }
-        var c_4: array<u32, 4> = blk_3;
-        w_1[j_2] = c_4[0u];
-        w_1[(j_2 + 1u)] = c_4[1u];
-        w_1[(j_2 + 2u)] = c_4[2u];
-        w_1[(j_2 + 3u)] = c_4[3u];
+        let cl_5: array<u32, 4> = blk_4;
+        var c_6: array<u32, 4> = cl_5;
+        w_1[j_2] = c_6[0u];
+        w_1[(j_2 + 1u)] = c_6[1u];
+        w_1[(j_2 + 2u)] = c_6[2u];
+        w_1[(j_2 + 3u)] = c_6[3u];
         j_2 = (j_2 + 4u);
     }
     return w_1;
 }
-fn k_load_words_4(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 4>) -> array<u32, 4> {
+fn k_load_unit_unchecked_4(w_q_v: vec2<u32>, at_p: u32, zero_p: array<u32, 4>) -> array<u32, 4> {
+    var zero_m: array<u32, 4> = zero_p;
+    return k_words_from_chunks_3(zero_m, at_p, w_q_v);
+}
+fn k_words_from_chunks_5(zero_p: array<u32, 4>, chunk_at: u32, chunk_w_q: vec2<u32>) -> array<u32, 4> {
     var zero_m: array<u32, 4> = zero_p;
     var w_1: array<u32, 4> = zero_m;
     var j_2: u32 = 0u;
-    if wide_p {
-        while ((j_2 + 4u) <= 4u) {
-            var c_3: array<u32, 4> = kiln_getchunk4_b1(w_q_v, (at_p + j_2));
-            w_1[j_2] = c_3[0u];
-            w_1[(j_2 + 1u)] = c_3[1u];
-            w_1[(j_2 + 2u)] = c_3[2u];
-            w_1[(j_2 + 3u)] = c_3[3u];
-            j_2 = (j_2 + 4u);
-        }
-    } else {
-        while (j_2 < 4u) {
-            w_1[j_2] = kiln_get_b1(w_q_v, (at_p + j_2));
-            j_2 = (j_2 + 1u);
-        }
+    while ((j_2 + 4u) <= 4u) {
+        let j_3: u32 = j_2;
+        let cl_4: array<u32, 4> = kiln_getchunk4_b1(chunk_w_q, (chunk_at + j_3));
+        var c_5: array<u32, 4> = cl_4;
+        w_1[j_2] = c_5[0u];
+        w_1[(j_2 + 1u)] = c_5[1u];
+        w_1[(j_2 + 2u)] = c_5[2u];
+        w_1[(j_2 + 3u)] = c_5[3u];
+        j_2 = (j_2 + 4u);
     }
     return w_1;
 }
-fn k_load_rows_5(w_q_v: vec2<u32>, rows_p: array<u32, 2>, at_p: u32, wide_p: bool, zero_p: array<array<u32, 4>, 2>) -> array<array<u32, 4>, 2> {
+fn k_load_words_6(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 4>) -> array<u32, 4> {
+    var zero_m: array<u32, 4> = zero_p;
+    if wide_p {
+        return k_words_from_chunks_5(zero_m, at_p, w_q_v);
+    }
+    var w_1: array<u32, 4> = zero_m;
+    var j_2: u32 = 0u;
+    while (j_2 < 4u) {
+        w_1[j_2] = kiln_get_b1(w_q_v, (at_p + j_2));
+        j_2 = (j_2 + 1u);
+    }
+    return w_1;
+}
+fn k_load_rows_7(w_q_v: vec2<u32>, rows_p: array<u32, 2>, at_p: u32, wide_p: bool, zero_p: array<array<u32, 4>, 2>) -> array<array<u32, 4>, 2> {
     var rows_m: array<u32, 2> = rows_p;
     var zero_m: array<array<u32, 4>, 2> = zero_p;
     var w_1: array<array<u32, 4>, 2> = zero_m;
@@ -196,18 +210,18 @@ fn k_load_rows_5(w_q_v: vec2<u32>, rows_p: array<u32, 2>, at_p: u32, wide_p: boo
         if wide_p {
             var blk_4: array<u32, 4>;
             {
-                blk_4 = k_load_unit_unchecked_3(w_q_v, (rows_m[r_2] + at_p), zero_m[r_2]);
+                blk_4 = k_load_unit_unchecked_4(w_q_v, (rows_m[r_2] + at_p), zero_m[r_2]);
             }
             ifv_3 = blk_4;
         } else {
-            ifv_3 = k_load_words_4(w_q_v, (rows_m[r_2] + at_p), false, zero_m[r_2]);
+            ifv_3 = k_load_words_6(w_q_v, (rows_m[r_2] + at_p), false, zero_m[r_2]);
         }
         w_1[r_2] = ifv_3;
         r_2 = (r_2 + 1u);
     }
     return w_1;
 }
-fn k_zeroed_row_6(a_p: array<f32, 1>) -> array<f32, 1> {
+fn k_zeroed_row_8(a_p: array<f32, 1>) -> array<f32, 1> {
     var a_m: array<f32, 1> = a_p;
     var a_1: array<f32, 1> = a_m;
     var m_2: u32 = 0u;
@@ -217,17 +231,17 @@ fn k_zeroed_row_6(a_p: array<f32, 1>) -> array<f32, 1> {
     }
     return a_1;
 }
-fn k_zeroed_7(a_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+fn k_zeroed_9(a_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
     var a_m: array<array<f32, 1>, 2> = a_p;
     var a_1: array<array<f32, 1>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_6(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_8(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_x_chunk_8(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
+fn k_x_chunk_10(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     var ifv_1: array<u32, 8>;
     if wide_p {
         ifv_1 = kiln_getchunk8_b0(x_v, at_p);
@@ -242,13 +256,13 @@ fn k_x_chunk_8(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     }
     return ifv_1;
 }
-fn k_to_f32_9(self_v: u32) -> f32 {
+fn k_to_f32_11(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_10(self_v: u32) -> f32 {
-    return k_to_f32_9(self_v);
+fn k_widen_12(self_v: u32) -> f32 {
+    return k_to_f32_11(self_v);
 }
-fn k_code_float_11(w_p: array<u32, 4>, i_p: u32) -> f32 {
+fn k_code_float_13(w_p: array<u32, 4>, i_p: u32) -> f32 {
     var w_m: array<u32, 4> = w_p;
     let bit_1: u32 = (i_p * 4u);
     let word_2: u32 = (bit_1 / 32u);
@@ -267,10 +281,10 @@ fn k_code_float_11(w_p: array<u32, 4>, i_p: u32) -> f32 {
     let mask_7: u32 = (((((1u << 4u)) - 1u)) << top_4);
     return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_chunk_13(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>) -> kiln_tuple_a2a1f32_a1f32 {
+fn k_chunk_15(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>) -> kiln_tuple_a2a1f32_a1f32 {
     var w_m: array<array<u32, 4>, 2> = w_p;
     var dot_m: array<array<f32, 1>, 2> = dot_p;
     var xs_m: array<f32, 1> = xs_p;
@@ -296,13 +310,13 @@ fn k_chunk_13(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
             }
             ifv_9 = blk_10;
         } else {
-            ifv_9 = k_x_chunk_8(x_v, at_8, false);
+            ifv_9 = k_x_chunk_10(x_v, at_8, false);
         }
         var xc_11: array<u32, 8> = ifv_9;
         var xf_12: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_13: u32 = 0u;
         while (j_13 < K_X_CHUNK) {
-            xf_12[j_13] = k_widen_10(xc_11[j_13]);
+            xf_12[j_13] = k_widen_12(xc_11[j_13]);
             xs_4[m_5] = (xs_4[m_5] + xf_12[j_13]);
             j_13 = (j_13 + 1u);
         }
@@ -310,8 +324,8 @@ fn k_chunk_13(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
         while (r_14 < 2u) {
             var j_15: u32 = 0u;
             while (j_15 < K_X_CHUNK) {
-                let centred_16: f32 = (k_code_float_11(w_m[r_14], (first_p + j_15)) - 1.5e0f);
-                dot_3[r_14][m_5] = k_mul_add_12(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
+                let centred_16: f32 = (k_code_float_13(w_m[r_14], (first_p + j_15)) - 1.5e0f);
+                dot_3[r_14][m_5] = k_mul_add_14(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
                 j_15 = (j_15 + 1u);
             }
             r_14 = (r_14 + 1u);
@@ -320,7 +334,7 @@ fn k_chunk_13(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a1f32_a1f32(dot_3, xs_4);
 }
-fn k_f16_bits_to_f32_soft_14(h_p: u32) -> f32 {
+fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -351,39 +365,39 @@ fn k_f16_bits_to_f32_soft_14(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_15(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_14(self_v);
+fn k_widen_17(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_16(self_v);
 }
-fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_18(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_17((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
+        ifv_2 = k_widen_12((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_19(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
     let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
     var ifv_2: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_15((half_1 & 0xffffu));
+        ifv_2 = k_widen_17((half_1 & 0xffffu));
     } else {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
+        ifv_2 = k_widen_12((half_1 & 0xffffu));
     }
     return ifv_2;
 }
-fn k_scale_pair_18(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    return kiln_tuple_f32_f32((k_packed_scale_16(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_17(biases_v, kiln_meta[5u], e_p));
+fn k_scale_pair_20(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    return kiln_tuple_f32_f32((k_packed_scale_18(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_19(biases_v, kiln_meta[5u], e_p));
 }
-fn k_fold_19(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+fn k_fold_21(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 1>, 2> = dot_p;
     var xs_m: array<f32, 1> = xs_p;
@@ -391,49 +405,49 @@ fn k_fold_19(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 1>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_18(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
-        let mid_6: f32 = k_mul_add_12(sc_4, 5e-1f, of_5);
+        let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
         var m_7: u32 = 0u;
         while (m_7 < 1u) {
-            let with_mid_8: f32 = k_mul_add_12(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
-            acc_1[r_2][m_7] = k_mul_add_12(sc_4, dot_m[r_2][m_7], with_mid_8);
+            let with_mid_8: f32 = k_mul_add_14(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_14(sc_4, dot_m[r_2][m_7], with_mid_8);
             m_7 = (m_7 + 1u);
         }
         r_2 = (r_2 + 1u);
     }
     return acc_1;
 }
-fn k_unit_20(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+fn k_unit_22(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 4>, 2> = w_p;
     var acc_m: array<array<f32, 1>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 4u)));
     var acc_3: array<array<f32, 1>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a1f32_a1f32 = k_chunk_13(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_7(acc_3), k_zeroed_row_6(acc_3[0u]));
+    let t_4: kiln_tuple_a2a1f32_a1f32 = k_chunk_15(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_9(acc_3), k_zeroed_row_8(acc_3[0u]));
     var dot_5: array<array<f32, 1>, 2> = t_4.f0;
     var xs_6: array<f32, 1> = t_4.f1;
-    let da_7: kiln_tuple_a2a1f32_a1f32 = k_chunk_13(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a1f32_a1f32 = k_chunk_15(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_19(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_7(dot_5);
-        xs_6 = k_zeroed_row_6(xs_6);
+        acc_3 = k_fold_21(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_9(dot_5);
+        xs_6 = k_zeroed_row_8(xs_6);
     }
-    let da_9: kiln_tuple_a2a1f32_a1f32 = k_chunk_13(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a1f32_a1f32 = k_chunk_15(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a1f32_a1f32 = k_chunk_13(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a1f32_a1f32 = k_chunk_15(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_19(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_21(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_21(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 1>, 2>, wide_p: bool) -> array<array<f32, 1>, 2> {
+fn k_sweep_23(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 1>, 2>, wide_p: bool) -> array<array<f32, 1>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 4> = bits_p;
@@ -445,28 +459,28 @@ fn k_sweep_21(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
     if (1u <= 2u) {
         var w_5: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(bits_m, bits_m);
         if (u_4 < units_2) {
-            w_5 = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
+            w_5 = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
         }
         while (u_4 < units_2) {
             let next_6: u32 = (u_4 + wave_1);
             var ahead_7: array<array<u32, 4>, 2> = w_5;
             if (next_6 < units_2) {
-                ahead_7 = k_load_rows_5(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
+                ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
             }
-            acc_3 = k_unit_20(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_22(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
-            var w_8: array<array<u32, 4>, 2> = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_20(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            var w_8: array<array<u32, 4>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_22(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_wave_sum_22(v_p: f32) -> f32 {
+fn k_wave_sum_24(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -475,16 +489,16 @@ fn k_wave_sum_22(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_bias_of_23(bias_v: vec2<u32>, n_p: u32) -> f32 {
+fn k_bias_of_25(bias_v: vec2<u32>, n_p: u32) -> f32 {
     var ifv_1: f32;
     if (kiln_meta[3u] != 0u) {
-        ifv_1 = k_widen_10(kiln_get_b4(bias_v, n_p));
+        ifv_1 = k_widen_12(kiln_get_b4(bias_v, n_p));
     } else {
         ifv_1 = 0e0f;
     }
     return ifv_1;
 }
-fn k_f32_to_bf16_bits_24(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_26(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -500,10 +514,10 @@ fn k_f32_to_bf16_bits_24(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_25(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_24(v_p);
+fn k_from_f32_27(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_26(v_p);
 }
-fn k_round_i32_26(v_p: f32) -> i32 {
+fn k_round_i32_28(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -520,12 +534,12 @@ fn k_round_i32_26(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_27(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_26((x_p * K_LOG2_E));
+fn k_reduce_ln2_29(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_28((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_28(r_p: f32) -> f32 {
+fn k_expm1_small_30(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -535,19 +549,19 @@ fn k_expm1_small_28(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_29(k_p: i32) -> f32 {
+fn k_pow2_31(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_30(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_32(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_29(127i)) * k_pow2_29((k_p - 127i)));
+        return ((v_p * k_pow2_31(127i)) * k_pow2_31((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_29((k_p + 100i))) * k_pow2_29(-(100i)));
+        return ((v_p * k_pow2_31((k_p + 100i))) * k_pow2_31(-(100i)));
     }
-    return (v_p * k_pow2_29(k_p));
+    return (v_p * k_pow2_31(k_p));
 }
-fn k_expf_31(x_p: f32) -> f32 {
+fn k_expf_33(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -557,18 +571,18 @@ fn k_expf_31(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_27(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_29(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_30((1e0f + k_expm1_small_28(r_3)), k_2);
+    return k_scale_32((1e0f + k_expm1_small_30(r_3)), k_2);
 }
-fn k_silu_32(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_31(-(g_p)))));
+fn k_silu_34(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_33(-(g_p)))));
 }
-fn k_silu_mul_element_33(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_25((k_silu_32(k_to_f32_9(gate_p)) * k_to_f32_9(up_p)));
+fn k_silu_mul_element_35(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_27((k_silu_34(k_to_f32_11(gate_p)) * k_to_f32_11(up_p)));
 }
-fn k_write_rows_34(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
+fn k_write_rows_36(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
     var t_m: array<f32, 2> = t_p;
     let n_out_1: u32 = kiln_meta[2u];
     if (kiln_meta[6u] == K_ACT_SILU_MUL) {
@@ -576,9 +590,9 @@ fn k_write_rows_34(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         while ((r_2 + 1u) < 2u) {
             let n_3: u32 = (n0_p + r_2);
             if (n_3 < n_out_1) {
-                let g_4: u32 = k_from_f32_25((t_m[r_2] + k_bias_of_23(bias_v, n_3)));
-                let u_5: u32 = k_from_f32_25((t_m[(r_2 + 1u)] + k_bias_of_23(bias_v, (n_3 + 1u))));
-                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_33(g_4, u_5));
+                let g_4: u32 = k_from_f32_27((t_m[r_2] + k_bias_of_25(bias_v, n_3)));
+                let u_5: u32 = k_from_f32_27((t_m[(r_2 + 1u)] + k_bias_of_25(bias_v, (n_3 + 1u))));
+                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_35(g_4, u_5));
             }
             r_2 = (r_2 + 2u);
         }
@@ -587,16 +601,16 @@ fn k_write_rows_34(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         while (r_6 < 2u) {
             let n_7: u32 = (n0_p + r_6);
             if (n_7 < n_out_1) {
-                kiln_set_b5(y_v, ((m_p * n_out_1) + n_7), k_from_f32_25((t_m[r_6] + k_bias_of_23(bias_v, n_7))));
+                kiln_set_b5(y_v, ((m_p * n_out_1) + n_7), k_from_f32_27((t_m[r_6] + k_bias_of_25(bias_v, n_7))));
             }
             r_6 = (r_6 + 1u);
         }
     }
 }
-fn k_waves_35() -> u32 {
+fn k_waves_37() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_36(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 1>, 2>) {
+fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 1>, 2>) {
     var bits_m: array<u32, 4> = bits_p;
     var zero_m: array<array<f32, 1>, 2> = zero_p;
     let wide_1: bool = ((select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false) && false);
@@ -629,9 +643,9 @@ fn k_row_groups_36(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 1>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_21(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_23(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_21(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_23(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 1>, 2> = ifv_18;
         var tot_20: array<array<f32, 1>, 2> = zero_m;
@@ -639,7 +653,7 @@ fn k_row_groups_36(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 1u) {
-                tot_20[r_21][m_22] = k_wave_sum_22(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -660,14 +674,14 @@ fn k_row_groups_36(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_34(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_35());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_37(a_p: array<f32, 2>) -> array<f32, 2> {
+fn k_zeroed_row_39(a_p: array<f32, 2>) -> array<f32, 2> {
     var a_m: array<f32, 2> = a_p;
     var a_1: array<f32, 2> = a_m;
     var m_2: u32 = 0u;
@@ -677,17 +691,17 @@ fn k_zeroed_row_37(a_p: array<f32, 2>) -> array<f32, 2> {
     }
     return a_1;
 }
-fn k_zeroed_38(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_zeroed_40(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var a_m: array<array<f32, 2>, 2> = a_p;
     var a_1: array<array<f32, 2>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_37(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_39(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_39(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
+fn k_chunk_41(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
     var w_m: array<array<u32, 4>, 2> = w_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -713,13 +727,13 @@ fn k_chunk_39(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
             }
             ifv_9 = blk_10;
         } else {
-            ifv_9 = k_x_chunk_8(x_v, at_8, false);
+            ifv_9 = k_x_chunk_10(x_v, at_8, false);
         }
         var xc_11: array<u32, 8> = ifv_9;
         var xf_12: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_13: u32 = 0u;
         while (j_13 < K_X_CHUNK) {
-            xf_12[j_13] = k_widen_10(xc_11[j_13]);
+            xf_12[j_13] = k_widen_12(xc_11[j_13]);
             xs_4[m_5] = (xs_4[m_5] + xf_12[j_13]);
             j_13 = (j_13 + 1u);
         }
@@ -727,8 +741,8 @@ fn k_chunk_39(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
         while (r_14 < 2u) {
             var j_15: u32 = 0u;
             while (j_15 < K_X_CHUNK) {
-                let centred_16: f32 = (k_code_float_11(w_m[r_14], (first_p + j_15)) - 1.5e0f);
-                dot_3[r_14][m_5] = k_mul_add_12(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
+                let centred_16: f32 = (k_code_float_13(w_m[r_14], (first_p + j_15)) - 1.5e0f);
+                dot_3[r_14][m_5] = k_mul_add_14(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
                 j_15 = (j_15 + 1u);
             }
             r_14 = (r_14 + 1u);
@@ -737,7 +751,7 @@ fn k_chunk_39(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a2f32_a2f32(dot_3, xs_4);
 }
-fn k_fold_40(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_fold_42(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -745,49 +759,49 @@ fn k_fold_40(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 2>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_18(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
-        let mid_6: f32 = k_mul_add_12(sc_4, 5e-1f, of_5);
+        let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
         var m_7: u32 = 0u;
         while (m_7 < 2u) {
-            let with_mid_8: f32 = k_mul_add_12(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
-            acc_1[r_2][m_7] = k_mul_add_12(sc_4, dot_m[r_2][m_7], with_mid_8);
+            let with_mid_8: f32 = k_mul_add_14(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_14(sc_4, dot_m[r_2][m_7], with_mid_8);
             m_7 = (m_7 + 1u);
         }
         r_2 = (r_2 + 1u);
     }
     return acc_1;
 }
-fn k_unit_41(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_unit_43(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 4>, 2> = w_p;
     var acc_m: array<array<f32, 2>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 4u)));
     var acc_3: array<array<f32, 2>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_39(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_38(acc_3), k_zeroed_row_37(acc_3[0u]));
+    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_40(acc_3), k_zeroed_row_39(acc_3[0u]));
     var dot_5: array<array<f32, 2>, 2> = t_4.f0;
     var xs_6: array<f32, 2> = t_4.f1;
-    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_39(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_40(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_38(dot_5);
-        xs_6 = k_zeroed_row_37(xs_6);
+        acc_3 = k_fold_42(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_40(dot_5);
+        xs_6 = k_zeroed_row_39(xs_6);
     }
-    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_39(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_39(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_40(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_42(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_42(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
+fn k_sweep_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 4> = bits_p;
@@ -799,28 +813,28 @@ fn k_sweep_42(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
     if (2u <= 2u) {
         var w_5: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(bits_m, bits_m);
         if (u_4 < units_2) {
-            w_5 = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
+            w_5 = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
         }
         while (u_4 < units_2) {
             let next_6: u32 = (u_4 + wave_1);
             var ahead_7: array<array<u32, 4>, 2> = w_5;
             if (next_6 < units_2) {
-                ahead_7 = k_load_rows_5(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
+                ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
             }
-            acc_3 = k_unit_41(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
-            var w_8: array<array<u32, 4>, 2> = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_41(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            var w_8: array<array<u32, 4>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 2>, 2>) {
+fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 2>, 2>) {
     var bits_m: array<u32, 4> = bits_p;
     var zero_m: array<array<f32, 2>, 2> = zero_p;
     let wide_1: bool = ((select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false) && false);
@@ -853,9 +867,9 @@ fn k_row_groups_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 2>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_42(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_42(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 2>, 2> = ifv_18;
         var tot_20: array<array<f32, 2>, 2> = zero_m;
@@ -863,7 +877,7 @@ fn k_row_groups_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 2u) {
-                tot_20[r_21][m_22] = k_wave_sum_22(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -884,14 +898,14 @@ fn k_row_groups_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_34(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_35());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_44(a_p: array<f32, 4>) -> array<f32, 4> {
+fn k_zeroed_row_46(a_p: array<f32, 4>) -> array<f32, 4> {
     var a_m: array<f32, 4> = a_p;
     var a_1: array<f32, 4> = a_m;
     var m_2: u32 = 0u;
@@ -901,17 +915,17 @@ fn k_zeroed_row_44(a_p: array<f32, 4>) -> array<f32, 4> {
     }
     return a_1;
 }
-fn k_zeroed_45(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_zeroed_47(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var a_m: array<array<f32, 4>, 2> = a_p;
     var a_1: array<array<f32, 4>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_44(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_46(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_46(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
+fn k_chunk_48(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
     var w_m: array<array<u32, 4>, 2> = w_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -937,13 +951,13 @@ fn k_chunk_46(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
             }
             ifv_9 = blk_10;
         } else {
-            ifv_9 = k_x_chunk_8(x_v, at_8, false);
+            ifv_9 = k_x_chunk_10(x_v, at_8, false);
         }
         var xc_11: array<u32, 8> = ifv_9;
         var xf_12: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_13: u32 = 0u;
         while (j_13 < K_X_CHUNK) {
-            xf_12[j_13] = k_widen_10(xc_11[j_13]);
+            xf_12[j_13] = k_widen_12(xc_11[j_13]);
             xs_4[m_5] = (xs_4[m_5] + xf_12[j_13]);
             j_13 = (j_13 + 1u);
         }
@@ -951,8 +965,8 @@ fn k_chunk_46(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
         while (r_14 < 2u) {
             var j_15: u32 = 0u;
             while (j_15 < K_X_CHUNK) {
-                let centred_16: f32 = (k_code_float_11(w_m[r_14], (first_p + j_15)) - 1.5e0f);
-                dot_3[r_14][m_5] = k_mul_add_12(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
+                let centred_16: f32 = (k_code_float_13(w_m[r_14], (first_p + j_15)) - 1.5e0f);
+                dot_3[r_14][m_5] = k_mul_add_14(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
                 j_15 = (j_15 + 1u);
             }
             r_14 = (r_14 + 1u);
@@ -961,7 +975,7 @@ fn k_chunk_46(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a4f32_a4f32(dot_3, xs_4);
 }
-fn k_fold_47(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_fold_49(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -969,49 +983,49 @@ fn k_fold_47(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 4>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_18(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
-        let mid_6: f32 = k_mul_add_12(sc_4, 5e-1f, of_5);
+        let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
         var m_7: u32 = 0u;
         while (m_7 < 4u) {
-            let with_mid_8: f32 = k_mul_add_12(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
-            acc_1[r_2][m_7] = k_mul_add_12(sc_4, dot_m[r_2][m_7], with_mid_8);
+            let with_mid_8: f32 = k_mul_add_14(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_14(sc_4, dot_m[r_2][m_7], with_mid_8);
             m_7 = (m_7 + 1u);
         }
         r_2 = (r_2 + 1u);
     }
     return acc_1;
 }
-fn k_unit_48(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_unit_50(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 4>, 2> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 4u)));
     var acc_3: array<array<f32, 4>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_46(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_45(acc_3), k_zeroed_row_44(acc_3[0u]));
+    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_47(acc_3), k_zeroed_row_46(acc_3[0u]));
     var dot_5: array<array<f32, 4>, 2> = t_4.f0;
     var xs_6: array<f32, 4> = t_4.f1;
-    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_46(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_47(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_45(dot_5);
-        xs_6 = k_zeroed_row_44(xs_6);
+        acc_3 = k_fold_49(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_47(dot_5);
+        xs_6 = k_zeroed_row_46(xs_6);
     }
-    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_46(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_46(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_47(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_49(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_49(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
+fn k_sweep_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 4> = bits_p;
@@ -1023,28 +1037,28 @@ fn k_sweep_49(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
     if (4u <= 2u) {
         var w_5: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(bits_m, bits_m);
         if (u_4 < units_2) {
-            w_5 = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
+            w_5 = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
         }
         while (u_4 < units_2) {
             let next_6: u32 = (u_4 + wave_1);
             var ahead_7: array<array<u32, 4>, 2> = w_5;
             if (next_6 < units_2) {
-                ahead_7 = k_load_rows_5(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
+                ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
             }
-            acc_3 = k_unit_48(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
-            var w_8: array<array<u32, 4>, 2> = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_48(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            var w_8: array<array<u32, 4>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 4>, 2>) {
+fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 4>, 2>) {
     var bits_m: array<u32, 4> = bits_p;
     var zero_m: array<array<f32, 4>, 2> = zero_p;
     let wide_1: bool = ((select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1077,9 +1091,9 @@ fn k_row_groups_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 4>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_49(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_49(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 4>, 2> = ifv_18;
         var tot_20: array<array<f32, 4>, 2> = zero_m;
@@ -1087,7 +1101,7 @@ fn k_row_groups_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 4u) {
-                tot_20[r_21][m_22] = k_wave_sum_22(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -1108,14 +1122,14 @@ fn k_row_groups_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_34(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_35());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_zeroed_row_51(a_p: array<f32, 8>) -> array<f32, 8> {
+fn k_zeroed_row_53(a_p: array<f32, 8>) -> array<f32, 8> {
     var a_m: array<f32, 8> = a_p;
     var a_1: array<f32, 8> = a_m;
     var m_2: u32 = 0u;
@@ -1125,17 +1139,17 @@ fn k_zeroed_row_51(a_p: array<f32, 8>) -> array<f32, 8> {
     }
     return a_1;
 }
-fn k_zeroed_52(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_zeroed_54(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var a_m: array<array<f32, 8>, 2> = a_p;
     var a_1: array<array<f32, 8>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_51(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_53(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_53(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
+fn k_chunk_55(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
     var w_m: array<array<u32, 4>, 2> = w_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1161,13 +1175,13 @@ fn k_chunk_53(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
             }
             ifv_9 = blk_10;
         } else {
-            ifv_9 = k_x_chunk_8(x_v, at_8, false);
+            ifv_9 = k_x_chunk_10(x_v, at_8, false);
         }
         var xc_11: array<u32, 8> = ifv_9;
         var xf_12: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         var j_13: u32 = 0u;
         while (j_13 < K_X_CHUNK) {
-            xf_12[j_13] = k_widen_10(xc_11[j_13]);
+            xf_12[j_13] = k_widen_12(xc_11[j_13]);
             xs_4[m_5] = (xs_4[m_5] + xf_12[j_13]);
             j_13 = (j_13 + 1u);
         }
@@ -1175,8 +1189,8 @@ fn k_chunk_53(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
         while (r_14 < 2u) {
             var j_15: u32 = 0u;
             while (j_15 < K_X_CHUNK) {
-                let centred_16: f32 = (k_code_float_11(w_m[r_14], (first_p + j_15)) - 1.5e0f);
-                dot_3[r_14][m_5] = k_mul_add_12(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
+                let centred_16: f32 = (k_code_float_13(w_m[r_14], (first_p + j_15)) - 1.5e0f);
+                dot_3[r_14][m_5] = k_mul_add_14(centred_16, xf_12[j_15], dot_3[r_14][m_5]);
                 j_15 = (j_15 + 1u);
             }
             r_14 = (r_14 + 1u);
@@ -1185,7 +1199,7 @@ fn k_chunk_53(x_v: vec2<u32>, w_p: array<array<u32, 4>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a8f32_a8f32(dot_3, xs_4);
 }
-fn k_fold_54(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_fold_56(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1193,49 +1207,49 @@ fn k_fold_54(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 8>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_18(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
-        let mid_6: f32 = k_mul_add_12(sc_4, 5e-1f, of_5);
+        let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
         var m_7: u32 = 0u;
         while (m_7 < 8u) {
-            let with_mid_8: f32 = k_mul_add_12(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
-            acc_1[r_2][m_7] = k_mul_add_12(sc_4, dot_m[r_2][m_7], with_mid_8);
+            let with_mid_8: f32 = k_mul_add_14(mid_6, xs_m[m_7], acc_1[r_2][m_7]);
+            acc_1[r_2][m_7] = k_mul_add_14(sc_4, dot_m[r_2][m_7], with_mid_8);
             m_7 = (m_7 + 1u);
         }
         r_2 = (r_2 + 1u);
     }
     return acc_1;
 }
-fn k_unit_55(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_unit_57(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 4>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 4>, 2> = w_p;
     var acc_m: array<array<f32, 8>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 4u)));
     var acc_3: array<array<f32, 8>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_53(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_52(acc_3), k_zeroed_row_51(acc_3[0u]));
+    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_54(acc_3), k_zeroed_row_53(acc_3[0u]));
     var dot_5: array<array<f32, 8>, 2> = t_4.f0;
     var xs_6: array<f32, 8> = t_4.f1;
-    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_53(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_54(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_52(dot_5);
-        xs_6 = k_zeroed_row_51(xs_6);
+        acc_3 = k_fold_56(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_54(dot_5);
+        xs_6 = k_zeroed_row_53(xs_6);
     }
-    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_53(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_53(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_54(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_56(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_56(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
+fn k_sweep_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 4>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 4> = bits_p;
@@ -1247,28 +1261,28 @@ fn k_sweep_56(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
     if (8u <= 2u) {
         var w_5: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(bits_m, bits_m);
         if (u_4 < units_2) {
-            w_5 = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
+            w_5 = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, w_5);
         }
         while (u_4 < units_2) {
             let next_6: u32 = (u_4 + wave_1);
             var ahead_7: array<array<u32, 4>, 2> = w_5;
             if (next_6 < units_2) {
-                ahead_7 = k_load_rows_5(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
+                ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 4u), wide_p, w_5);
             }
-            acc_3 = k_unit_55(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
-            var w_8: array<array<u32, 4>, 2> = k_load_rows_5(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_55(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            var w_8: array<array<u32, 4>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 4u), wide_p, array<array<u32, 4>, 2>(bits_m, bits_m));
+            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 8>, 2>) {
+fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>, zero_p: array<array<f32, 8>, 2>) {
     var bits_m: array<u32, 4> = bits_p;
     var zero_m: array<array<f32, 8>, 2> = zero_p;
     let wide_1: bool = ((select(4u == 0u, 4u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1301,9 +1315,9 @@ fn k_row_groups_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 8>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_56(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_56(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 8>, 2> = ifv_18;
         var tot_20: array<array<f32, 8>, 2> = zero_m;
@@ -1311,7 +1325,7 @@ fn k_row_groups_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 8u) {
-                tot_20[r_21][m_22] = k_wave_sum_22(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -1332,31 +1346,31 @@ fn k_row_groups_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_34(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_35());
+        g_11 = (g_11 + k_waves_37());
     }
 }
-fn k_qlinear_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>) {
+fn k_qlinear_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 4>) {
     var bits_m: array<u32, 4> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_36(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
+        k_row_groups_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_43(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
+            k_row_groups_45(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_50(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_52(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_row_groups_57(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
 }
-fn k_qlinear_4bit_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_58(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 4>(0u, 0u, 0u, 0u));
+fn k_qlinear_4bit_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_60(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 4>(0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1369,5 +1383,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_4bit_59(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_4bit_61(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -20,10 +20,6 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-struct kiln_tuple_a4u32_a2u32 {
-    f0: array<u32, 4>,
-    f1: array<u32, 2>,
-}
 struct kiln_tuple_bool_u32_f32 {
     f0: bool,
     f1: u32,
@@ -282,12 +278,7 @@ fn k_mulhilo32_15(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
 fn k_mul_wide_16(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     return k_mulhilo32_15(a_p, b_p);
 }
-fn k_philox_round_17(c_p: array<u32, 4>, k_p: array<u32, 2>, p0_p: kiln_tuple_u32_u32, p1_p: kiln_tuple_u32_u32) -> kiln_tuple_a4u32_a2u32 {
-    var c_m: array<u32, 4> = c_p;
-    var k_m: array<u32, 2> = k_p;
-    return kiln_tuple_a4u32_a2u32(array<u32, 4>(((p1_p.f0 ^ c_m[1u]) ^ k_m[0u]), p1_p.f1, ((p0_p.f0 ^ c_m[3u]) ^ k_m[1u]), p0_p.f1), array<u32, 2>((k_m[0u] + K_PHILOX_W0), (k_m[1u] + K_PHILOX_W1)));
-}
-fn k_philox4x32_10_on_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_philox_rounds_17(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
     let t_1: array<u32, 4> = counter_m;
@@ -296,12 +287,28 @@ fn k_philox4x32_10_on_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> arra
     var k_4: array<u32, 2> = t_2;
     var round_5: i32 = 0i;
     while (round_5 < 10i) {
-        let da_6: kiln_tuple_a4u32_a2u32 = k_philox_round_17(c_3, k_4, k_mul_wide_16(K_PHILOX_M0, c_3[0u]), k_mul_wide_16(K_PHILOX_M1, c_3[2u]));
-        c_3 = da_6.f0;
-        k_4 = da_6.f1;
+        let x_6: u32 = K_PHILOX_M0;
+        let y_7: u32 = c_3[0u];
+        let cl_8: kiln_tuple_u32_u32 = k_mul_wide_16(x_6, y_7);
+        let t_9: kiln_tuple_u32_u32 = cl_8;
+        let hi0_10: u32 = t_9.f0;
+        let lo0_11: u32 = t_9.f1;
+        let x_12: u32 = K_PHILOX_M1;
+        let y_13: u32 = c_3[2u];
+        let cl_14: kiln_tuple_u32_u32 = k_mul_wide_16(x_12, y_13);
+        let t_15: kiln_tuple_u32_u32 = cl_14;
+        let hi1_16: u32 = t_15.f0;
+        let lo1_17: u32 = t_15.f1;
+        c_3 = array<u32, 4>(((hi1_16 ^ c_3[1u]) ^ k_4[0u]), lo1_17, ((hi0_10 ^ c_3[3u]) ^ k_4[1u]), lo0_11);
+        k_4 = array<u32, 2>((k_4[0u] + K_PHILOX_W0), (k_4[1u] + K_PHILOX_W1));
         round_5 = (round_5 + 1i);
     }
     return c_3;
+}
+fn k_philox4x32_10_on_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+    var counter_m: array<u32, 4> = counter_p;
+    var key_m: array<u32, 2> = key_p;
+    return k_philox_rounds_17(counter_m, key_m);
 }
 fn k_uniform_open_19(word_p: u32) -> f32 {
     return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));

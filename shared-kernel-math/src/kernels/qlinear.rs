@@ -513,22 +513,34 @@ pub fn load_words<const BITS: usize>(
 ) -> [u32; BITS] {
     // Two loops from 0, not one resumed: every index stays a constant the GPU compilers keep
     // in registers.
+    if wide {
+        return words_from_chunks(zero, |j| w_q.get_chunk::<4>(at + j));
+    }
     let mut w = zero;
     let mut j = 0;
-    if wide {
-        while j + 4 <= BITS {
-            let c = w_q.get_chunk::<4>(at + j);
-            w[j] = c[0];
-            w[j + 1] = c[1];
-            w[j + 2] = c[2];
-            w[j + 3] = c[3];
-            j += 4;
-        }
-    } else {
-        while j < BITS {
-            w[j] = w_q.get(at + j);
-            j += 1;
-        }
+    while j < BITS {
+        w[j] = w_q.get(at + j);
+        j += 1;
+    }
+    w
+}
+
+/// The `BITS` words of a unit from its 16-byte chunks (`chunk(j)`: words `j..j + 4`; `BITS` is
+/// a multiple of 4).
+#[inline(always)]
+fn words_from_chunks<const BITS: usize>(
+    zero: [u32; BITS],
+    chunk: impl Fn(usize) -> [u32; 4],
+) -> [u32; BITS] {
+    let mut w = zero;
+    let mut j = 0;
+    while j + 4 <= BITS {
+        let c = chunk(j);
+        w[j] = c[0];
+        w[j + 1] = c[1];
+        w[j + 2] = c[2];
+        w[j + 3] = c[3];
+        j += 4;
     }
     w
 }
@@ -570,18 +582,8 @@ unsafe fn load_unit_unchecked<const BITS: usize>(
     at: usize,
     zero: [u32; BITS],
 ) -> [u32; BITS] {
-    let mut w = zero;
-    let mut j = 0;
-    while j + 4 <= BITS {
-        // SAFETY: the caller's precondition.
-        let c = unsafe { w_q.get_chunk_unchecked::<4>(at + j) };
-        w[j] = c[0];
-        w[j + 1] = c[1];
-        w[j + 2] = c[2];
-        w[j + 3] = c[3];
-        j += 4;
-    }
-    w
+    // SAFETY: the caller's precondition.
+    words_from_chunks(zero, |j| unsafe { w_q.get_chunk_unchecked::<4>(at + j) })
 }
 
 /// One unit (32 codes from column `col`) of every row of a group against every row of `x`.
