@@ -28,7 +28,7 @@ pub fn mulhilo32(a: u32, b: u32) -> (u32, u32) {
 /// (the kernels call [`philox4x32_10_on`], whose products are the port's wide multiply).
 #[inline(always)]
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
-    philox_rounds(counter, key, |a, b| mulhilo32(a, b))
+    philox_rounds(counter, key, mulhilo32)
 }
 
 /// [`philox4x32_10`] with [`Block::mul_wide`](crate::Block::mul_wide) for its products.
