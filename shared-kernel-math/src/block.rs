@@ -81,7 +81,7 @@ pub trait Block: Sized {
     /// multiplies 16-bit limbs (Philox's rounds are most of a sampler's arithmetic).
     #[inline(always)]
     fn mul_wide(&self, a: u32, b: u32) -> (u32, u32) {
-        crate::random::mulhilo32(a, b)
+        crate::wide_mul::mulhilo32(a, b)
     }
 
     /// Kernel shared memory: `len` values of `T` at `offset` bytes after the scratch.

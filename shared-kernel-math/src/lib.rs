@@ -31,6 +31,7 @@ pub mod random;
 pub mod sampling;
 mod view;
 pub mod wave_mma;
+mod wide_mul;
 
 pub use block::{
     argmax_beats, max_total, scratch_words, shared_bytes_total, wave_mma_shuffled, Block,

@@ -3,26 +3,13 @@
 //! Every word is a pure function of (counter, key), so a draw does not depend on launch
 //! geometry. Only u32 arithmetic is used: WGSL has no 64-bit integers.
 
+pub use crate::wide_mul::{mul_wide_u64, mulhilo32};
+
 /// Philox-4x32 round multipliers and Weyl key increments (Random123).
 const PHILOX_M0: u32 = 0xD251_1F53;
 const PHILOX_M1: u32 = 0xCD9E_8D57;
 const PHILOX_W0: u32 = 0x9E37_79B9;
 const PHILOX_W1: u32 = 0xBB67_AE85;
-
-/// `(hi, lo)`: the high and low 32-bit words of the 64-bit product `a · b`, from 16-bit limbs.
-#[inline(always)]
-pub fn mulhilo32(a: u32, b: u32) -> (u32, u32) {
-    let (a0, a1) = (a & 0xffff, a >> 16);
-    let (b0, b1) = (b & 0xffff, b >> 16);
-    let low = a0 * b0;
-    let cross0 = a0 * b1;
-    let cross1 = a1 * b0;
-    // The three terms landing on bits 16..48; their sum stays below 3 · 2^16.
-    let middle = (low >> 16) + (cross0 & 0xffff) + (cross1 & 0xffff);
-    let lo = (middle << 16) | (low & 0xffff);
-    let hi = a1 * b1 + (cross0 >> 16) + (cross1 >> 16) + (middle >> 16);
-    (hi, lo)
-}
 
 /// Philox-4x32-10: four random words from a 128-bit counter and a 64-bit key, on the host
 /// (the kernels call [`philox4x32_10_on`], whose products are the port's wide multiply).
@@ -54,13 +41,6 @@ fn philox_rounds(
         round += 1;
     }
     c
-}
-
-/// `(hi, lo)` of `a · b` through a 64-bit product: the host and GPU ports' [`Block::mul_wide`](crate::Block::mul_wide).
-#[inline(always)]
-pub fn mul_wide_u64(a: u32, b: u32) -> (u32, u32) {
-    let p = a as u64 * b as u64;
-    ((p >> 32) as u32, p as u32)
 }
 
 /// A uniform on the open interval (0, 1) from the top 23 bits of a word: never 0, never 1
