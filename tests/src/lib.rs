@@ -133,3 +133,77 @@ pub fn wgpu_device() -> Option<Device> {
         }
     }
 }
+
+/// The devices `dev`'s share of a parity run is spread over: `dev`, and on a software adapter
+/// one more device from `reopen` per further core (lavapipe builds each module's LLVM on its
+/// queue's one thread, so one device leaves the other cores idle for most of a run).
+pub fn workers(dev: &Device, reopen: impl Fn() -> Result<Device, PortError>) -> Vec<Device> {
+    let mut out = vec![dev.clone()];
+    if dev.gpu().is_some_and(|g| g.is_software()) {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for _ in 1..cores {
+            match reopen() {
+                Ok(d) => out.push(d),
+                Err(e) => {
+                    eprintln!("a further {} device did not open: {e}", dev.name());
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Another device like the process's own of `dev`'s backend (`Device::open` returns the one
+/// wgpu device a process opens; this opens a further one with the same options).
+pub fn reopen(dev: &Device) -> Result<Device, PortError> {
+    match dev.backend() {
+        Backend::Wgpu => kiln::wgpu::open_with(kiln::wgpu::Options::from_env()),
+        b => Device::open(b),
+    }
+}
+
+/// [`run_pairs_where`](kiln::parity::run_pairs_where) with the pairs spread over `workers`
+/// (devices of one backend, each taking the next pair in its own thread); the outcomes come
+/// back in pair order, each case with the seed a single device would give it.
+pub fn run_pairs_spread(
+    workers: &[Device],
+    pairs: &[(KernelId, DType)],
+    seed: u64,
+    plan: kiln::parity::SimBlocks,
+    keep: &(dyn Fn(usize, usize) -> bool + Sync),
+) -> Vec<kiln::parity::Outcome> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, Vec<kiln::parity::Outcome>)> = std::thread::scope(|s| {
+        let threads: Vec<_> = workers
+            .iter()
+            .map(|w| {
+                let next = &next;
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(pair) = pairs.get(i) else { break };
+                        let one = std::slice::from_ref(w);
+                        let ran = kiln::parity::run_pairs_where(
+                            one,
+                            std::slice::from_ref(pair),
+                            seed,
+                            plan,
+                            keep,
+                        );
+                        mine.push((i, ran));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a parity worker panicked"))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().flat_map(|(_, o)| o).collect()
+}

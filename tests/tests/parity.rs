@@ -2,8 +2,9 @@
 //! kernel's cases in turns (each case at one wave), so every wave runs every kernel at a quarter
 //! of the cost; `kiln parity --backend sim` and `kiln check` run every case at every wave.
 
-use kiln::parity::{max_rel, normalized_deviation, run_matrix, run_matrix_with, SimBlocks};
+use kiln::parity::{kernel_dtypes, max_rel, normalized_deviation, run_matrix_with, SimBlocks};
 use kiln::{Backend, KernelId};
+use kiln_tests::run_pairs_spread;
 use std::collections::BTreeSet;
 
 #[test]
@@ -20,30 +21,46 @@ fn every_kernel_matches_its_reference_on_every_backend() {
         .iter()
         .cloned()
         .partition(|d| d.backend() == Backend::Sim);
-    let mut outcomes = Vec::new();
-    for dev in &others {
-        outcomes.extend(run_matrix(std::slice::from_ref(dev), &listed(dev), seed));
-    }
-    if let Some(first) = sims.first() {
-        let kernels = listed(first);
-        let ran = run_matrix_with(&sims, &kernels, seed, SimBlocks::RotateWaves);
-        // Every kernel with a case per sim ran at every wave.
-        for &k in &kernels {
-            let waves: BTreeSet<u32> = ran
-                .iter()
-                .filter(|o| o.kernel == k)
-                .map(|o| o.wave)
-                .collect();
-            let runs = ran.iter().filter(|o| o.kernel == k).count();
-            assert!(
-                waves.len() == sims.len() || runs < sims.len(),
-                "{} ran {runs} sim cases at waves {waves:?} of {} sims",
-                k.name(),
-                sims.len()
-            );
+    // The other devices run in threads beside the sims, each over its workers (lavapipe
+    // compiles on one core per device).
+    let outcomes = std::thread::scope(|s| {
+        let threads: Vec<_> = others
+            .iter()
+            .map(|dev| {
+                s.spawn(move || {
+                    let workers = kiln_tests::workers(dev, || kiln_tests::reopen(dev));
+                    let pairs = kernel_dtypes(&listed(dev));
+                    run_pairs_spread(&workers, &pairs, seed, SimBlocks::Rotate, &|_, _| true)
+                })
+            })
+            .collect();
+        let mut ran = Vec::new();
+        if let Some(first) = sims.first() {
+            let kernels = listed(first);
+            ran = run_matrix_with(&sims, &kernels, seed, SimBlocks::RotateWaves);
+            // Every kernel with a case per sim ran at every wave.
+            for &k in &kernels {
+                let waves: BTreeSet<u32> = ran
+                    .iter()
+                    .filter(|o| o.kernel == k)
+                    .map(|o| o.wave)
+                    .collect();
+                let runs = ran.iter().filter(|o| o.kernel == k).count();
+                assert!(
+                    waves.len() == sims.len() || runs < sims.len(),
+                    "{} ran {runs} sim cases at waves {waves:?} of {} sims",
+                    k.name(),
+                    sims.len()
+                );
+            }
         }
-        outcomes.extend(ran);
-    }
+        let mut all: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a device's parity thread panicked"))
+            .collect();
+        all.extend(ran);
+        all
+    });
     // One line per outcome (shown with --nocapture): the device runs' parity table.
     for o in &outcomes {
         eprintln!(

@@ -3,7 +3,7 @@
 //! dimension fold, and an out-of-bounds view access is a typed kernel fault.
 
 use kiln::gpu::{GpuBuf, GpuLaunch};
-use kiln::parity::{kernel_dtypes, run_pairs_where, SimBlocks};
+use kiln::parity::{kernel_dtypes, SimBlocks};
 use kiln::{ports, select_port, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor};
 use std::collections::HashSet;
 
@@ -40,12 +40,14 @@ fn every_module_variant_passes_parity() {
         (index + v + (seed % variants.len() as u64) as usize).is_multiple_of(variants.len())
     };
     for (v, (subgroups, f16)) in variants.into_iter().enumerate() {
-        let dev = kiln::wgpu::open_with(kiln::wgpu::Options {
-            subgroups,
-            f16,
-            ..kiln::wgpu::Options::ALL
-        })
-        .expect("wgpu opens");
+        let open = || {
+            kiln::wgpu::open_with(kiln::wgpu::Options {
+                subgroups,
+                f16,
+                ..kiln::wgpu::Options::ALL
+            })
+        };
+        let dev = open().expect("wgpu opens");
         let all = pairs(&dev);
         let new: Vec<(KernelId, DType)> = all
             .iter()
@@ -65,8 +67,8 @@ fn every_module_variant_passes_parity() {
         // A variant changes the translation, not the shapes: its first case covers it, and
         // each further case's block is another LLVM build on lavapipe (a cold run of the first
         // and last cases took 978 s here).
-        let outcomes = run_pairs_where(
-            std::slice::from_ref(&dev),
+        let outcomes = kiln_tests::run_pairs_spread(
+            &kiln_tests::workers(&dev, open),
             &new,
             seed,
             SimBlocks::Rotate,

@@ -23,16 +23,9 @@ const EMULATED_WAVE: u32 = 64;
 /// `KILN_WGPU_NO_TIMESTAMPS` times benchmarks on the host clock).
 pub(crate) fn open() -> Result<Arc<dyn GpuDevice>, String> {
     static DEV: OnceLock<Result<Arc<WgpuDevice>, String>> = OnceLock::new();
-    DEV.get_or_init(|| {
-        WgpuDevice::open(Options {
-            subgroups: std::env::var_os("KILN_WGPU_NO_SUBGROUPS").is_none(),
-            f16: std::env::var_os("KILN_WGPU_NO_F16").is_none(),
-            timestamps: std::env::var_os("KILN_WGPU_NO_TIMESTAMPS").is_none(),
-        })
-        .map(Arc::new)
-    })
-    .clone()
-    .map(|d| d as Arc<dyn GpuDevice>)
+    DEV.get_or_init(|| WgpuDevice::open(Options::from_env()).map(Arc::new))
+        .clone()
+        .map(|d| d as Arc<dyn GpuDevice>)
 }
 
 /// Which adapter features a wgpu device may use (tests open one per module variant).
@@ -54,6 +47,16 @@ impl Options {
         f16: true,
         timestamps: true,
     };
+
+    /// What the process's device takes: every feature but those the `KILN_WGPU_NO_*`
+    /// variables turn off.
+    pub fn from_env() -> Options {
+        Options {
+            subgroups: std::env::var_os("KILN_WGPU_NO_SUBGROUPS").is_none(),
+            f16: std::env::var_os("KILN_WGPU_NO_F16").is_none(),
+            timestamps: std::env::var_os("KILN_WGPU_NO_TIMESTAMPS").is_none(),
+        }
+    }
 }
 
 impl crate::Device {
