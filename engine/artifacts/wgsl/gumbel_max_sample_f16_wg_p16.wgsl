@@ -23,9 +23,10 @@ struct kiln_tuple_u32_u32 {
     f0: u32,
     f1: u32,
 }
-const K_BOUNDS: u32 = (1u << K_BOUND_BITS);
+const K_BOUNDS: u32 = (2u * K_LEVEL);
 const K_BOUND_BITS: u32 = 8u;
 const K_CHUNK_GROUPS: u32 = 256u;
+const K_LEVEL: u32 = (1u << K_BOUND_BITS);
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_PHILOX_M0: u32 = 3528531795u;
@@ -155,8 +156,16 @@ fn k_gumbel_noise_4(word_p: u32) -> f32 {
     return -(k_logf_3(-(k_logf_3(k_uniform_open_1(word_p)))));
 }
 fn k_noise_bound_5(j_p: u32) -> f32 {
-    let g_1: f32 = k_gumbel_noise_4((((j_p << ((32u - K_BOUND_BITS)))) | ((0xffffffffu >> K_BOUND_BITS))));
-    return (g_1 + (((bitcast<f32>(bitcast<u32>(g_1) & 0x7fffffffu) + 1e0f)) * ((1e0f / 6.5536e4f))));
+    var ifv_1: u32;
+    if (j_p < K_LEVEL) {
+        ifv_1 = (((j_p << ((32u - K_BOUND_BITS)))) | ((0xffffffffu >> K_BOUND_BITS)));
+    } else {
+        let next_2: u32 = (((j_p - K_LEVEL)) << ((32u - (2u * K_BOUND_BITS))));
+        ifv_1 = ((((((K_LEVEL - 1u)) << ((32u - K_BOUND_BITS)))) | next_2) | ((0xffffffffu >> ((2u * K_BOUND_BITS)))));
+    }
+    let largest_3: u32 = ifv_1;
+    let g_4: f32 = k_gumbel_noise_4(largest_3);
+    return (g_4 + (((bitcast<f32>(bitcast<u32>(g_4) & 0x7fffffffu) + 1e0f)) * ((1e0f / 6.5536e4f))));
 }
 fn k_mulhilo32_6(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p & 65535u);
@@ -250,7 +259,41 @@ fn k_to_f32_12(self_v: u32) -> f32 {
 fn k_quotient_bound_13(q_p: f32) -> f32 {
     return (q_p + (((bitcast<f32>(bitcast<u32>(q_p) & 0x7fffffffu) * ((1e0f / 2.097152e6f))) + bitcast<f32>(0x00800000u))));
 }
-fn k_argmax_beats_14(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_bound_index_14(w_p: u32) -> u32 {
+    let top_1: u32 = (w_p >> ((32u - K_BOUND_BITS)));
+    var ifv_2: u32;
+    if (top_1 == (K_LEVEL - 1u)) {
+        ifv_2 = (K_LEVEL + ((((w_p >> ((32u - (2u * K_BOUND_BITS))))) & ((K_LEVEL - 1u)))));
+    } else {
+        ifv_2 = top_1;
+    }
+    return ifv_2;
+}
+fn k_max_total_15(a_p: f32, b_p: f32) -> f32 {
+    if kiln_is_nan(a_p) {
+        return b_p;
+    }
+    if kiln_is_nan(b_p) {
+        return a_p;
+    }
+    var ifv_1: f32;
+    if ((b_p > a_p) || (((b_p == a_p) && ((bitcast<u32>(b_p) >> 31u) == 0u)))) {
+        ifv_1 = b_p;
+    } else {
+        ifv_1 = a_p;
+    }
+    return ifv_1;
+}
+fn k_wave_max_16(v_p: f32) -> f32 {
+    var v_1: f32 = v_p;
+    var m_2: u32 = (KILN_WAVE / 2u);
+    while (m_2 > 0u) {
+        v_1 = k_max_total_15(v_1, bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_1), m_2)));
+        m_2 = (m_2 / 2u);
+    }
+    return v_1;
+}
+fn k_argmax_beats_17(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -265,7 +308,7 @@ fn k_argmax_beats_14(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_15(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_18(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -274,7 +317,7 @@ fn k_wave_argmax_15(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = kiln_shuffle_xor(i_4, m_5);
-        if k_argmax_beats_14(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_17(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -282,21 +325,21 @@ fn k_wave_argmax_15(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_16() -> u32 {
+fn k_waves_19() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_17() -> u32 {
+fn k_lane_20() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_18() -> u32 {
+fn k_wave_id_21() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_19(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_22(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_17() == 0u) {
-        let w_2: u32 = k_wave_id_18();
+    if (k_lane_20() == 0u) {
+        let w_2: u32 = k_wave_id_21();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -306,15 +349,15 @@ fn k_publish_19(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_20(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_15(v_p, i_p);
+fn k_argmax_23(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_18(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_16();
+    let n_4: u32 = k_waves_19();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_19(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_22(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -325,7 +368,7 @@ fn k_argmax_20(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_14(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_17(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -333,7 +376,7 @@ fn k_argmax_20(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_gumbel_max_sample_21(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
+fn k_gumbel_max_sample_24(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_block.y;
     let row_3: u32 = t_1;
@@ -355,40 +398,42 @@ fn k_gumbel_max_sample_21(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u
     let t_14: u32 = 0u;
     var best_15: f32 = t_13;
     var best_i_16: u32 = t_14;
-    var chunk_17: u32 = split_4;
-    while (chunk_17 < chunks_8) {
-        let end_18: u32 = min(((((chunk_17 + 1u)) * K_CHUNK_GROUPS)), groups_7);
-        var g_19: u32 = ((chunk_17 * K_CHUNK_GROUPS) + kiln_thread);
-        while (g_19 < end_18) {
-            var words_20: array<u32, 4> = k_philox4x32_10_on_9(array<u32, 4>(g_19, 0u, row_3, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
-            var j_21: u32 = 0u;
-            while (j_21 < 4u) {
-                let i_22: u32 = (((4u * g_19) + j_21));
-                if (i_22 < vocab_5) {
-                    let x_23: f32 = k_to_f32_12(kiln_get_b0(logits_v, (base_6 + i_22)));
-                    let w_24: u32 = words_20[j_21];
-                    let bound_25: f32 = (k_quotient_bound_13((x_23 * inv_t_11)) + kiln_get_shared_f32(bounds_9, ((w_24 >> ((32u - K_BOUND_BITS))))));
-                    if (unbounded_12 || (bound_25 > best_15)) {
-                        let c_26: f32 = ((x_23 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_4(w_24));
-                        if (c_26 > best_15) {
-                            best_15 = c_26;
-                            best_i_16 = i_22;
+    var wave_best_17: f32 = bitcast<f32>(0xff800000u);
+    var chunk_18: u32 = split_4;
+    while (chunk_18 < chunks_8) {
+        let end_19: u32 = min(((((chunk_18 + 1u)) * K_CHUNK_GROUPS)), groups_7);
+        var g_20: u32 = ((chunk_18 * K_CHUNK_GROUPS) + kiln_thread);
+        while (g_20 < end_19) {
+            var words_21: array<u32, 4> = k_philox4x32_10_on_9(array<u32, 4>(g_20, 0u, row_3, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
+            var j_22: u32 = 0u;
+            while (j_22 < 4u) {
+                let i_23: u32 = (((4u * g_20) + j_22));
+                if (i_23 < vocab_5) {
+                    let x_24: f32 = k_to_f32_12(kiln_get_b0(logits_v, (base_6 + i_23)));
+                    let w_25: u32 = words_21[j_22];
+                    let bound_26: f32 = (k_quotient_bound_13((x_24 * inv_t_11)) + kiln_get_shared_f32(bounds_9, k_bound_index_14(w_25)));
+                    if (unbounded_12 || (((bound_26 > best_15) && (bound_26 >= wave_best_17)))) {
+                        let c_27: f32 = ((x_24 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_4(w_25));
+                        if (c_27 > best_15) {
+                            best_15 = c_27;
+                            best_i_16 = i_23;
                         }
                     }
                 }
-                j_21 = (j_21 + 1u);
+                j_22 = (j_22 + 1u);
             }
-            g_19 = (g_19 + KILN_BLOCK);
+            g_20 = (g_20 + KILN_BLOCK);
         }
-        chunk_17 = (chunk_17 + kiln_meta[2u]);
+        wave_best_17 = k_wave_max_16(best_15);
+        chunk_18 = (chunk_18 + kiln_meta[2u]);
     }
-    let t_27: kiln_tuple_f32_u32 = k_argmax_20(best_15, best_i_16);
-    let value_28: f32 = t_27.f0;
-    let winner_29: u32 = t_27.f1;
+    let t_28: kiln_tuple_f32_u32 = k_argmax_23(best_15, best_i_16);
+    let value_29: f32 = t_28.f0;
+    let winner_30: u32 = t_28.f1;
     if (kiln_thread == 0u) {
-        let at_30: u32 = ((row_3 * kiln_meta[2u]) + split_4);
-        kiln_set_b1(vals_v, at_30, value_28);
-        kiln_set_b2(idxs_v, at_30, winner_29);
+        let at_31: u32 = ((row_3 * kiln_meta[2u]) + split_4);
+        kiln_set_b1(vals_v, at_31, value_29);
+        kiln_set_b2(idxs_v, at_31, winner_30);
     }
 }
 
@@ -400,5 +445,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_gumbel_max_sample_21(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_gumbel_max_sample_24(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

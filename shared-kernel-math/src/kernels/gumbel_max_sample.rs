@@ -12,8 +12,9 @@
 //! `x / T` from above by `x · (1/T)` widened by more than its rounding, the noise from above by
 //! a block-shared table indexed by the word's top bits (the noise of the largest word with
 //! those bits, widened past any `logf`'s error; the noise grows with the word). Only an entry
-//! whose bound beats the maximum pays for the division and the two logarithms, and the
-//! maximum is always an exact candidate, so the result is the spec's bit for bit.
+//! whose bound beats its thread's maximum and reaches its wave's pays for the division and the
+//! two logarithms, and every maximum is an exact candidate, so the result is the spec's bit for
+//! bit.
 
 use crate::random::{gumbel_noise, philox4x32_10_on};
 use crate::sampling::rows_and_vocab;
@@ -23,17 +24,38 @@ use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 pub const CHUNK_GROUPS: u32 = 256;
 /// Entries per chunk.
 pub const CHUNK: usize = 4 * CHUNK_GROUPS as usize;
-/// Top bits of a random word that index the noise-bound table.
+/// Top bits of a random word that index the noise-bound table's first level.
 pub const BOUND_BITS: u32 = 8;
-/// Entries of the noise-bound table (f32 each, in the block's shared memory).
-pub const BOUNDS: usize = 1 << BOUND_BITS;
+/// Entries of each level of the noise-bound table.
+const LEVEL: u32 = 1 << BOUND_BITS;
+/// Entries of the noise-bound table (f32 each, in the block's shared memory): the top
+/// [`BOUND_BITS`] bits of a word, and for words whose top bits are all ones (where the noise
+/// climbs steepest, and where the winners come from) the next [`BOUND_BITS`] bits.
+pub const BOUNDS: usize = 2 * LEVEL as usize;
 
-/// An upper bound of `gumbel_noise(w)` for every word `w` whose top [`BOUND_BITS`] bits are `j`:
-/// the noise of the largest such word, plus `(|g| + 1)·2^-16` (far above the few ulps by
-/// which any port's `logf` may break monotonicity).
+/// The noise-bound table entry of word `w` (see [`BOUNDS`]).
+#[inline(always)]
+pub fn bound_index(w: u32) -> u32 {
+    let top = w >> (32 - BOUND_BITS);
+    if top == LEVEL - 1 {
+        LEVEL + ((w >> (32 - 2 * BOUND_BITS)) & (LEVEL - 1))
+    } else {
+        top
+    }
+}
+
+/// An upper bound of `gumbel_noise(w)` for every word `w` with [`bound_index`] `j`: the noise
+/// of the largest such word, plus `(|g| + 1)·2^-16` (far above the few ulps by which any
+/// port's `logf` may break monotonicity).
 #[inline(always)]
 pub fn noise_bound(j: u32) -> f32 {
-    let g = gumbel_noise((j << (32 - BOUND_BITS)) | (u32::MAX >> BOUND_BITS));
+    let largest = if j < LEVEL {
+        (j << (32 - BOUND_BITS)) | (u32::MAX >> BOUND_BITS)
+    } else {
+        let next = (j - LEVEL) << (32 - 2 * BOUND_BITS);
+        ((LEVEL - 1) << (32 - BOUND_BITS)) | next | (u32::MAX >> (2 * BOUND_BITS))
+    };
+    let g = gumbel_noise(largest);
     g + (g.abs() + 1.0) * (1.0 / 65536.0)
 }
 
@@ -185,6 +207,9 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
     let unbounded = inv_t < f32::MIN_POSITIVE;
     // Index 0 is the answer when nothing beats −inf, so it is every thread's starting point.
     let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
+    // The wave's best candidate after each chunk: a lane that takes the exact path stalls its
+    // whole wave, and a new best is far rarer over the wave's entries than over one lane's.
+    let mut wave_best = f32::NEG_INFINITY;
     let mut chunk = split;
     while chunk < chunks {
         let end = ((chunk + 1) * CHUNK_GROUPS).min(groups);
@@ -200,9 +225,9 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
                     // Entries are visited in rising index order and ties keep the lower
                     // index, so one whose bound does not beat `best` cannot win (a NaN
                     // bound belongs to a NaN or −inf candidate, which cannot either).
-                    let bound = quotient_bound(x * inv_t)
-                        + bounds.get((w >> (32 - BOUND_BITS)) as usize);
-                    if unbounded || bound > best {
+                    let bound = quotient_bound(x * inv_t) + bounds.get(bound_index(w) as usize);
+                    // Below the wave's best it cannot win the block either.
+                    if unbounded || (bound > best && bound >= wave_best) {
                         let c = x / p.temperature + gumbel_noise(w);
                         if c > best {
                             best = c;
@@ -214,6 +239,8 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
             }
             g += b.size();
         }
+        // Every lane of the block runs the same chunks.
+        wave_best = b.wave_max(best);
         chunk += p.splits;
     }
     let (value, winner) = b.argmax(best, best_i);
