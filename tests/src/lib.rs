@@ -207,3 +207,37 @@ pub fn run_pairs_spread(
     done.sort_by_key(|(i, _)| *i);
     done.into_iter().flat_map(|(_, o)| o).collect()
 }
+
+/// The parity matrix of `devs`: every device but the sims in its own thread over its
+/// [`workers`], running the pairs `pairs` gives it, beside `on_sims(sims)` on the caller's
+/// thread; the devices' outcomes in device order, then the sims'.
+pub fn run_beside_sims(
+    devs: &[Device],
+    pairs: &(dyn Fn(&Device) -> Vec<(KernelId, DType)> + Sync),
+    seed: u64,
+    on_sims: impl FnOnce(&[Device]) -> Vec<kiln::parity::Outcome>,
+) -> Vec<kiln::parity::Outcome> {
+    let (sims, others): (Vec<_>, Vec<_>) = devs
+        .iter()
+        .cloned()
+        .partition(|d| d.backend() == Backend::Sim);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = others
+            .iter()
+            .map(|dev| {
+                s.spawn(move || {
+                    let plan = kiln::parity::SimBlocks::Rotate;
+                    let workers = workers(dev, || reopen(dev));
+                    run_pairs_spread(&workers, &pairs(dev), seed, plan, &|_, _| true)
+                })
+            })
+            .collect();
+        let ran = on_sims(&sims);
+        let mut all: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a device's parity thread panicked"))
+            .collect();
+        all.extend(ran);
+        all
+    })
+}

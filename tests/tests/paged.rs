@@ -8,41 +8,9 @@ use kiln::parity::{kernel_dtypes, run_matrix_with, SimBlocks};
 fn paged_kernels_match_their_references_on_every_backend() {
     let devs = kiln_tests::test_devices();
     let seed = kiln_tests::seed("paged parity");
-    let (sims, others): (Vec<_>, Vec<_>) = devs
-        .iter()
-        .cloned()
-        .partition(|d| d.backend() == kiln::Backend::Sim);
-    let pairs = kernel_dtypes(&kiln_tests::PAGED_KERNELS);
-    // As in parity.rs: the other devices beside the sims, each over its workers.
-    let outcomes = std::thread::scope(|s| {
-        let threads: Vec<_> = others
-            .iter()
-            .map(|dev| {
-                let pairs = &pairs;
-                s.spawn(move || {
-                    let workers = kiln_tests::workers(dev, || kiln_tests::reopen(dev));
-                    kiln_tests::run_pairs_spread(
-                        &workers,
-                        pairs,
-                        seed,
-                        SimBlocks::Rotate,
-                        &|_, _| true,
-                    )
-                })
-            })
-            .collect();
-        let ran = run_matrix_with(
-            &sims,
-            &kiln_tests::PAGED_KERNELS,
-            seed,
-            SimBlocks::RotateWaves,
-        );
-        let mut all: Vec<_> = threads
-            .into_iter()
-            .flat_map(|t| t.join().expect("a device's paged parity thread panicked"))
-            .collect();
-        all.extend(ran);
-        all
+    let kernels = kiln_tests::PAGED_KERNELS;
+    let outcomes = kiln_tests::run_beside_sims(&devs, &|_| kernel_dtypes(&kernels), seed, |sims| {
+        run_matrix_with(sims, &kernels, seed, SimBlocks::RotateWaves)
     });
     let failed: Vec<_> = outcomes.iter().filter(|o| !o.pass).collect();
     for o in &outcomes {

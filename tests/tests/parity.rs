@@ -3,8 +3,7 @@
 //! of the cost; `kiln parity --backend sim` and `kiln check` run every case at every wave.
 
 use kiln::parity::{kernel_dtypes, max_rel, normalized_deviation, run_matrix_with, SimBlocks};
-use kiln::{Backend, KernelId};
-use kiln_tests::run_pairs_spread;
+use kiln::KernelId;
 use std::collections::BTreeSet;
 
 #[test]
@@ -17,27 +16,13 @@ fn every_kernel_matches_its_reference_on_every_backend() {
             .filter(|k| !kiln_tests::PAGED_KERNELS.contains(k))
             .collect()
     };
-    let (sims, others): (Vec<_>, Vec<_>) = devs
-        .iter()
-        .cloned()
-        .partition(|d| d.backend() == Backend::Sim);
-    // The other devices run in threads beside the sims, each over its workers (lavapipe
-    // compiles on one core per device).
-    let outcomes = std::thread::scope(|s| {
-        let threads: Vec<_> = others
-            .iter()
-            .map(|dev| {
-                s.spawn(move || {
-                    let workers = kiln_tests::workers(dev, || kiln_tests::reopen(dev));
-                    let pairs = kernel_dtypes(&listed(dev));
-                    run_pairs_spread(&workers, &pairs, seed, SimBlocks::Rotate, &|_, _| true)
-                })
-            })
-            .collect();
-        let mut ran = Vec::new();
-        if let Some(first) = sims.first() {
+    let outcomes =
+        kiln_tests::run_beside_sims(&devs, &|dev| kernel_dtypes(&listed(dev)), seed, |sims| {
+            let Some(first) = sims.first() else {
+                return Vec::new();
+            };
             let kernels = listed(first);
-            ran = run_matrix_with(&sims, &kernels, seed, SimBlocks::RotateWaves);
+            let ran = run_matrix_with(sims, &kernels, seed, SimBlocks::RotateWaves);
             // Every kernel with a case per sim ran at every wave.
             for &k in &kernels {
                 let waves: BTreeSet<u32> = ran
@@ -53,14 +38,8 @@ fn every_kernel_matches_its_reference_on_every_backend() {
                     sims.len()
                 );
             }
-        }
-        let mut all: Vec<_> = threads
-            .into_iter()
-            .flat_map(|t| t.join().expect("a device's parity thread panicked"))
-            .collect();
-        all.extend(ran);
-        all
-    });
+            ran
+        });
     // One line per outcome (shown with --nocapture): the device runs' parity table.
     for o in &outcomes {
         eprintln!(
