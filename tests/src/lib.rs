@@ -135,14 +135,14 @@ pub fn wgpu_device() -> Option<Device> {
 }
 
 /// The devices `dev`'s share of a parity run is spread over: `dev`, and on a software adapter
-/// one more device from `reopen` per further core (lavapipe builds each module's LLVM on its
-/// queue's one thread, so one device leaves the other cores idle for most of a run).
-pub fn workers(dev: &Device, reopen: impl Fn() -> Result<Device, PortError>) -> Vec<Device> {
+/// (a wgpu one: lavapipe builds each module's LLVM on its queue's one thread, so one device
+/// leaves the other cores idle for most of a run) one more device from `open` per further core.
+pub fn workers(dev: &Device, open: impl Fn() -> Result<Device, PortError>) -> Vec<Device> {
     let mut out = vec![dev.clone()];
     if dev.gpu().is_some_and(|g| g.is_software()) {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         for _ in 1..cores {
-            match reopen() {
+            match open() {
                 Ok(d) => out.push(d),
                 Err(e) => {
                     eprintln!("a further {} device did not open: {e}", dev.name());
@@ -154,23 +154,14 @@ pub fn workers(dev: &Device, reopen: impl Fn() -> Result<Device, PortError>) -> 
     out
 }
 
-/// Another device like the process's own of `dev`'s backend (`Device::open` returns the one
-/// wgpu device a process opens; this opens a further one with the same options).
-pub fn reopen(dev: &Device) -> Result<Device, PortError> {
-    match dev.backend() {
-        Backend::Wgpu => kiln::wgpu::open_with(kiln::wgpu::Options::from_env()),
-        b => Device::open(b),
-    }
-}
-
 /// [`run_pairs_where`](kiln::parity::run_pairs_where) with the pairs spread over `workers`
 /// (devices of one backend, each taking the next pair in its own thread); the outcomes come
-/// back in pair order, each case with the seed a single device would give it.
+/// back in pair order, each case with the seed a single device would give it. The workers are
+/// GPUs, so no sim block plan applies.
 pub fn run_pairs_spread(
     workers: &[Device],
     pairs: &[(KernelId, DType)],
     seed: u64,
-    plan: kiln::parity::SimBlocks,
     keep: &(dyn Fn(usize, usize) -> bool + Sync),
 ) -> Vec<kiln::parity::Outcome> {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,7 +181,7 @@ pub fn run_pairs_spread(
                             one,
                             std::slice::from_ref(pair),
                             seed,
-                            plan,
+                            kiln::parity::SimBlocks::Rotate,
                             keep,
                         );
                         mine.push((i, ran));
@@ -226,9 +217,9 @@ pub fn run_beside_sims(
             .iter()
             .map(|dev| {
                 s.spawn(move || {
-                    let plan = kiln::parity::SimBlocks::Rotate;
-                    let workers = workers(dev, || reopen(dev));
-                    run_pairs_spread(&workers, &pairs(dev), seed, plan, &|_, _| true)
+                    // `Device::open` returns the process's one device; a worker is a new one.
+                    let open = || kiln::wgpu::open_with(kiln::wgpu::Options::from_env());
+                    run_pairs_spread(&workers(dev, open), &pairs(dev), seed, &|_, _| true)
                 })
             })
             .collect();

@@ -268,14 +268,14 @@ fn the_noise_table_bounds_the_noise_of_every_word() {
     let mut worst = f32::INFINITY;
     let mut used = vec![false; BOUNDS];
     for v in 0..1u32 << 23 {
-        for w in [v << 9, (v << 9) | 0x1ff] {
-            let j = bound_index(w) as usize;
-            assert!(j < BOUNDS, "word {w:#x}: entry {j} of {BOUNDS}");
-            used[j] = true;
-            let (g, bound) = (gumbel_noise(w), noise_bound(j as u32));
-            assert!(g <= bound, "word {w:#x}: noise {g} above its bound {bound}");
-            worst = worst.min(bound - g);
-        }
+        // The table index reads only bits the noise reads too.
+        let w = v << 9;
+        let j = bound_index(w) as usize;
+        assert!(j < BOUNDS, "word {w:#x}: entry {j} of {BOUNDS}");
+        used[j] = true;
+        let (g, bound) = (gumbel_noise(w), noise_bound(j as u32));
+        assert!(g <= bound, "word {w:#x}: noise {g} above its bound {bound}");
+        worst = worst.min(bound - g);
     }
     eprintln!("smallest slack of the noise table: {worst:e}");
     // The first level's all-ones entry is never read: those words index the second level.

@@ -3,7 +3,7 @@
 //! dimension fold, and an out-of-bounds view access is a typed kernel fault.
 
 use kiln::gpu::{GpuBuf, GpuLaunch};
-use kiln::parity::{kernel_dtypes, SimBlocks};
+use kiln::parity::kernel_dtypes;
 use kiln::{ports, select_port, DType, Device, DeviceError, KernelId, Mode, PortError, Tensor};
 use std::collections::HashSet;
 
@@ -67,13 +67,10 @@ fn every_module_variant_passes_parity() {
         // A variant changes the translation, not the shapes: its first case covers it, and
         // each further case's block is another LLVM build on lavapipe (a cold run of the first
         // and last cases took 978 s here).
-        let outcomes = kiln_tests::run_pairs_spread(
-            &kiln_tests::workers(&dev, open),
-            &new,
-            seed,
-            SimBlocks::Rotate,
-            &|c, _| c == 0,
-        );
+        let outcomes =
+            kiln_tests::run_pairs_spread(&kiln_tests::workers(&dev, open), &new, seed, &|c, _| {
+                c == 0
+            });
         assert!(!outcomes.is_empty());
         for o in &outcomes {
             assert!(
