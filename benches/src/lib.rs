@@ -11,6 +11,7 @@
 pub mod decode;
 pub mod moe_block;
 pub mod paged;
+pub mod samplers;
 
 use kiln::launch::{default_params, set_param, Arg};
 use kiln::parity::{bench_cases, draw, Case};

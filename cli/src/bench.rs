@@ -33,6 +33,10 @@ pub struct Args {
     /// Mixtral-8x7B and Nemotron-3-Nano shapes, 4-bit g64), timed as one unit, as CSV.
     #[arg(long)]
     moe: bool,
+    /// The sampling ops instead (the filtered sampler on both paths, Gumbel-max; every launch
+    /// of a call timed as one unit) at vocabularies 128256 and 152064, batch 1, 8, 64, as CSV.
+    #[arg(long)]
+    samplers: bool,
     /// With --moe: rows per block of the expert kernels (comma-separated; default 8).
     #[arg(long, value_delimiter = ',')]
     rows_per_block: Vec<u32>,
@@ -176,6 +180,24 @@ fn moe(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn samplers(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
+    use kiln_benches::samplers::{run_samplers, SamplerRow};
+    let runs = a
+        .runs
+        .unwrap_or(if dev.l2_bytes().is_some() { 50 } else { 3 });
+    println!("# {}", dev.name());
+    println!("{}", SamplerRow::CSV_HEADER);
+    let rows = run_samplers(dev, runs, issue(a), |r| println!("{}", r.csv()))?;
+    if let Some(path) = &a.csv {
+        let mut text = format!("{}\n", SamplerRow::CSV_HEADER);
+        for r in &rows {
+            text += &format!("{}\n", r.csv());
+        }
+        std::fs::write(path, text)?;
+    }
+    Ok(())
+}
+
 /// The device's copy bandwidth in GB/s (read + write bytes of a 256 MiB device copy, median
 /// of 20), printed as a comment line.
 fn copy_gbps(dev: &kiln::Device) -> anyhow::Result<f64> {
@@ -219,6 +241,9 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     }
     if a.moe {
         return moe(&dev, &a);
+    }
+    if a.samplers {
+        return samplers(&dev, &a);
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);

@@ -4,6 +4,7 @@ use kiln::{Backend, DType, Device, KernelId, PortError, Tensor};
 
 pub mod ggml;
 pub mod moe_layer;
+pub mod stats;
 
 /// Backends `KILN_REQUIRE_BACKENDS` (comma-separated) demands; an absent one fails the run.
 pub fn required_backends() -> Vec<Backend> {

@@ -20,6 +20,16 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct S_RowFilters {
+    top_k_on: bool,
+    keep_k: f32,
+    top_p_on: bool,
+    target_p: f32,
+}
+struct kiln_tuple_RowFilters_f32 {
+    f0: S_RowFilters,
+    f1: f32,
+}
 struct kiln_tuple_bool_u32_f32 {
     f0: bool,
     f1: u32,
@@ -258,7 +268,25 @@ fn k_floorf_14(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_mulhilo32_15(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn k_row_filters_15(filters_v: vec2<u32>, row_p: u32, vocab_p: u32, p_max_p: f32, total_p: f32) -> kiln_tuple_RowFilters_f32 {
+    let at_1: u32 = (row_p * K_FILTER_WORDS);
+    let t_2: f32 = kiln_get_b2(filters_v, at_1);
+    let t_3: f32 = kiln_get_b2(filters_v, (at_1 + 1u));
+    let t_4: f32 = kiln_get_b2(filters_v, (at_1 + 2u));
+    let top_k_5: f32 = t_2;
+    let top_p_6: f32 = t_3;
+    let min_p_7: f32 = t_4;
+    var low_8: f32 = 0e0f;
+    if ((min_p_7 > 0e0f) && (min_p_7 < 1e0f)) {
+        let floor_9: f32 = (min_p_7 * p_max_p);
+        if (bitcast<u32>(floor_9) > 0u) {
+            low_8 = bitcast<f32>((bitcast<u32>(floor_9) - 1u));
+        }
+    }
+    let filter_10: S_RowFilters = S_RowFilters(((top_k_5 >= 1e0f) && (top_k_5 < f32(vocab_p))), k_floorf_14(top_k_5), ((top_p_6 > 0e0f) && (top_p_6 < 1e0f)), (top_p_6 * total_p));
+    return kiln_tuple_RowFilters_f32(filter_10, low_8);
+}
+fn k_mulhilo32_16(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p & 65535u);
     let t_2: u32 = (a_p >> 16u);
     let a0_3: u32 = t_1;
@@ -275,10 +303,10 @@ fn k_mulhilo32_15(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_14: u32 = ((((a1_4 * b1_8) + ((cross0_10 >> 16u))) + ((cross1_11 >> 16u))) + ((middle_12 >> 16u)));
     return kiln_tuple_u32_u32(hi_14, lo_13);
 }
-fn k_mul_wide_16(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
-    return k_mulhilo32_15(a_p, b_p);
+fn k_mul_wide_17(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    return k_mulhilo32_16(a_p, b_p);
 }
-fn k_philox_rounds_17(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_philox_rounds_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
     let t_1: array<u32, 4> = counter_m;
@@ -289,13 +317,13 @@ fn k_philox_rounds_17(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u
     while (round_5 < 10i) {
         let x_6: u32 = K_PHILOX_M0;
         let y_7: u32 = c_3[0u];
-        let cl_8: kiln_tuple_u32_u32 = k_mul_wide_16(x_6, y_7);
+        let cl_8: kiln_tuple_u32_u32 = k_mul_wide_17(x_6, y_7);
         let t_9: kiln_tuple_u32_u32 = cl_8;
         let hi0_10: u32 = t_9.f0;
         let lo0_11: u32 = t_9.f1;
         let x_12: u32 = K_PHILOX_M1;
         let y_13: u32 = c_3[2u];
-        let cl_14: kiln_tuple_u32_u32 = k_mul_wide_16(x_12, y_13);
+        let cl_14: kiln_tuple_u32_u32 = k_mul_wide_17(x_12, y_13);
         let t_15: kiln_tuple_u32_u32 = cl_14;
         let hi1_16: u32 = t_15.f0;
         let lo1_17: u32 = t_15.f1;
@@ -305,15 +333,15 @@ fn k_philox_rounds_17(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u
     }
     return c_3;
 }
-fn k_philox4x32_10_on_18(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_philox4x32_10_on_19(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
-    return k_philox_rounds_17(counter_m, key_m);
+    return k_philox_rounds_18(counter_m, key_m);
 }
-fn k_uniform_open_19(word_p: u32) -> f32 {
+fn k_uniform_open_20(word_p: u32) -> f32 {
     return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_scan_sum_20(v_p: f32) -> kiln_tuple_f32_f32 {
+fn k_scan_sum_21(v_p: f32) -> kiln_tuple_f32_f32 {
     let lane_1: u32 = k_lane_6();
     let t_2: f32 = 0e0f;
     let t_3: f32 = v_p;
@@ -349,7 +377,7 @@ fn k_scan_sum_20(v_p: f32) -> kiln_tuple_f32_f32 {
     }
     return kiln_tuple_f32_f32((before_13 + below_4), total_14);
 }
-fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
+fn k_inverse_cdf_22(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, weight_draw_probs_draw: vec2<u32>, weight_low: f32, weight_prob_base: u32, weight_prob_probs: vec2<u32>) -> kiln_tuple_bool_u32_f32 {
     var mine_1: f32 = 0e0f;
     var i_2: u32 = first_p;
     while (i_2 < end_p) {
@@ -368,7 +396,7 @@ fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
         mine_1 = (mine_1 + cl_9);
         i_2 = (i_2 + 1u);
     }
-    let t_10: kiln_tuple_f32_f32 = k_scan_sum_20(mine_1);
+    let t_10: kiln_tuple_f32_f32 = k_scan_sum_21(mine_1);
     let below_11: f32 = t_10.f0;
     let mass_12: f32 = t_10.f1;
     let goal_13: f32 = (u_p * mass_12);
@@ -410,14 +438,20 @@ fn k_inverse_cdf_21(first_p: u32, end_p: u32, u_p: f32, weight_draw_base: u32, w
     let lowest_31: u32 = t_29.f1;
     return kiln_tuple_bool_u32_f32((claimed_30 > 0e0f), lowest_31, mass_12);
 }
-fn k_bit_midpoint_22(a_p: f32, b_p: f32) -> f32 {
+fn k_bit_midpoint_23(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let x_3: u32 = t_1;
     let y_4: u32 = t_2;
     return bitcast<f32>(((((x_3 >> 1u)) + ((y_4 >> 1u))) + (((x_3 & y_4) & 1u))));
 }
-fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
+fn k_truncates_24(f_p: S_RowFilters) -> bool {
+    return (f_p.top_k_on || f_p.top_p_on);
+}
+fn k_fails_25(f_p: S_RowFilters, above_p: f32, mass_p: f32) -> bool {
+    return (((f_p.top_k_on && (above_p >= f_p.keep_k))) || ((f_p.top_p_on && (mass_p > f_p.target_p))));
+}
+fn k_rejection_sample_26(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let base_2: u32 = (row_1 * kiln_meta[1u]);
     let t_3: kiln_tuple_u32_u32 = k_thread_slice_1(kiln_meta[1u]);
@@ -458,112 +492,91 @@ fn k_rejection_sample_23(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v:
         }
         return;
     }
-    let at_23: u32 = (row_1 * K_FILTER_WORDS);
-    let t_24: f32 = kiln_get_b2(filters_v, at_23);
-    let t_25: f32 = kiln_get_b2(filters_v, (at_23 + 1u));
-    let t_26: f32 = kiln_get_b2(filters_v, (at_23 + 2u));
-    let top_k_27: f32 = t_24;
-    let top_p_28: f32 = t_25;
-    let min_p_29: f32 = t_26;
-    let top_k_on_30: bool = ((top_k_27 >= 1e0f) && (top_k_27 < f32(kiln_meta[1u])));
-    let keep_k_31: f32 = k_floorf_14(top_k_27);
-    let top_p_on_32: bool = ((top_p_28 > 0e0f) && (top_p_28 < 1e0f));
-    var low_33: f32 = 0e0f;
-    if ((min_p_29 > 0e0f) && (min_p_29 < 1e0f)) {
-        let floor_34: f32 = (min_p_29 * p_max_17);
-        if (bitcast<u32>(floor_34) > 0u) {
-            low_33 = bitcast<f32>((bitcast<u32>(floor_34) - 1u));
-        }
-    }
-    var high_35: f32 = p_max_17;
-    let target_p_36: f32 = (top_p_28 * total_19);
-    var round_37: u32 = 0u;
-    while (round_37 < kiln_meta[4u]) {
-        let u_38: f32 = k_uniform_open_19(k_philox4x32_10_on_18(array<u32, 4>(round_37, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
-        let t_39: kiln_tuple_bool_u32_f32 = k_inverse_cdf_21(first_4, end_5, u_38, base_2, probs_draw_v, low_33, base_2, probs_v);
-        let claimed_40: bool = t_39.f0;
-        let pick_41: u32 = t_39.f1;
-        var ifv_42: u32;
-        if claimed_40 {
-            ifv_42 = pick_41;
+    let t_23: kiln_tuple_RowFilters_f32 = k_row_filters_15(filters_v, row_1, kiln_meta[1u], p_max_17, total_19);
+    let filter_24: S_RowFilters = t_23.f0;
+    var low_25: f32 = t_23.f1;
+    var high_26: f32 = p_max_17;
+    var round_27: u32 = 0u;
+    while (round_27 < kiln_meta[4u]) {
+        let u_28: f32 = k_uniform_open_20(k_philox4x32_10_on_19(array<u32, 4>(round_27, 0u, row_1, 0u), array<u32, 2>(kiln_meta[2u], kiln_meta[3u]))[0u]);
+        let t_29: kiln_tuple_bool_u32_f32 = k_inverse_cdf_22(first_4, end_5, u_28, base_2, probs_draw_v, low_25, base_2, probs_v);
+        let claimed_30: bool = t_29.f0;
+        let pick_31: u32 = t_29.f1;
+        var ifv_32: u32;
+        if claimed_30 {
+            ifv_32 = pick_31;
         } else {
-            ifv_42 = arg_max_18;
+            ifv_32 = arg_max_18;
         }
-        let candidate_43: u32 = ifv_42;
-        let i_44: u32 = candidate_43;
-        let cl_45: f32 = k_to_f32_2(kiln_get_b0(probs_v, (base_2 + i_44)));
-        let pivot0_46: f32 = cl_45;
-        var ifv_47: f32;
-        if (high_35 > pivot0_46) {
-            ifv_47 = high_35;
+        let candidate_33: u32 = ifv_32;
+        let i_34: u32 = candidate_33;
+        let cl_35: f32 = k_to_f32_2(kiln_get_b0(probs_v, (base_2 + i_34)));
+        let pivot0_36: f32 = cl_35;
+        var ifv_37: f32;
+        if (high_26 > pivot0_36) {
+            ifv_37 = high_26;
         } else {
-            ifv_47 = pivot0_46;
+            ifv_37 = pivot0_36;
         }
-        let pivot1_48: f32 = k_bit_midpoint_22(pivot0_46, ifv_47);
-        let t_49: f32 = 0e0f;
-        let t_50: f32 = 0e0f;
-        let t_51: f32 = 0e0f;
-        let t_52: f32 = 0e0f;
-        var above0_53: f32 = t_49;
-        var mass0_54: f32 = t_50;
-        var above1_55: f32 = t_51;
-        var mass1_56: f32 = t_52;
-        if (top_k_on_30 || top_p_on_32) {
-            var i_57: u32 = first_4;
-            while (i_57 < end_5) {
-                let i_58: u32 = i_57;
-                let cl_59: f32 = k_to_f32_2(kiln_get_b0(probs_v, (base_2 + i_58)));
-                let v_60: f32 = cl_59;
-                if (v_60 > pivot0_46) {
-                    above0_53 = (above0_53 + 1e0f);
-                    mass0_54 = (mass0_54 + v_60);
+        let pivot1_38: f32 = k_bit_midpoint_23(pivot0_36, ifv_37);
+        let t_39: f32 = 0e0f;
+        let t_40: f32 = 0e0f;
+        let t_41: f32 = 0e0f;
+        let t_42: f32 = 0e0f;
+        var above0_43: f32 = t_39;
+        var mass0_44: f32 = t_40;
+        var above1_45: f32 = t_41;
+        var mass1_46: f32 = t_42;
+        if k_truncates_24(filter_24) {
+            var i_47: u32 = first_4;
+            while (i_47 < end_5) {
+                let i_48: u32 = i_47;
+                let cl_49: f32 = k_to_f32_2(kiln_get_b0(probs_v, (base_2 + i_48)));
+                let v_50: f32 = cl_49;
+                if (v_50 > pivot0_36) {
+                    above0_43 = (above0_43 + 1e0f);
+                    mass0_44 = (mass0_44 + v_50);
                 }
-                if (v_60 > pivot1_48) {
-                    above1_55 = (above1_55 + 1e0f);
-                    mass1_56 = (mass1_56 + v_60);
+                if (v_50 > pivot1_38) {
+                    above1_45 = (above1_45 + 1e0f);
+                    mass1_46 = (mass1_46 + v_50);
                 }
-                i_57 = (i_57 + 1u);
+                i_47 = (i_47 + 1u);
             }
-            above0_53 = k_sum_12(above0_53);
-            mass0_54 = k_sum_12(mass0_54);
-            above1_55 = k_sum_12(above1_55);
-            mass1_56 = k_sum_12(mass1_56);
+            above0_43 = k_sum_12(above0_43);
+            mass0_44 = k_sum_12(mass0_44);
+            above1_45 = k_sum_12(above1_45);
+            mass1_46 = k_sum_12(mass1_46);
         }
-        let above_61: f32 = above0_53;
-        let mass_62: f32 = mass0_54;
-        let cl_63: bool = (((top_k_on_30 && (above_61 >= keep_k_31))) || ((top_p_on_32 && (mass_62 > target_p_36))));
-        if !(cl_63) {
-            let id_64: u32 = candidate_43;
-            let ok_65: u32 = 1u;
-            let used_66: u32 = (round_37 + 1u);
+        if !(k_fails_25(filter_24, above0_43, mass0_44)) {
+            let id_51: u32 = candidate_33;
+            let ok_52: u32 = 1u;
+            let used_53: u32 = (round_27 + 1u);
             {
                 if (kiln_thread == 0u) {
-                    kiln_set_b3(ids_v, row_1, id_64);
-                    kiln_set_b4(accepted_v, row_1, ok_65);
-                    kiln_set_b5(rounds_v, row_1, used_66);
+                    kiln_set_b3(ids_v, row_1, id_51);
+                    kiln_set_b4(accepted_v, row_1, ok_52);
+                    kiln_set_b5(rounds_v, row_1, used_53);
                 }
             }
             return;
         }
-        let above_67: f32 = above1_55;
-        let mass_68: f32 = mass1_56;
-        let cl_69: bool = (((top_k_on_30 && (above_67 >= keep_k_31))) || ((top_p_on_32 && (mass_68 > target_p_36))));
-        if cl_69 {
-            low_33 = pivot1_48;
+        if k_fails_25(filter_24, above1_45, mass1_46) {
+            low_25 = pivot1_38;
         } else {
-            low_33 = pivot0_46;
-            high_35 = pivot1_48;
+            low_25 = pivot0_36;
+            high_26 = pivot1_38;
         }
-        round_37 = (round_37 + 1u);
+        round_27 = (round_27 + 1u);
     }
-    let id_70: u32 = arg_max_18;
-    let ok_71: u32 = 0u;
-    let used_72: u32 = kiln_meta[4u];
+    let id_54: u32 = arg_max_18;
+    let ok_55: u32 = 0u;
+    let used_56: u32 = kiln_meta[4u];
     {
         if (kiln_thread == 0u) {
-            kiln_set_b3(ids_v, row_1, id_70);
-            kiln_set_b4(accepted_v, row_1, ok_71);
-            kiln_set_b5(rounds_v, row_1, used_72);
+            kiln_set_b3(ids_v, row_1, id_54);
+            kiln_set_b4(accepted_v, row_1, ok_55);
+            kiln_set_b5(rounds_v, row_1, used_56);
         }
     }
 }
@@ -578,5 +591,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_rejection_sample_23(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
+    k_rejection_sample_26(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]));
 }

@@ -10,6 +10,7 @@ pub mod kernel;
 mod moe;
 mod moe_block;
 mod qlinear;
+mod rejection;
 mod ssm;
 pub use bitlinear::bitlinear;
 pub use embedding::{embedding, embedding_affine, embedding_scratch_bytes};
@@ -27,6 +28,11 @@ pub use moe_block::{
     MoeBlockRan, MoeGate, SharedExpert, SORTED_MIN_SLOTS,
 };
 pub use qlinear::{interleave_rows, qlinear, qlinear_silu_mul, QuantizedWeight};
+pub use rejection::{
+    rejection_path, rejection_sample, rejection_sample_on, rejection_sample_words,
+    rejection_scratch_bytes, rejection_seg_len, RejectionPath, SamplingFilters,
+    REJECTION_SEGMENTED_FROM,
+};
 pub use ssm::{
     causal_conv1d_update, gated_rms_norm, mamba1_selective_scan, ssm_update, TimeStepLimits,
 };
@@ -41,7 +47,6 @@ use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
 use kiln_math::kernels::gumbel_max_sample::{
     splits_for_blocks, GumbelMaxSample, GumbelParams, MAX_SPLITS, TARGET_BLOCKS,
 };
-use kiln_math::kernels::rejection_sample::{RejectionParams, FILTER_WORDS};
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
 };
@@ -300,105 +305,6 @@ pub fn gumbel_max_sample_split(
     let merge = kernel::gumbel_max_merge(dev, &GumbelMergeParams::default(), &vals, &idxs, index)?;
     // Report the fallback if either step took it.
     Ok(if merge.is_fallback() { merge } else { split })
-}
-
-/// Truncation filters of [`rejection_sample`] for one row, evaluated jointly on its
-/// untempered probabilities.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SamplingFilters {
-    /// Keep the k most probable tokens, ties kept; 0 (or the vocabulary size) is off.
-    pub top_k: u32,
-    /// Keep the descending prefix whose exclusive mass is ≤ `top_p`; in (0, 1], 1 is off.
-    pub top_p: f32,
-    /// Keep tokens with `p ≥ min_p · p_max`; in [0, 1), 0 is off.
-    pub min_p: f32,
-}
-
-impl Default for SamplingFilters {
-    fn default() -> Self {
-        SamplingFilters {
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
-        }
-    }
-}
-
-impl SamplingFilters {
-    /// Why these filters are refused for a `vocab`-token row, if they are.
-    pub fn check(&self, vocab: usize) -> Result<(), String> {
-        if self.top_k as usize > vocab {
-            return Err(format!(
-                "top_k is {}, must be at most the vocabulary ({vocab}); 0 is off",
-                self.top_k
-            ));
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(format!(
-                "top_p is {}, must be in (0, 1]; 1 is off",
-                self.top_p
-            ));
-        }
-        if !(self.min_p >= 0.0 && self.min_p < 1.0) {
-            return Err(format!(
-                "min_p is {}, must be in [0, 1); 0 is off",
-                self.min_p
-            ));
-        }
-        Ok(())
-    }
-
-    /// The row of the kernel's `filters` buffer: top_k, top_p, min_p as f32 (exact: a checked
-    /// top_k is at most the vocabulary, which is below 2^24).
-    pub fn words(&self) -> [f32; FILTER_WORDS] {
-        [self.top_k as f32, self.top_p, self.min_p]
-    }
-}
-
-/// Sorting-free top-k / top-p / min-p sampling (spec §6): one token per row, distributed as
-/// `probs_draw` truncated to the support the row's filters keep on `probs`, renormalised.
-///
-/// Shapes: `probs [B, V]` (softmax of the untempered logits), `probs_draw [B, V]` (softmax of
-/// logits / T; the same tensor when T = 1), f32; `filters` one per row (rows may differ; each
-/// is checked here and uploaded as the kernel's `filters [B, 3]`); outputs u32 `ids [B]`,
-/// `accepted [B]` (1 when the row converged within 32 rounds; 0 rows carry their argmax) and
-/// `rounds [B]`. `key` is the Philox key, fresh per call. A row without positive mass yields
-/// its argmax (index 0 if none).
-#[allow(clippy::too_many_arguments)] // one tensor per buffer, plus filters and key
-pub fn rejection_sample(
-    dev: &Device,
-    probs: &Tensor,
-    probs_draw: &Tensor,
-    filters: &[SamplingFilters],
-    key: [u32; 2],
-    ids: &mut Tensor,
-    accepted: &mut Tensor,
-    rounds: &mut Tensor,
-) -> Result<Ran, PortError> {
-    let kernel = KernelId::RejectionSample;
-    let (rows, vocab) = match *probs.shape() {
-        [rows, vocab] => (rows, vocab),
-        _ => return Err(PortError::invalid(kernel, "probs must be [rows, vocab]")),
-    };
-    if filters.len() != rows {
-        return Err(PortError::invalid(
-            kernel,
-            format!("{} filter rows given for {rows} rows", filters.len()),
-        ));
-    }
-    for (r, f) in filters.iter().enumerate() {
-        f.check(vocab)
-            .map_err(|e| PortError::invalid(kernel, format!("filters row {r}: {e}")))?;
-    }
-    let words: Vec<f32> = filters.iter().flat_map(SamplingFilters::words).collect();
-    let mut scratch = dev.scratch(crate::scratch_bytes(&[(DType::F32, words.len())]))?;
-    let filters = scratch.upload(&words)?.reshape(&[rows, FILTER_WORDS])?;
-    let p = RejectionParams {
-        key0: key[0],
-        key1: key[1],
-        ..Default::default()
-    };
-    kernel::rejection_sample(dev, &p, probs, probs_draw, &filters, ids, accepted, rounds)
 }
 
 /// How [`speculative_accept`] decides whether the target keeps a draft token (spec §6.6).

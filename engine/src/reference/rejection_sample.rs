@@ -84,15 +84,33 @@ pub fn rejection_sample<T: Element>(
     accepted: &mut [u32],
     rounds: &mut [u32],
 ) {
-    let vocab = p.vocab as usize;
+    each_row(p.vocab, probs, probs_draw, filters, ids, accepted, rounds, |r, f, pr, dr| {
+        sample_row(p, r, f, pr, dr)
+    });
+}
+
+/// Runs `sample(row, filters, probs, draw)` on every row of a rejection sampler's buffers and
+/// stores its `(token, accepted, rounds)`.
+#[allow(clippy::too_many_arguments)] // the sampler's buffers, plus the row function
+pub fn each_row<T: Element>(
+    vocab: u32,
+    probs: &[T],
+    probs_draw: &[T],
+    filters: &[f32],
+    ids: &mut [u32],
+    accepted: &mut [u32],
+    rounds: &mut [u32],
+    sample: impl Fn(u32, [f32; 3], &[f32], &[f32]) -> (u32, u32, u32),
+) {
+    let vocab = vocab as usize;
     let floats = |x: &[T], r: usize| -> Vec<f32> {
         x[r * vocab..][..vocab].iter().map(|v| v.to_f32()).collect()
     };
-    for r in 0..p.rows as usize {
+    for r in 0..ids.len() {
         let f: [f32; 3] = filters[r * FILTER_WORDS..][..FILTER_WORDS]
             .try_into()
             .expect("three filter words");
         (ids[r], accepted[r], rounds[r]) =
-            sample_row(p, r as u32, f, &floats(probs, r), &floats(probs_draw, r));
+            sample(r as u32, f, &floats(probs, r), &floats(probs_draw, r));
     }
 }

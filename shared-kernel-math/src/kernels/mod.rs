@@ -61,6 +61,15 @@ macro_rules! for_each_kernel {
             rejection_sample: RejectionSample [f32]
                 (probs: Src<T>, probs_draw: Src<T>, filters: Src<f32>, ids: Dst<u32>,
                  accepted: Dst<u32>, rounds: Dst<u32>);
+            // The same sampler over a row cut into sorted segments, in two launches: the
+            // segments (one block each), then the rounds (one block per row).
+            rejection_segments: RejectionSegments [f32]
+                (probs: Src<T>, probs_draw: Src<T>, seg: Dst<f32>, seg_stats: Dst<f32>,
+                 seg_index: Dst<u32>);
+            rejection_sample_segmented: RejectionSampleSegmented [f32]
+                (probs: Src<T>, probs_draw: Src<T>, filters: Src<f32>, seg: Src<f32>,
+                 seg_stats: Src<f32>, seg_index: Src<u32>, ids: Dst<u32>, accepted: Dst<u32>,
+                 rounds: Dst<u32>);
             // f32 only: target and draft distributions are softmax outputs, as for rejection.
             speculative_accept: SpeculativeAccept [f32]
                 (target_probs: Src<T>, draft_probs: Src<T>, draft_tokens: Src<u32>,

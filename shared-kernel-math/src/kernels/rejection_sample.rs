@@ -64,27 +64,7 @@ impl KernelDef for RejectionSample {
                 "probs_draw must have the shape of probs",
             ));
         }
-        if *filters != [rows, FILTER_WORDS] {
-            return Err(ShapeError::Invalid(
-                "filters must be [rows, 3]: top_k, top_p, min_p per row",
-            ));
-        }
-        for s in [ids, accepted, rounds] {
-            if *s != [rows] {
-                return Err(ShapeError::Invalid(
-                    "ids, accepted and rounds must be [rows]",
-                ));
-            }
-        }
-        if !(1..=64).contains(&p.max_rounds) {
-            return Err(ShapeError::Range {
-                what: "max_rounds",
-                got: p.max_rounds as f64,
-                lo: 1.0,
-                hi: 64.0,
-            });
-        }
-        Ok(())
+        check_rows(rows, filters, [ids, accepted, rounds], p.max_rounds)
     }
 
     fn launch(p: &RejectionParams) -> Launch {
@@ -95,11 +75,98 @@ impl KernelDef for RejectionSample {
     }
 }
 
+/// Checks what both rejection samplers take per row: `filters [rows, 3]`, the outputs `ids`,
+/// `accepted`, `rounds` `[rows]`, and `max_rounds` in 1 ..= 64.
+pub fn check_rows(
+    rows: usize,
+    filters: &[usize],
+    outputs: [&[usize]; 3],
+    max_rounds: u32,
+) -> Result<(), ShapeError> {
+    if *filters != [rows, FILTER_WORDS] {
+        return Err(ShapeError::Invalid(
+            "filters must be [rows, 3]: top_k, top_p, min_p per row",
+        ));
+    }
+    for s in outputs {
+        if *s != [rows] {
+            return Err(ShapeError::Invalid(
+                "ids, accepted and rounds must be [rows]",
+            ));
+        }
+    }
+    if !(1..=64).contains(&max_rounds) {
+        return Err(ShapeError::Range {
+            what: "max_rounds",
+            got: max_rounds as f64,
+            lo: 1.0,
+            hi: 64.0,
+        });
+    }
+    Ok(())
+}
+
 /// The IEEE-bit-pattern midpoint of two non-negative floats (halves the bracket in bit space).
 #[inline(always)]
 pub fn bit_midpoint(a: f32, b: f32) -> f32 {
     let (x, y) = (a.to_bits(), b.to_bits());
     f32::from_bits((x >> 1) + (y >> 1) + (x & y & 1))
+}
+
+/// A row's filters as spec §6.1 activates them (a NaN activates nothing), with top-p's mass
+/// goal; shared by both rejection samplers.
+#[derive(Clone, Copy)]
+pub struct RowFilters {
+    /// Whether top-k is active (1 ≤ top_k < V).
+    pub top_k_on: bool,
+    /// floor(top_k): a pivot with this many entries above it fails.
+    pub keep_k: f32,
+    /// Whether top-p is active (0 < top_p < 1).
+    pub top_p_on: bool,
+    /// top_p · total: a pivot with more filter mass above it fails.
+    pub target_p: f32,
+}
+
+/// Row `row`'s filters from the `filters [B, 3]` buffer, with the row's max and total filter
+/// mass; also the proposal floor min-p sets (one float below `min_p · p_max`, so `p > low`
+/// keeps exactly `p ≥ min_p · p_max`; 0 when min-p is off).
+#[inline(always)]
+pub fn row_filters(
+    filters: Src<f32>,
+    row: u32,
+    vocab: u32,
+    p_max: f32,
+    total: f32,
+) -> (RowFilters, f32) {
+    let at = row as usize * FILTER_WORDS;
+    let (top_k, top_p, min_p) = (filters.get(at), filters.get(at + 1), filters.get(at + 2));
+    let mut low = 0.0f32;
+    if min_p > 0.0 && min_p < 1.0 {
+        let floor = min_p * p_max;
+        if floor.to_bits() > 0 {
+            low = f32::from_bits(floor.to_bits() - 1);
+        }
+    }
+    let filter = RowFilters {
+        top_k_on: top_k >= 1.0 && top_k < vocab as f32,
+        keep_k: libm::floorf(top_k),
+        top_p_on: top_p > 0.0 && top_p < 1.0,
+        target_p: top_p * total,
+    };
+    (filter, low)
+}
+
+/// Whether top-k or top-p can refuse a proposal (min-p alone accepts the first one).
+#[inline(always)]
+pub fn truncates(f: RowFilters) -> bool {
+    f.top_k_on || f.top_p_on
+}
+
+/// Whether a pivot with `above` entries of `mass` filter mass strictly above it fails;
+/// everything at or below a failing pivot fails too.
+#[inline(always)]
+pub fn fails(f: RowFilters, above: f32, mass: f32) -> bool {
+    (f.top_k_on && above >= f.keep_k) || (f.top_p_on && mass > f.target_p)
 }
 
 /// The body: one block per row.
@@ -147,22 +214,8 @@ pub fn rejection_sample<T: Element, B: Block>(
         return;
     }
 
-    // Spec §6.1's activation rules; a NaN activates nothing.
-    let at = row as usize * FILTER_WORDS;
-    let (top_k, top_p, min_p) = (filters.get(at), filters.get(at + 1), filters.get(at + 2));
-    let top_k_on = top_k >= 1.0 && top_k < p.vocab as f32;
-    let keep_k = libm::floorf(top_k);
-    let top_p_on = top_p > 0.0 && top_p < 1.0;
-    let mut low = 0.0f32;
-    if min_p > 0.0 && min_p < 1.0 {
-        let floor = min_p * p_max;
-        // `p > low` with low one float below the floor keeps exactly `p ≥ min_p · p_max`.
-        if floor.to_bits() > 0 {
-            low = f32::from_bits(floor.to_bits() - 1);
-        }
-    }
+    let (filter, mut low) = row_filters(filters, row, p.vocab, p_max, total);
     let mut high = p_max;
-    let target_p = top_p * total;
 
     let mut round = 0u32;
     while round < p.max_rounds {
@@ -175,7 +228,7 @@ pub fn rejection_sample<T: Element, B: Block>(
         let pivot0 = prob(candidate as usize);
         let pivot1 = bit_midpoint(pivot0, if high > pivot0 { high } else { pivot0 });
         let (mut above0, mut mass0, mut above1, mut mass1) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
-        if top_k_on || top_p_on {
+        if truncates(filter) {
             let mut i = first;
             while i < end {
                 let v = prob(i);
@@ -194,14 +247,12 @@ pub fn rejection_sample<T: Element, B: Block>(
             above1 = b.sum(above1);
             mass1 = b.sum(mass1);
         }
-        let fails =
-            |above: f32, mass: f32| (top_k_on && above >= keep_k) || (top_p_on && mass > target_p);
-        if !fails(above0, mass0) {
+        if !fails(filter, above0, mass0) {
             write(candidate, 1, round + 1);
             return;
         }
         // Everything at or below a failing pivot fails too: raise the floor.
-        if fails(above1, mass1) {
+        if fails(filter, above1, mass1) {
             low = pivot1;
         } else {
             low = pivot0;

@@ -6,7 +6,7 @@ use kiln_math::kernels::rejection_sample::FILTER_WORDS;
 use kiln_math::DType;
 
 /// Per-row filters `[top_k, top_p, min_p]` for a batch of `rows`: every combination, cycled.
-fn mixed_filters(rows: usize, vocab: usize) -> Vec<f64> {
+pub fn mixed_filters(rows: usize, vocab: usize) -> Vec<f64> {
     let k = (vocab / 20).max(2) as f64;
     let table = [
         [0.0, 1.0, 0.0],          // no filter
@@ -81,6 +81,6 @@ pub fn bench_cases(dtype: DType) -> Vec<Case> {
 }
 
 /// Top-p 0.9 on every row.
-fn top_p_filters(rows: usize, _vocab: usize) -> Vec<f64> {
+pub fn top_p_filters(rows: usize, _vocab: usize) -> Vec<f64> {
     (0..rows).flat_map(|_| [0.0, 0.9, 0.0]).collect()
 }

@@ -1,0 +1,141 @@
+//! Spec §6.2's dual-pivot rounds asked of a row's sorted segments (see `rejection_segments`),
+//! written sequentially with f32 sums: a segment's mass above `v` is its running sum at the
+//! count of entries above `v`, the row's the sum of its segments' in segment order; the
+//! proposal finds its segment from those masses, then walks the segment in natural order from
+//! the mass before it, taking the segment's last drawable entry when rounding leaves the goal
+//! past it. Everything else is `rejection_sample`'s (the filters, the pivots, the bracket).
+
+use super::rejection_sample::each_row;
+use super::rejection_segments::{segments_of, Segment};
+use super::sampling::{open_uniform, philox};
+use kiln_math::kernels::rejection_sample_segmented::SegmentedParams;
+use kiln_math::Element;
+
+/// The IEEE-bit-pattern midpoint of two non-negative floats.
+fn bit_mid(a: f32, b: f32) -> f32 {
+    let (x, y) = (a.to_bits() as u64, b.to_bits() as u64);
+    f32::from_bits(((x + y) / 2) as u32)
+}
+
+/// (token, accepted, rounds) for one row with its `[top_k, top_p, min_p]`.
+pub fn sample_row(
+    p: &SegmentedParams,
+    row: u32,
+    filters: [f32; 3],
+    probs: &[f32],
+    draw: &[f32],
+) -> (u32, u32, u32) {
+    let key = [p.key0, p.key1];
+    let segs = segments_of(probs, draw, p.seg_len as usize);
+    let (mut p_max, mut arg) = (f32::NEG_INFINITY, 0u32);
+    for g in &segs {
+        let (v, i) = g.max;
+        if v > p_max || (v == p_max && i < arg) {
+            (p_max, arg) = (v, i);
+        }
+    }
+    if p_max.is_nan() || p_max <= 0.0 {
+        return (arg, 1, 0);
+    }
+    let total = segs.iter().fold(0.0f32, |t, g| t + g.total);
+    let [top_k, top_p, min_p] = filters;
+    // Active iff 1 ≤ floor(top_k) < V; 0 < top_p < 1; 0 < min_p < 1 (NaN: inactive).
+    let top_k_on = top_k.floor() >= 1.0 && (top_k.floor() as f64) < probs.len() as f64;
+    let top_p_on = top_p > 0.0 && top_p < 1.0;
+    let mut low = 0.0f32;
+    if min_p > 0.0 && min_p < 1.0 && (min_p * p_max).to_bits() > 0 {
+        low = f32::from_bits((min_p * p_max).to_bits() - 1);
+    }
+    let mut high = p_max;
+    let target_p = top_p * total;
+    for round in 0..p.max_rounds {
+        let u = open_uniform(philox([round, 0, row, 0], key)[0]);
+        let candidate = propose(&segs, probs, draw, low, u).unwrap_or(arg);
+        let pivot0 = probs[candidate as usize];
+        let pivot1 = bit_mid(pivot0, pivot0.max(high));
+        let stats = |v: f32| {
+            segs.iter().fold((0.0f32, 0.0f32), |(n, m), g| {
+                let c = g.count_above(v);
+                (n + c as f32, m + Segment::at(&g.mass, c))
+            })
+        };
+        let fails =
+            |(n, m): (f32, f32)| (top_k_on && n >= top_k.floor()) || (top_p_on && m > target_p);
+        if !(top_k_on || top_p_on) || !fails(stats(pivot0)) {
+            return (candidate, 1, round + 1);
+        }
+        if fails(stats(pivot1)) {
+            low = pivot1;
+        } else {
+            low = pivot0;
+            high = pivot1;
+        }
+    }
+    (arg, 0, p.max_rounds)
+}
+
+/// The proposal over `{p > low}` for the uniform `u`, or `None` when no segment claims it.
+fn propose(segs: &[Segment], probs: &[f32], draw: &[f32], low: f32, u: f32) -> Option<u32> {
+    let weights: Vec<f32> = segs
+        .iter()
+        .map(|g| Segment::at(&g.draw, g.count_above(low)))
+        .collect();
+    let drawn = weights.iter().fold(0.0f32, |t, &w| t + w);
+    // A mass that is not finite and positive draws nothing.
+    if !(drawn > 0.0 && drawn < f32::INFINITY) {
+        return None;
+    }
+    let goal = u * drawn;
+    let mut running = 0.0f32;
+    let (chosen, mut running) = segs.iter().zip(&weights).find_map(|(g, &w)| {
+        if w > 0.0 {
+            let before = running;
+            running += w;
+            if running > goal {
+                return Some((g, before));
+            }
+        }
+        None
+    })?;
+    let mut last = None;
+    for i in chosen.first..segment_end(segs, chosen, probs.len()) {
+        let w = if probs[i] > low { draw[i] } else { 0.0 };
+        if w > 0.0 {
+            last = Some(i as u32);
+            running += w;
+            if running > goal {
+                return Some(i as u32);
+            }
+        }
+    }
+    last
+}
+
+/// One past the last entry of segment `g` (the next segment's first, or the row's end).
+fn segment_end(segs: &[Segment], g: &Segment, vocab: usize) -> usize {
+    segs.iter()
+        .map(|s| s.first)
+        .find(|&f| f > g.first)
+        .unwrap_or(vocab)
+}
+
+/// The unfused chain of [`rejection_sample_segmented`](kiln_math::kernels::rejection_sample_segmented::rejection_sample_segmented):
+/// its params and buffers, in list order, as host slices. The segments are recomputed from
+/// `probs` and `probs_draw` (their buffers are the kernel's inputs, not the reference's).
+#[allow(clippy::too_many_arguments)] // one slice per buffer of the list
+pub fn rejection_sample_segmented<T: Element>(
+    p: &SegmentedParams,
+    probs: &[T],
+    probs_draw: &[T],
+    filters: &[f32],
+    _seg: &[f32],
+    _seg_stats: &[f32],
+    _seg_index: &[u32],
+    ids: &mut [u32],
+    accepted: &mut [u32],
+    rounds: &mut [u32],
+) {
+    each_row(p.vocab, probs, probs_draw, filters, ids, accepted, rounds, |r, f, pr, dr| {
+        sample_row(p, r, f, pr, dr)
+    });
+}
