@@ -500,7 +500,7 @@ fn k_rejection_sample_segmented_27(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, 
         let at_20: u32 = (((first_seg_6 + s_19)) * K_STAT_WORDS);
         mass_18 = (mass_18 + kiln_get_b4(seg_stats_v, at_20));
         let t_21: f32 = kiln_get_b4(seg_stats_v, (at_20 + 1u));
-        let t_22: u32 = kiln_get_b5(seg_index_v, at_20);
+        let t_22: u32 = min(kiln_get_b5(seg_index_v, at_20), (kiln_meta[1u] - 1u));
         let v_23: f32 = t_21;
         let i_24: u32 = t_22;
         if k_argmax_beats_2(v_23, i_24, best_16, best_i_17) {
@@ -533,228 +533,238 @@ fn k_rejection_sample_segmented_27(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, 
     var s_36: u32 = sf_8;
     while (s_36 < se_9) {
         let s_37: u32 = s_36;
-        let cl_38: u32 = min((kiln_get_b5(seg_index_v, ((((first_seg_6 + s_37)) * K_STAT_WORDS) + 1u))), len_2);
-        let n_39: u32 = cl_38;
-        var ifv_40: u32;
-        if (low_34 > 0e0f) {
-            let s_41: u32 = s_36;
-            let cl_42: u32 = ((((first_seg_6 + s_41)) * 3u) * len_2);
-            ifv_40 = k_count_above_15(seg_v, cl_42, n_39, low_34, low_34).f0;
-        } else {
-            ifv_40 = n_39;
+        var blk_39: u32;
+        {
+            let here_38: u32 = min(len_2, (vocab_4 - (s_37 * len_2)));
+            blk_39 = min((kiln_get_b5(seg_index_v, ((((first_seg_6 + s_37)) * K_STAT_WORDS) + 1u))), here_38);
         }
-        let above_43: u32 = ifv_40;
-        kiln_set_shared_u32(at_low_10, s_36, above_43);
+        let cl_40: u32 = blk_39;
+        let n_41: u32 = cl_40;
+        var ifv_42: u32;
+        if (low_34 > 0e0f) {
+            let s_43: u32 = s_36;
+            let cl_44: u32 = ((((first_seg_6 + s_43)) * 3u) * len_2);
+            ifv_42 = k_count_above_15(seg_v, cl_44, n_41, low_34, low_34).f0;
+        } else {
+            ifv_42 = n_41;
+        }
+        let above_45: u32 = ifv_42;
+        kiln_set_shared_u32(at_low_10, s_36, above_45);
         s_36 = (s_36 + 1u);
     }
-    var round_44: u32 = 0u;
-    while (round_44 < kiln_meta[6u]) {
-        let u_45: f32 = k_uniform_open_20(k_philox4x32_10_on_19(array<u32, 4>(round_44, 0u, row_1, 0u), array<u32, 2>(kiln_meta[4u], kiln_meta[5u]))[0u]);
-        var mine_46: f32 = 0e0f;
-        var s_47: u32 = sf_8;
-        while (s_47 < se_9) {
-            let s_48: u32 = s_47;
-            let cl_49: u32 = ((((first_seg_6 + s_48)) * 3u) * len_2);
-            mine_46 = (mine_46 + k_mass_of_21(seg_v, cl_49, len_2, 2u, kiln_get_shared_u32(at_low_10, s_47)));
-            s_47 = (s_47 + 1u);
+    var round_46: u32 = 0u;
+    while (round_46 < kiln_meta[6u]) {
+        let u_47: f32 = k_uniform_open_20(k_philox4x32_10_on_19(array<u32, 4>(round_46, 0u, row_1, 0u), array<u32, 2>(kiln_meta[4u], kiln_meta[5u]))[0u]);
+        var mine_48: f32 = 0e0f;
+        var s_49: u32 = sf_8;
+        while (s_49 < se_9) {
+            let s_50: u32 = s_49;
+            let cl_51: u32 = ((((first_seg_6 + s_50)) * 3u) * len_2);
+            mine_48 = (mine_48 + k_mass_of_21(seg_v, cl_51, len_2, 2u, kiln_get_shared_u32(at_low_10, s_49)));
+            s_49 = (s_49 + 1u);
         }
-        let t_50: kiln_tuple_f32_f32 = k_scan_sum_22(mine_46);
-        let below_51: f32 = t_50.f0;
-        let drawn_52: f32 = t_50.f1;
-        let goal_53: f32 = (u_45 * drawn_52);
-        let t_54: f32 = 0e0f;
-        let t_55: u32 = 0u;
+        let t_52: kiln_tuple_f32_f32 = k_scan_sum_22(mine_48);
+        let below_53: f32 = t_52.f0;
+        let drawn_54: f32 = t_52.f1;
+        let goal_55: f32 = (u_47 * drawn_54);
         let t_56: f32 = 0e0f;
-        var claim_57: f32 = t_54;
-        var pick_58: u32 = t_55;
-        var before_59: f32 = t_56;
-        if (((bitcast<u32>(drawn_52) & 0x7f800000u) != 0x7f800000u) && (drawn_52 > 0e0f)) {
-            var running_60: f32 = below_51;
-            var s_61: u32 = sf_8;
-            while (s_61 < se_9) {
-                let s_62: u32 = s_61;
-                let cl_63: u32 = ((((first_seg_6 + s_62)) * 3u) * len_2);
-                let w_64: f32 = k_mass_of_21(seg_v, cl_63, len_2, 2u, kiln_get_shared_u32(at_low_10, s_61));
-                if (w_64 > 0e0f) {
-                    before_59 = running_60;
-                    running_60 = (running_60 + w_64);
-                    if (running_60 > goal_53) {
-                        claim_57 = 1e0f;
-                        pick_58 = s_61;
+        let t_57: u32 = 0u;
+        let t_58: f32 = 0e0f;
+        var claim_59: f32 = t_56;
+        var pick_60: u32 = t_57;
+        var before_61: f32 = t_58;
+        if (((bitcast<u32>(drawn_54) & 0x7f800000u) != 0x7f800000u) && (drawn_54 > 0e0f)) {
+            var running_62: f32 = below_53;
+            var s_63: u32 = sf_8;
+            while (s_63 < se_9) {
+                let s_64: u32 = s_63;
+                let cl_65: u32 = ((((first_seg_6 + s_64)) * 3u) * len_2);
+                let w_66: f32 = k_mass_of_21(seg_v, cl_65, len_2, 2u, kiln_get_shared_u32(at_low_10, s_63));
+                if (w_66 > 0e0f) {
+                    before_61 = running_62;
+                    running_62 = (running_62 + w_66);
+                    if (running_62 > goal_55) {
+                        claim_59 = 1e0f;
+                        pick_60 = s_63;
                         break;
                     }
                 }
-                s_61 = (s_61 + 1u);
+                s_63 = (s_63 + 1u);
             }
         }
-        let t_65: kiln_tuple_f32_u32 = k_argmax_8(claim_57, pick_58);
-        let claimed_66: f32 = t_65.f0;
-        let chosen_67: u32 = t_65.f1;
+        let t_67: kiln_tuple_f32_u32 = k_argmax_8(claim_59, pick_60);
+        let claimed_68: f32 = t_67.f0;
+        let chosen_69: u32 = t_67.f1;
         storageBarrier(); workgroupBarrier();
-        if ((claim_57 > 0e0f) && (pick_58 == chosen_67)) {
-            kiln_set_shared_f32(walk_from_12, 0u, before_59);
+        if ((claim_59 > 0e0f) && (pick_60 == chosen_69)) {
+            kiln_set_shared_f32(walk_from_12, 0u, before_61);
         }
         storageBarrier(); workgroupBarrier();
-        var candidate_68: u32 = arg_max_27;
-        if (claimed_66 > 0e0f) {
-            let first_69: u32 = (chosen_67 * len_2);
-            let here_70: u32 = min(len_2, (vocab_4 - first_69));
-            let t_71: kiln_tuple_u32_u32 = k_thread_slice_1(here_70);
-            let wf_72: u32 = t_71.f0;
-            let we_73: u32 = t_71.f1;
-            var part_74: f32 = 0e0f;
-            var i_75: u32 = wf_72;
-            while (i_75 < we_73) {
-                let i_76: u32 = i_75;
-                var blk_78: f32;
+        var candidate_70: u32 = arg_max_27;
+        if (claimed_68 > 0e0f) {
+            let first_71: u32 = (chosen_69 * len_2);
+            let here_72: u32 = min(len_2, (vocab_4 - first_71));
+            let t_73: kiln_tuple_u32_u32 = k_thread_slice_1(here_72);
+            let wf_74: u32 = t_73.f0;
+            let we_75: u32 = t_73.f1;
+            var part_76: f32 = 0e0f;
+            var i_77: u32 = wf_74;
+            while (i_77 < we_75) {
+                let i_78: u32 = i_77;
+                var blk_80: f32;
                 {
-                    var ifv_77: f32;
-                    if (k_to_f32_23(kiln_get_b0(probs_v, ((base_5 + first_69) + i_76))) > low_34) {
-                        ifv_77 = k_to_f32_23(kiln_get_b1(probs_draw_v, ((base_5 + first_69) + i_76)));
+                    var ifv_79: f32;
+                    if (k_to_f32_23(kiln_get_b0(probs_v, ((base_5 + first_71) + i_78))) > low_34) {
+                        ifv_79 = k_to_f32_23(kiln_get_b1(probs_draw_v, ((base_5 + first_71) + i_78)));
                     } else {
-                        ifv_77 = 0e0f;
+                        ifv_79 = 0e0f;
                     }
-                    blk_78 = ifv_77;
+                    blk_80 = ifv_79;
                 }
-                let cl_79: f32 = blk_78;
-                let w_80: f32 = cl_79;
-                if (w_80 > 0e0f) {
-                    part_74 = (part_74 + w_80);
+                let cl_81: f32 = blk_80;
+                let w_82: f32 = cl_81;
+                if (w_82 > 0e0f) {
+                    part_76 = (part_76 + w_82);
                 }
-                i_75 = (i_75 + 1u);
+                i_77 = (i_77 + 1u);
             }
-            let t_81: kiln_tuple_f32_f32 = k_scan_sum_22(part_74);
-            let part_below_82: f32 = t_81.f0;
-            var running_83: f32 = (kiln_get_shared_f32(walk_from_12, 0u) + part_below_82);
-            let t_84: f32 = 0e0f;
-            let t_85: u32 = 0u;
-            let t_86: f32 = -(1e0f);
-            var hit_87: f32 = t_84;
-            var hit_i_88: u32 = t_85;
-            var last_89: f32 = t_86;
-            var i_90: u32 = wf_72;
-            while (i_90 < we_73) {
-                let i_91: u32 = i_90;
-                var blk_93: f32;
+            let t_83: kiln_tuple_f32_f32 = k_scan_sum_22(part_76);
+            let part_below_84: f32 = t_83.f0;
+            var running_85: f32 = (kiln_get_shared_f32(walk_from_12, 0u) + part_below_84);
+            let t_86: f32 = 0e0f;
+            let t_87: u32 = 0u;
+            let t_88: f32 = -(1e0f);
+            var hit_89: f32 = t_86;
+            var hit_i_90: u32 = t_87;
+            var last_91: f32 = t_88;
+            var i_92: u32 = wf_74;
+            while (i_92 < we_75) {
+                let i_93: u32 = i_92;
+                var blk_95: f32;
                 {
-                    var ifv_92: f32;
-                    if (k_to_f32_23(kiln_get_b0(probs_v, ((base_5 + first_69) + i_91))) > low_34) {
-                        ifv_92 = k_to_f32_23(kiln_get_b1(probs_draw_v, ((base_5 + first_69) + i_91)));
+                    var ifv_94: f32;
+                    if (k_to_f32_23(kiln_get_b0(probs_v, ((base_5 + first_71) + i_93))) > low_34) {
+                        ifv_94 = k_to_f32_23(kiln_get_b1(probs_draw_v, ((base_5 + first_71) + i_93)));
                     } else {
-                        ifv_92 = 0e0f;
+                        ifv_94 = 0e0f;
                     }
-                    blk_93 = ifv_92;
+                    blk_95 = ifv_94;
                 }
-                let cl_94: f32 = blk_93;
-                let w_95: f32 = cl_94;
-                if (w_95 > 0e0f) {
-                    last_89 = f32(((first_69 + i_90)));
-                    running_83 = (running_83 + w_95);
-                    if (running_83 > goal_53) {
-                        hit_87 = 1e0f;
-                        hit_i_88 = ((first_69 + i_90));
+                let cl_96: f32 = blk_95;
+                let w_97: f32 = cl_96;
+                if (w_97 > 0e0f) {
+                    last_91 = f32(((first_71 + i_92)));
+                    running_85 = (running_85 + w_97);
+                    if (running_85 > goal_55) {
+                        hit_89 = 1e0f;
+                        hit_i_90 = ((first_71 + i_92));
                         break;
                     }
                 }
-                i_90 = (i_90 + 1u);
+                i_92 = (i_92 + 1u);
             }
-            let t_96: kiln_tuple_f32_u32 = k_argmax_8(hit_87, hit_i_88);
-            let found_97: f32 = t_96.f0;
-            let at_98: u32 = t_96.f1;
-            let t_99: kiln_tuple_f32_u32 = k_argmax_8(last_89, 0u);
-            let last_100: f32 = t_99.f0;
-            if (found_97 > 0e0f) {
-                candidate_68 = at_98;
+            let t_98: kiln_tuple_f32_u32 = k_argmax_8(hit_89, hit_i_90);
+            let found_99: f32 = t_98.f0;
+            let at_100: u32 = t_98.f1;
+            let t_101: kiln_tuple_f32_u32 = k_argmax_8(last_91, 0u);
+            let last_102: f32 = t_101.f0;
+            if (found_99 > 0e0f) {
+                candidate_70 = at_100;
             } else {
-                if (last_100 >= 0e0f) {
-                    candidate_68 = kiln_f32_to_u32(last_100);
+                if (last_102 >= 0e0f) {
+                    candidate_70 = kiln_f32_to_u32(last_102);
                 }
             }
         }
-        let pivot0_101: f32 = k_to_f32_23(kiln_get_b0(probs_v, (base_5 + candidate_68)));
-        var ifv_102: f32;
-        if (high_35 > pivot0_101) {
-            ifv_102 = high_35;
+        let pivot0_103: f32 = k_to_f32_23(kiln_get_b0(probs_v, (base_5 + candidate_70)));
+        var ifv_104: f32;
+        if (high_35 > pivot0_103) {
+            ifv_104 = high_35;
         } else {
-            ifv_102 = pivot0_101;
+            ifv_104 = pivot0_103;
         }
-        let pivot1_103: f32 = k_bit_midpoint_24(pivot0_101, ifv_102);
-        let t_104: f32 = 0e0f;
-        let t_105: f32 = 0e0f;
+        let pivot1_105: f32 = k_bit_midpoint_24(pivot0_103, ifv_104);
         let t_106: f32 = 0e0f;
         let t_107: f32 = 0e0f;
-        var above0_108: f32 = t_104;
-        var mass0_109: f32 = t_105;
-        var above1_110: f32 = t_106;
-        var mass1_111: f32 = t_107;
+        let t_108: f32 = 0e0f;
+        let t_109: f32 = 0e0f;
+        var above0_110: f32 = t_106;
+        var mass0_111: f32 = t_107;
+        var above1_112: f32 = t_108;
+        var mass1_113: f32 = t_109;
         if k_truncates_25(filter_33) {
-            var s_112: u32 = sf_8;
-            while (s_112 < se_9) {
-                let s_113: u32 = s_112;
-                let cl_114: u32 = ((((first_seg_6 + s_113)) * 3u) * len_2);
-                let s_115: u32 = s_112;
-                let cl_116: u32 = min((kiln_get_b5(seg_index_v, ((((first_seg_6 + s_115)) * K_STAT_WORDS) + 1u))), len_2);
-                let t_117: u32 = cl_114;
-                let t_118: u32 = cl_116;
-                let at_119: u32 = t_117;
-                let n_120: u32 = t_118;
-                let t_121: kiln_tuple_u32_u32 = k_count_above_15(seg_v, at_119, n_120, pivot0_101, pivot1_103);
-                let c0_122: u32 = t_121.f0;
-                let c1_123: u32 = t_121.f1;
-                kiln_set_shared_u32(at_pivots_11, s_112, ((c0_122 | ((c1_123 << 16u)))));
-                above0_108 = (above0_108 + f32(c0_122));
-                mass0_109 = (mass0_109 + k_mass_of_21(seg_v, at_119, len_2, 1u, c0_122));
-                above1_110 = (above1_110 + f32(c1_123));
-                mass1_111 = (mass1_111 + k_mass_of_21(seg_v, at_119, len_2, 1u, c1_123));
-                s_112 = (s_112 + 1u);
+            var s_114: u32 = sf_8;
+            while (s_114 < se_9) {
+                let s_115: u32 = s_114;
+                let cl_116: u32 = ((((first_seg_6 + s_115)) * 3u) * len_2);
+                let s_117: u32 = s_114;
+                var blk_119: u32;
+                {
+                    let here_118: u32 = min(len_2, (vocab_4 - (s_117 * len_2)));
+                    blk_119 = min((kiln_get_b5(seg_index_v, ((((first_seg_6 + s_117)) * K_STAT_WORDS) + 1u))), here_118);
+                }
+                let cl_120: u32 = blk_119;
+                let t_121: u32 = cl_116;
+                let t_122: u32 = cl_120;
+                let at_123: u32 = t_121;
+                let n_124: u32 = t_122;
+                let t_125: kiln_tuple_u32_u32 = k_count_above_15(seg_v, at_123, n_124, pivot0_103, pivot1_105);
+                let c0_126: u32 = t_125.f0;
+                let c1_127: u32 = t_125.f1;
+                kiln_set_shared_u32(at_pivots_11, s_114, ((c0_126 | ((c1_127 << 16u)))));
+                above0_110 = (above0_110 + f32(c0_126));
+                mass0_111 = (mass0_111 + k_mass_of_21(seg_v, at_123, len_2, 1u, c0_126));
+                above1_112 = (above1_112 + f32(c1_127));
+                mass1_113 = (mass1_113 + k_mass_of_21(seg_v, at_123, len_2, 1u, c1_127));
+                s_114 = (s_114 + 1u);
             }
-            above0_108 = k_sum_11(above0_108);
-            mass0_109 = k_sum_11(mass0_109);
-            above1_110 = k_sum_11(above1_110);
-            mass1_111 = k_sum_11(mass1_111);
+            above0_110 = k_sum_11(above0_110);
+            mass0_111 = k_sum_11(mass0_111);
+            above1_112 = k_sum_11(above1_112);
+            mass1_113 = k_sum_11(mass1_113);
         }
-        if !(k_fails_26(filter_33, above0_108, mass0_109)) {
-            let id_124: u32 = candidate_68;
-            let ok_125: u32 = 1u;
-            let used_126: u32 = (round_44 + 1u);
+        if !(k_fails_26(filter_33, above0_110, mass0_111)) {
+            let id_128: u32 = candidate_70;
+            let ok_129: u32 = 1u;
+            let used_130: u32 = (round_46 + 1u);
             {
                 if (kiln_thread == 0u) {
-                    kiln_set_b6(ids_v, row_1, id_124);
-                    kiln_set_b7(accepted_v, row_1, ok_125);
-                    kiln_set_b8(rounds_v, row_1, used_126);
+                    kiln_set_b6(ids_v, row_1, id_128);
+                    kiln_set_b7(accepted_v, row_1, ok_129);
+                    kiln_set_b8(rounds_v, row_1, used_130);
                 }
             }
             return;
         }
-        let raise_to_pivot1_127: bool = k_fails_26(filter_33, above1_110, mass1_111);
-        if raise_to_pivot1_127 {
-            low_34 = pivot1_103;
+        let raise_to_pivot1_131: bool = k_fails_26(filter_33, above1_112, mass1_113);
+        if raise_to_pivot1_131 {
+            low_34 = pivot1_105;
         } else {
-            low_34 = pivot0_101;
-            high_35 = pivot1_103;
+            low_34 = pivot0_103;
+            high_35 = pivot1_105;
         }
-        var s_128: u32 = sf_8;
-        while (s_128 < se_9) {
-            let c_129: u32 = kiln_get_shared_u32(at_pivots_11, s_128);
-            var ifv_130: u32;
-            if raise_to_pivot1_127 {
-                ifv_130 = (c_129 >> 16u);
+        var s_132: u32 = sf_8;
+        while (s_132 < se_9) {
+            let c_133: u32 = kiln_get_shared_u32(at_pivots_11, s_132);
+            var ifv_134: u32;
+            if raise_to_pivot1_131 {
+                ifv_134 = (c_133 >> 16u);
             } else {
-                ifv_130 = (c_129 & 65535u);
+                ifv_134 = (c_133 & 65535u);
             }
-            kiln_set_shared_u32(at_low_10, s_128, ifv_130);
-            s_128 = (s_128 + 1u);
+            kiln_set_shared_u32(at_low_10, s_132, ifv_134);
+            s_132 = (s_132 + 1u);
         }
-        round_44 = (round_44 + 1u);
+        round_46 = (round_46 + 1u);
     }
-    let id_131: u32 = arg_max_27;
-    let ok_132: u32 = 0u;
-    let used_133: u32 = kiln_meta[6u];
+    let id_135: u32 = arg_max_27;
+    let ok_136: u32 = 0u;
+    let used_137: u32 = kiln_meta[6u];
     {
         if (kiln_thread == 0u) {
-            kiln_set_b6(ids_v, row_1, id_131);
-            kiln_set_b7(accepted_v, row_1, ok_132);
-            kiln_set_b8(rounds_v, row_1, used_133);
+            kiln_set_b6(ids_v, row_1, id_135);
+            kiln_set_b7(accepted_v, row_1, ok_136);
+            kiln_set_b8(rounds_v, row_1, used_137);
         }
     }
 }

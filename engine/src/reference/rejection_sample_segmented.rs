@@ -1,14 +1,18 @@
-//! Spec §6.2's dual-pivot rounds asked of a row's sorted segments (see `rejection_segments`),
-//! written sequentially with f32 sums: a segment's mass above `v` is its running sum at the
+//! Spec §6.2's dual-pivot rounds asked of a row's sorted segments as the `seg`, `seg_stats`
+//! and `seg_index` buffers give them (see `rejection_segments`: its reference writes them for
+//! the parity cases), written sequentially with f32 sums: a segment's mass above `v` is its running sum at the
 //! count of entries above `v`, the row's the sum of its segments' in segment order; the
 //! proposal finds its segment from those masses, then walks the segment in natural order from
 //! the mass before it, taking the segment's last drawable entry when rounding leaves the goal
 //! past it. Everything else is `rejection_sample`'s (the filters, the pivots, the bracket).
+//! Whatever the buffers hold, a segment's count is at most its entries and a max index past
+//! the row reads as the row's last entry.
 
 use super::rejection_sample::each_row;
-use super::rejection_segments::{segments_of, Segment};
+use super::rejection_segments::Segment;
 use super::sampling::{open_uniform, philox};
 use kiln_math::kernels::rejection_sample_segmented::SegmentedParams;
+use kiln_math::kernels::rejection_segments::STAT_WORDS;
 use kiln_math::Element;
 
 /// The IEEE-bit-pattern midpoint of two non-negative floats.
@@ -17,18 +21,48 @@ fn bit_mid(a: f32, b: f32) -> f32 {
     f32::from_bits(((x + y) / 2) as u32)
 }
 
-/// (token, accepted, rounds) for one row with its `[top_k, top_p, min_p]`.
+/// Row `row`'s segments as the buffers give them.
+fn segments_given(
+    p: &SegmentedParams,
+    row: usize,
+    seg: &[f32],
+    seg_stats: &[f32],
+    seg_index: &[u32],
+) -> Vec<Segment> {
+    let (len, count, vocab) = (p.seg_len as usize, p.segments as usize, p.vocab as usize);
+    (0..count)
+        .map(|s| {
+            let k = row * count + s;
+            let first = s * len;
+            let n = (seg_index[k * STAT_WORDS + 1] as usize).min(len.min(vocab - first));
+            let at = k * 3 * len;
+            Segment {
+                first,
+                sorted: seg[at..][..n].to_vec(),
+                mass: seg[at + len..][..n].to_vec(),
+                draw: seg[at + 2 * len..][..n].to_vec(),
+                total: seg_stats[k * STAT_WORDS],
+                max: (
+                    seg_stats[k * STAT_WORDS + 1],
+                    seg_index[k * STAT_WORDS].min(p.vocab - 1),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// (token, accepted, rounds) for one row with its `[top_k, top_p, min_p]` and segments.
 pub fn sample_row(
     p: &SegmentedParams,
     row: u32,
     filters: [f32; 3],
     probs: &[f32],
     draw: &[f32],
+    segs: &[Segment],
 ) -> (u32, u32, u32) {
     let key = [p.key0, p.key1];
-    let segs = segments_of(probs, draw, p.seg_len as usize);
     let (mut p_max, mut arg) = (f32::NEG_INFINITY, 0u32);
-    for g in &segs {
+    for g in segs {
         let (v, i) = g.max;
         if v > p_max || (v == p_max && i < arg) {
             (p_max, arg) = (v, i);
@@ -50,7 +84,7 @@ pub fn sample_row(
     let target_p = top_p * total;
     for round in 0..p.max_rounds {
         let u = open_uniform(philox([round, 0, row, 0], key)[0]);
-        let candidate = propose(&segs, probs, draw, low, u).unwrap_or(arg);
+        let candidate = propose(segs, probs, draw, low, u).unwrap_or(arg);
         let pivot0 = probs[candidate as usize];
         let pivot1 = bit_mid(pivot0, pivot0.max(high));
         let stats = |v: f32| {
@@ -120,22 +154,22 @@ fn segment_end(segs: &[Segment], g: &Segment, vocab: usize) -> usize {
 }
 
 /// The unfused chain of [`rejection_sample_segmented`](kiln_math::kernels::rejection_sample_segmented::rejection_sample_segmented):
-/// its params and buffers, in list order, as host slices. The segments are recomputed from
-/// `probs` and `probs_draw` (their buffers are the kernel's inputs, not the reference's).
+/// its params and buffers, in list order, as host slices.
 #[allow(clippy::too_many_arguments)] // one slice per buffer of the list
 pub fn rejection_sample_segmented<T: Element>(
     p: &SegmentedParams,
     probs: &[T],
     probs_draw: &[T],
     filters: &[f32],
-    _seg: &[f32],
-    _seg_stats: &[f32],
-    _seg_index: &[u32],
+    seg: &[f32],
+    seg_stats: &[f32],
+    seg_index: &[u32],
     ids: &mut [u32],
     accepted: &mut [u32],
     rounds: &mut [u32],
 ) {
     each_row(p.vocab, probs, probs_draw, filters, ids, accepted, rounds, |r, f, pr, dr| {
-        sample_row(p, r, f, pr, dr)
+        let segs = segments_given(p, r as usize, seg, seg_stats, seg_index);
+        sample_row(p, r, f, pr, dr, &segs)
     });
 }

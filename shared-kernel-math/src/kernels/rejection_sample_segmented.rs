@@ -137,8 +137,11 @@ pub fn rejection_sample_segmented<T: Element, B: Block>(
     let base = row as usize * vocab;
     let first_seg = row as usize * segments;
     let seg_at = |s: usize| (first_seg + s) * 3 * len;
-    // At most `len`, whatever the buffer holds: a search never leaves its segment.
-    let positive = |s: usize| (seg_index.get((first_seg + s) * STAT_WORDS + 1) as usize).min(len);
+    // At most the segment's entries, whatever the buffer holds: a search never leaves it.
+    let positive = |s: usize| {
+        let here = len.min(vocab - s * len);
+        (seg_index.get((first_seg + s) * STAT_WORDS + 1) as usize).min(here)
+    };
     let (sf, se) = thread_slice(b, segments);
     // Per owned segment: entries above `low`, and above the round's pivots (pivot1's count in
     // the high half; a count is at most 1024).
@@ -152,7 +155,8 @@ pub fn rejection_sample_segmented<T: Element, B: Block>(
     while s < se {
         let at = (first_seg + s) * STAT_WORDS;
         mass += seg_stats.get(at);
-        let (v, i) = (seg_stats.get(at + 1), seg_index.get(at));
+        // An index past the row (whatever the buffer holds) reads as the row's last entry.
+        let (v, i) = (seg_stats.get(at + 1), seg_index.get(at).min(p.vocab - 1));
         if argmax_beats(v, i, best, best_i) {
             best = v;
             best_i = i;

@@ -22,7 +22,7 @@ pub mod qlinear;
 /// Sampled tokens: exact on the cpu (serial sums in index order, as the references sum).
 /// Elsewhere the sums round in another order, which moves a draw only when it lands within
 /// rounding of a CDF or top-p boundary: most rows must still agree (the distribution tests in
-/// `samplers.rs` cover the law).
+/// `samplers.rs` and `rejection.rs` cover the law).
 fn sampled_tokens() -> Check {
     Check::Agree {
         exact_on: &[Backend::Cpu],
