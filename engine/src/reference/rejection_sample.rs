@@ -7,7 +7,7 @@ use kiln_math::kernels::rejection_sample::{RejectionParams, FILTER_WORDS};
 use kiln_math::Element;
 
 /// The IEEE-bit-pattern midpoint of two non-negative floats.
-fn bit_mid(a: f32, b: f32) -> f32 {
+pub fn bit_mid(a: f32, b: f32) -> f32 {
     let (x, y) = (a.to_bits() as u64, b.to_bits() as u64);
     f32::from_bits(((x + y) / 2) as u32)
 }

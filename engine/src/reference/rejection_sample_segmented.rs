@@ -8,18 +8,12 @@
 //! Whatever the buffers hold, a segment's count is at most its entries and a max index past
 //! the row reads as the row's last entry.
 
-use super::rejection_sample::each_row;
+use super::rejection_sample::{bit_mid, each_row};
 use super::rejection_segments::Segment;
 use super::sampling::{open_uniform, philox};
 use kiln_math::kernels::rejection_sample_segmented::SegmentedParams;
 use kiln_math::kernels::rejection_segments::STAT_WORDS;
 use kiln_math::Element;
-
-/// The IEEE-bit-pattern midpoint of two non-negative floats.
-fn bit_mid(a: f32, b: f32) -> f32 {
-    let (x, y) = (a.to_bits() as u64, b.to_bits() as u64);
-    f32::from_bits(((x + y) / 2) as u32)
-}
 
 /// Row `row`'s segments as the buffers give them.
 fn segments_given(
