@@ -18,6 +18,7 @@ mod paths;
 mod resources;
 mod wgsl;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 /// `cargo xtask kernels`: the WGSL, then the PTX and the code objects and their resource table.
@@ -59,21 +60,52 @@ fn kernels(check: bool, wgsl_only: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The CUDA step alone, its PTX written under `dir` (`<cpu>/<kernel>.ptx`) instead of the
+/// artifacts: a kernel variant for an A/B run through `KILN_CUDA_PTX`, the committed modules
+/// untouched.
+fn ptx_to(dir: &Path) -> Result<(), String> {
+    let (files, _) = cuda::build().map_err(|e| format!("cuda: {e}"))?;
+    let mut written = 0;
+    for f in files.iter().filter(|f| f.kernel.is_some()) {
+        let rel = f
+            .path
+            .strip_prefix(cuda::OUT_DIR)
+            .map_err(|e| e.to_string())?;
+        let to = dir.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(&to, &f.bytes).map_err(|e| format!("{}: {e}", to.display()))?;
+        written += 1;
+    }
+    println!(
+        "kernels: {written} PTX modules written under {}",
+        dir.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().any(|a| a == f);
     let result = match args.first().map(String::as_str) {
-        Some("kernels") => {
-            kernels(flag("--check"), flag("--wgsl-only")).map_err(|e| format!("kernels: {e}"))
-        }
+        Some("kernels") => match args.iter().position(|a| a == "--ptx-to") {
+            Some(at) => match args.get(at + 1) {
+                Some(dir) => ptx_to(Path::new(dir)).map_err(|e| format!("kernels: {e}")),
+                None => Err("usage: cargo xtask kernels --ptx-to <dir>".into()),
+            },
+            None => {
+                kernels(flag("--check"), flag("--wgsl-only")).map_err(|e| format!("kernels: {e}"))
+            }
+        },
         Some("new-kernel") => match args.get(1) {
             Some(name) => new_kernel::new_kernel(name).map_err(|e| format!("new-kernel: {e}")),
             None => Err("usage: cargo xtask new-kernel <name>".into()),
         },
         Some("device-bundle") => bundle::device_bundle().map_err(|e| format!("device-bundle: {e}")),
         _ => Err(
-            "usage: cargo xtask kernels [--check] [--wgsl-only] | cargo xtask new-kernel \
-                  <name> | cargo xtask device-bundle"
+            "usage: cargo xtask kernels [--check] [--wgsl-only | --ptx-to <dir>] | cargo xtask \
+                  new-kernel <name> | cargo xtask device-bundle"
                 .into(),
         ),
     };
