@@ -207,6 +207,25 @@ pub trait Block: Sized {
         t
     }
 
+    /// Two sums over the block at the cost of one (`sum` of each, the same bits).
+    #[track_caller]
+    fn sum_pair(&self, a: f32, c: f32) -> (f32, f32) {
+        let (wa, wc) = (self.wave_sum(a), self.wave_sum(c));
+        let n = self.waves();
+        if n <= 1 {
+            return (wa, wc);
+        }
+        let s = publish(self, [wa.to_bits(), wc.to_bits()]);
+        let (mut ta, mut tc) = (f32::from_bits(s.get(0)), f32::from_bits(s.get(1)));
+        let mut k = 1;
+        while k < n as usize {
+            ta += f32::from_bits(s.get(2 * k));
+            tc += f32::from_bits(s.get(2 * k + 1));
+            k += 1;
+        }
+        (ta, tc)
+    }
+
     /// Max over the block (NaN loses to any number).
     #[track_caller]
     fn max(&self, v: f32) -> f32 {

@@ -473,10 +473,32 @@ fn k_bit_midpoint_24(a_p: f32, b_p: f32) -> f32 {
 fn k_truncates_25(f_p: S_RowFilters) -> bool {
     return (f_p.top_k_on || f_p.top_p_on);
 }
-fn k_fails_26(f_p: S_RowFilters, above_p: f32, mass_p: f32) -> bool {
+fn k_sum_pair_26(a_p: f32, c_p: f32) -> kiln_tuple_f32_f32 {
+    let t_1: f32 = k_wave_sum_9(a_p);
+    let t_2: f32 = k_wave_sum_9(c_p);
+    let wa_3: f32 = t_1;
+    let wc_4: f32 = t_2;
+    let n_5: u32 = k_waves_4();
+    if (n_5 <= 1u) {
+        return kiln_tuple_f32_f32(wa_3, wc_4);
+    }
+    let s_6: vec2<u32> = k_publish_7(array<u32, 2>(bitcast<u32>(wa_3), bitcast<u32>(wc_4)));
+    let t_7: f32 = bitcast<f32>(kiln_get_scratch(s_6, 0u));
+    let t_8: f32 = bitcast<f32>(kiln_get_scratch(s_6, 1u));
+    var ta_9: f32 = t_7;
+    var tc_10: f32 = t_8;
+    var k_11: u32 = 1u;
+    while (k_11 < n_5) {
+        ta_9 = (ta_9 + bitcast<f32>(kiln_get_scratch(s_6, (2u * k_11))));
+        tc_10 = (tc_10 + bitcast<f32>(kiln_get_scratch(s_6, ((2u * k_11) + 1u))));
+        k_11 = (k_11 + 1u);
+    }
+    return kiln_tuple_f32_f32(ta_9, tc_10);
+}
+fn k_fails_27(f_p: S_RowFilters, above_p: f32, mass_p: f32) -> bool {
     return (((f_p.top_k_on && (above_p >= f_p.keep_k))) || ((f_p.top_p_on && (mass_p > f_p.target_p))));
 }
-fn k_rejection_sample_segmented_27(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, seg_v: vec2<u32>, seg_stats_v: vec2<u32>, seg_index_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
+fn k_rejection_sample_segmented_28(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, filters_v: vec2<u32>, seg_v: vec2<u32>, seg_stats_v: vec2<u32>, seg_index_v: vec2<u32>, ids_v: vec2<u32>, accepted_v: vec2<u32>, rounds_v: vec2<u32>) {
     let row_1: u32 = kiln_block.x;
     let len_2: u32 = kiln_meta[2u];
     let segments_3: u32 = kiln_meta[3u];
@@ -718,53 +740,55 @@ fn k_rejection_sample_segmented_27(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, 
                 mass1_113 = (mass1_113 + k_mass_of_21(seg_v, at_123, len_2, 1u, c1_127));
                 s_114 = (s_114 + 1u);
             }
-            above0_110 = k_sum_11(above0_110);
-            mass0_111 = k_sum_11(mass0_111);
-            above1_112 = k_sum_11(above1_112);
-            mass1_113 = k_sum_11(mass1_113);
+            let da_128: kiln_tuple_f32_f32 = k_sum_pair_26(above0_110, mass0_111);
+            above0_110 = da_128.f0;
+            mass0_111 = da_128.f1;
+            let da_129: kiln_tuple_f32_f32 = k_sum_pair_26(above1_112, mass1_113);
+            above1_112 = da_129.f0;
+            mass1_113 = da_129.f1;
         }
-        if !(k_fails_26(filter_33, above0_110, mass0_111)) {
-            let id_128: u32 = candidate_70;
-            let ok_129: u32 = 1u;
-            let used_130: u32 = (round_46 + 1u);
+        if !(k_fails_27(filter_33, above0_110, mass0_111)) {
+            let id_130: u32 = candidate_70;
+            let ok_131: u32 = 1u;
+            let used_132: u32 = (round_46 + 1u);
             {
                 if (kiln_thread == 0u) {
-                    kiln_set_b6(ids_v, row_1, id_128);
-                    kiln_set_b7(accepted_v, row_1, ok_129);
-                    kiln_set_b8(rounds_v, row_1, used_130);
+                    kiln_set_b6(ids_v, row_1, id_130);
+                    kiln_set_b7(accepted_v, row_1, ok_131);
+                    kiln_set_b8(rounds_v, row_1, used_132);
                 }
             }
             return;
         }
-        let raise_to_pivot1_131: bool = k_fails_26(filter_33, above1_112, mass1_113);
-        if raise_to_pivot1_131 {
+        let raise_to_pivot1_133: bool = k_fails_27(filter_33, above1_112, mass1_113);
+        if raise_to_pivot1_133 {
             low_34 = pivot1_105;
         } else {
             low_34 = pivot0_103;
             high_35 = pivot1_105;
         }
-        var s_132: u32 = sf_8;
-        while (s_132 < se_9) {
-            let c_133: u32 = kiln_get_shared_u32(at_pivots_11, s_132);
-            var ifv_134: u32;
-            if raise_to_pivot1_131 {
-                ifv_134 = (c_133 >> 16u);
+        var s_134: u32 = sf_8;
+        while (s_134 < se_9) {
+            let c_135: u32 = kiln_get_shared_u32(at_pivots_11, s_134);
+            var ifv_136: u32;
+            if raise_to_pivot1_133 {
+                ifv_136 = (c_135 >> 16u);
             } else {
-                ifv_134 = (c_133 & 65535u);
+                ifv_136 = (c_135 & 65535u);
             }
-            kiln_set_shared_u32(at_low_10, s_132, ifv_134);
-            s_132 = (s_132 + 1u);
+            kiln_set_shared_u32(at_low_10, s_134, ifv_136);
+            s_134 = (s_134 + 1u);
         }
         round_46 = (round_46 + 1u);
     }
-    let id_135: u32 = arg_max_27;
-    let ok_136: u32 = 0u;
-    let used_137: u32 = kiln_meta[6u];
+    let id_137: u32 = arg_max_27;
+    let ok_138: u32 = 0u;
+    let used_139: u32 = kiln_meta[6u];
     {
         if (kiln_thread == 0u) {
-            kiln_set_b6(ids_v, row_1, id_135);
-            kiln_set_b7(accepted_v, row_1, ok_136);
-            kiln_set_b8(rounds_v, row_1, used_137);
+            kiln_set_b6(ids_v, row_1, id_137);
+            kiln_set_b7(accepted_v, row_1, ok_138);
+            kiln_set_b8(rounds_v, row_1, used_139);
         }
     }
 }
@@ -779,5 +803,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_rejection_sample_segmented_27(vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]), vec2<u32>(kiln_meta[19u], kiln_meta[20u]), vec2<u32>(kiln_meta[21u], kiln_meta[22u]), vec2<u32>(kiln_meta[23u], kiln_meta[24u]));
+    k_rejection_sample_segmented_28(vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]), vec2<u32>(kiln_meta[19u], kiln_meta[20u]), vec2<u32>(kiln_meta[21u], kiln_meta[22u]), vec2<u32>(kiln_meta[23u], kiln_meta[24u]));
 }

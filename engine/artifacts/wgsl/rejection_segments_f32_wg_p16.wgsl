@@ -107,8 +107,14 @@ fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
     return bitcast<f32>(kiln_shared[v.x + i]);
 }
+fn kiln_get_shared_f32_u(v: vec2<u32>, i: u32) -> f32 {
+    return bitcast<f32>(kiln_shared[v.x + i]);
+}
 fn kiln_get_shared_u32(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_u32(); }
+    return kiln_shared[v.x + i];
+}
+fn kiln_get_shared_u32_u(v: vec2<u32>, i: u32) -> u32 {
     return kiln_shared[v.x + i];
 }
 fn kiln_set_b2(v: vec2<u32>, i: u32, x: f32) {
@@ -131,8 +137,14 @@ fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
     kiln_shared[v.x + i] = bitcast<u32>(x);
 }
+fn kiln_set_shared_f32_u(v: vec2<u32>, i: u32, x: f32) {
+    kiln_shared[v.x + i] = bitcast<u32>(x);
+}
 fn kiln_set_shared_u32(v: vec2<u32>, i: u32, x: u32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
+    kiln_shared[v.x + i] = bitcast<u32>(x);
+}
+fn kiln_set_shared_u32_u(v: vec2<u32>, i: u32, x: u32) {
     kiln_shared[v.x + i] = bitcast<u32>(x);
 }
 fn k_thread_slice_1(len_p: u32) -> kiln_tuple_u32_u32 {
@@ -235,7 +247,32 @@ fn k_wave_sum_10(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_publish_11(words_p: array<u32, 1>) -> vec2<u32> {
+fn k_sum_pair_11(a_p: f32, c_p: f32) -> kiln_tuple_f32_f32 {
+    let t_1: f32 = k_wave_sum_10(a_p);
+    let t_2: f32 = k_wave_sum_10(c_p);
+    let wa_3: f32 = t_1;
+    let wc_4: f32 = t_2;
+    let n_5: u32 = k_waves_5();
+    if (n_5 <= 1u) {
+        return kiln_tuple_f32_f32(wa_3, wc_4);
+    }
+    let s_6: vec2<u32> = k_publish_8(array<u32, 2>(bitcast<u32>(wa_3), bitcast<u32>(wc_4)));
+    let t_7: f32 = bitcast<f32>(kiln_get_scratch(s_6, 0u));
+    let t_8: f32 = bitcast<f32>(kiln_get_scratch(s_6, 1u));
+    var ta_9: f32 = t_7;
+    var tc_10: f32 = t_8;
+    var k_11: u32 = 1u;
+    while (k_11 < n_5) {
+        ta_9 = (ta_9 + bitcast<f32>(kiln_get_scratch(s_6, (2u * k_11))));
+        tc_10 = (tc_10 + bitcast<f32>(kiln_get_scratch(s_6, ((2u * k_11) + 1u))));
+        k_11 = (k_11 + 1u);
+    }
+    return kiln_tuple_f32_f32(ta_9, tc_10);
+}
+fn k_sorts_before_12(ka_p: f32, ia_p: u32, kb_p: f32, ib_p: u32) -> bool {
+    return ((ka_p > kb_p) || (((ka_p == kb_p) && (ia_p < ib_p))));
+}
+fn k_publish_13(words_p: array<u32, 1>) -> vec2<u32> {
     var words_m: array<u32, 1> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
@@ -249,24 +286,6 @@ fn k_publish_11(words_p: array<u32, 1>) -> vec2<u32> {
     }
     storageBarrier(); workgroupBarrier();
     return s_1;
-}
-fn k_sum_12(v_p: f32) -> f32 {
-    let w_1: f32 = k_wave_sum_10(v_p);
-    let n_2: u32 = k_waves_5();
-    if (n_2 <= 1u) {
-        return w_1;
-    }
-    let s_3: vec2<u32> = k_publish_11(array<u32, 1>(bitcast<u32>(w_1)));
-    var t_4: f32 = bitcast<f32>(kiln_get_scratch(s_3, 0u));
-    var k_5: u32 = 1u;
-    while (k_5 < n_2) {
-        t_4 = (t_4 + bitcast<f32>(kiln_get_scratch(s_3, k_5)));
-        k_5 = (k_5 + 1u);
-    }
-    return t_4;
-}
-fn k_sorts_before_13(ka_p: f32, ia_p: u32, kb_p: f32, ib_p: u32) -> bool {
-    return ((ka_p > kb_p) || (((ka_p == kb_p) && (ia_p < ib_p))));
 }
 fn k_scan_sum_14(v_p: f32) -> kiln_tuple_f32_f32 {
     let lane_1: u32 = k_lane_6();
@@ -287,7 +306,7 @@ fn k_scan_sum_14(v_p: f32) -> kiln_tuple_f32_f32 {
     if (n_8 <= 1u) {
         return kiln_tuple_f32_f32(below_4, group_5);
     }
-    let s_9: vec2<u32> = k_publish_11(array<u32, 1>(bitcast<u32>(group_5)));
+    let s_9: vec2<u32> = k_publish_13(array<u32, 1>(bitcast<u32>(group_5)));
     let w_10: u32 = k_wave_id_7();
     let t_11: f32 = 0e0f;
     let t_12: f32 = 0e0f;
@@ -362,79 +381,89 @@ fn k_rejection_segments_15(probs_v: vec2<u32>, probs_draw_v: vec2<u32>, seg_v: v
     let t_28: kiln_tuple_f32_u32 = k_argmax_9(best_19, best_i_20);
     let max_29: f32 = t_28.f0;
     let max_i_30: u32 = t_28.f1;
-    let total_31: f32 = k_sum_12(total_18);
-    let positive_32: u32 = kiln_f32_to_u32(k_sum_12(positive_21));
-    var k_33: u32 = 2u;
-    while (k_33 <= len_5) {
-        var dist_34: u32 = (k_33 / 2u);
-        while (dist_34 > 0u) {
-            var q_35: u32 = kiln_thread;
-            while (q_35 < (len_5 / 2u)) {
-                let i_36: u32 = (((((q_35 / dist_34)) * 2u) * dist_34) + (q_35 % dist_34));
-                let m_37: u32 = (i_36 + dist_34);
-                let t_38: f32 = kiln_get_shared_f32(keys_9, i_36);
-                let t_39: u32 = kiln_get_shared_u32(order_10, i_36);
-                let t_40: f32 = kiln_get_shared_f32(keys_9, m_37);
-                let t_41: u32 = kiln_get_shared_u32(order_10, m_37);
-                let ki_42: f32 = t_38;
-                let ii_43: u32 = t_39;
-                let km_44: f32 = t_40;
-                let im_45: u32 = t_41;
-                let m_first_46: bool = k_sorts_before_13(km_44, im_45, ki_42, ii_43);
-                if (((((i_36 & k_33)) == 0u)) == m_first_46) {
-                    kiln_set_shared_f32(keys_9, i_36, km_44);
-                    kiln_set_shared_u32(order_10, i_36, im_45);
-                    kiln_set_shared_f32(keys_9, m_37, ki_42);
-                    kiln_set_shared_u32(order_10, m_37, ii_43);
+    let t_31: kiln_tuple_f32_f32 = k_sum_pair_11(total_18, positive_21);
+    let total_32: f32 = t_31.f0;
+    let positive_33: f32 = t_31.f1;
+    let positive_34: u32 = kiln_f32_to_u32(positive_33);
+    let t_35: u32 = len_5;
+    let t_36: u32 = (len_5 / 2u);
+    let n_37: u32 = t_35;
+    let half_38: u32 = t_36;
+    var k_39: u32 = 2u;
+    while (k_39 <= n_37) {
+        var dist_40: u32 = (k_39 / 2u);
+        while (dist_40 > 0u) {
+            var q_41: u32 = kiln_thread;
+            while (q_41 < half_38) {
+                let first_42: u32 = (((((q_41 & ~(((dist_40 - 1u))))) << 1u)) | ((q_41 & ((dist_40 - 1u)))));
+                let t_43: u32 = first_42;
+                let t_44: u32 = ((first_42 + dist_40));
+                let i_45: u32 = t_43;
+                let m_46: u32 = t_44;
+                {
+                    let t_47: f32 = kiln_get_shared_f32_u(keys_9, i_45);
+                    let t_48: u32 = kiln_get_shared_u32_u(order_10, i_45);
+                    let ki_49: f32 = t_47;
+                    let ii_50: u32 = t_48;
+                    let t_51: f32 = kiln_get_shared_f32_u(keys_9, m_46);
+                    let t_52: u32 = kiln_get_shared_u32_u(order_10, m_46);
+                    let km_53: f32 = t_51;
+                    let im_54: u32 = t_52;
+                    if (((((first_42 & k_39)) == 0u)) == k_sorts_before_12(km_53, im_54, ki_49, ii_50)) {
+                        kiln_set_shared_f32_u(keys_9, i_45, km_53);
+                        kiln_set_shared_u32_u(order_10, i_45, im_54);
+                        kiln_set_shared_f32_u(keys_9, m_46, ki_49);
+                        kiln_set_shared_u32_u(order_10, m_46, ii_50);
+                    }
                 }
-                q_35 = (q_35 + KILN_BLOCK);
+                q_41 = (q_41 + KILN_BLOCK);
             }
             storageBarrier(); workgroupBarrier();
-            dist_34 = (dist_34 / 2u);
+            dist_40 = (dist_40 / 2u);
         }
-        k_33 = (k_33 * 2u);
+        k_39 = (k_39 * 2u);
     }
-    let t_47: kiln_tuple_u32_u32 = k_thread_slice_1(len_5);
-    let cf_48: u32 = t_47.f0;
-    let ce_49: u32 = t_47.f1;
-    let t_50: f32 = 0e0f;
-    let t_51: f32 = 0e0f;
-    var mass_52: f32 = t_50;
-    var draw_53: f32 = t_51;
-    var j_54: u32 = cf_48;
-    while ((j_54 < ce_49) && (j_54 < positive_32)) {
-        mass_52 = (mass_52 + kiln_get_shared_f32(keys_9, j_54));
-        let j_55: u32 = j_54;
-        let cl_56: f32 = k_to_f32_2(kiln_get_b1(probs_draw_v, (base_8 + kiln_get_shared_u32(order_10, j_55))));
-        draw_53 = (draw_53 + cl_56);
-        j_54 = (j_54 + 1u);
-    }
-    let t_57: kiln_tuple_f32_f32 = k_scan_sum_14(mass_52);
-    var mass_run_58: f32 = t_57.f0;
-    let t_59: kiln_tuple_f32_f32 = k_scan_sum_14(draw_53);
-    var draw_run_60: f32 = t_59.f0;
-    let out_61: u32 = (((((row_3 * kiln_meta[3u]) + s_4)) * 3u) * len_5);
-    var j_62: u32 = cf_48;
-    while (j_62 < ce_49) {
-        var key_63: f32 = 0e0f;
-        if (j_62 < positive_32) {
-            key_63 = kiln_get_shared_f32(keys_9, j_62);
-            mass_run_58 = (mass_run_58 + key_63);
-            let j_64: u32 = j_62;
-            let cl_65: f32 = k_to_f32_2(kiln_get_b1(probs_draw_v, (base_8 + kiln_get_shared_u32(order_10, j_64))));
-            draw_run_60 = (draw_run_60 + cl_65);
-        }
-        kiln_set_b2(seg_v, (out_61 + j_62), key_63);
-        kiln_set_b2(seg_v, ((out_61 + len_5) + j_62), mass_run_58);
-        kiln_set_b2(seg_v, ((out_61 + (2u * len_5)) + j_62), draw_run_60);
+    let t_55: kiln_tuple_u32_u32 = k_thread_slice_1(len_5);
+    let cf_56: u32 = t_55.f0;
+    let ce_57: u32 = t_55.f1;
+    let t_58: f32 = 0e0f;
+    let t_59: f32 = 0e0f;
+    var mass_60: f32 = t_58;
+    var draw_61: f32 = t_59;
+    var j_62: u32 = cf_56;
+    while ((j_62 < ce_57) && (j_62 < positive_34)) {
+        mass_60 = (mass_60 + kiln_get_shared_f32(keys_9, j_62));
+        let j_63: u32 = j_62;
+        let cl_64: f32 = k_to_f32_2(kiln_get_b1(probs_draw_v, (base_8 + kiln_get_shared_u32(order_10, j_63))));
+        draw_61 = (draw_61 + cl_64);
         j_62 = (j_62 + 1u);
     }
+    let t_65: kiln_tuple_f32_f32 = k_scan_sum_14(mass_60);
+    var mass_run_66: f32 = t_65.f0;
+    let t_67: kiln_tuple_f32_f32 = k_scan_sum_14(draw_61);
+    var draw_run_68: f32 = t_67.f0;
+    let out_69: u32 = (((((row_3 * kiln_meta[3u]) + s_4)) * 3u) * len_5);
+    var j_70: u32 = cf_56;
+    while (j_70 < ce_57) {
+        var key_71: f32 = 0e0f;
+        if (j_70 < positive_34) {
+            key_71 = kiln_get_shared_f32(keys_9, j_70);
+            mass_run_66 = (mass_run_66 + key_71);
+            let j_72: u32 = j_70;
+            let cl_73: f32 = k_to_f32_2(kiln_get_b1(probs_draw_v, (base_8 + kiln_get_shared_u32(order_10, j_72))));
+            draw_run_68 = (draw_run_68 + cl_73);
+        }
+        kiln_set_b2(seg_v, (out_69 + j_70), key_71);
+        kiln_set_b2(seg_v, ((out_69 + len_5) + j_70), mass_run_66);
+        kiln_set_b2(seg_v, ((out_69 + (2u * len_5)) + j_70), draw_run_68);
+        j_70 = (j_70 + 1u);
+    }
     if (kiln_thread == 0u) {
-        let at_66: u32 = ((((row_3 * kiln_meta[3u]) + s_4)) * K_STAT_WORDS);
-        kiln_set_b3(seg_stats_v, at_66, total_31);
-        kiln_set_b3(seg_stats_v, (at_66 + 1u), max_29);
-        kiln_set_b4(seg_index_v, at_66, max_i_30);
-        kiln_set_b4(seg_index_v, (at_66 + 1u), positive_32);
+        let at_74: u32 = ((((row_3 * kiln_meta[3u]) + s_4)) * K_STAT_WORDS);
+        kiln_set_b3(seg_stats_v, at_74, total_32);
+        kiln_set_b3(seg_stats_v, (at_74 + 1u), max_29);
+        kiln_set_b4(seg_index_v, at_74, max_i_30);
+        kiln_set_b4(seg_index_v, (at_74 + 1u), positive_34);
     }
 }
 

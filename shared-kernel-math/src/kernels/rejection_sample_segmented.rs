@@ -292,10 +292,8 @@ pub fn rejection_sample_segmented<T: Element, B: Block>(
                 mass1 += mass_of(seg, at, len, 1, c1);
                 s += 1;
             }
-            above0 = b.sum(above0);
-            mass0 = b.sum(mass0);
-            above1 = b.sum(above1);
-            mass1 = b.sum(mass1);
+            (above0, mass0) = b.sum_pair(above0, mass0);
+            (above1, mass1) = b.sum_pair(above1, mass1);
         }
         if !fails(filter, above0, mass0) {
             write(candidate, 1, round + 1);
@@ -318,4 +316,45 @@ pub fn rejection_sample_segmented<T: Element, B: Block>(
         round += 1;
     }
     write(arg_max, 0, p.max_rounds);
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::count_above;
+    use crate::{Src, View};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// The searches count what a scan counts, over sorted entries of every length a segment
+    /// can hold, at values below, between, on and above the entries (with runs of ties).
+    #[test]
+    fn count_above_counts_the_entries_above_each_value() {
+        let mut state = 0x2545_f491_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        for len in (0..=40).chain([63, 64, 65, 255, 511, 512, 1000, 1023, 1024]) {
+            // Descending, with ties: values on a coarse grid.
+            let mut sorted: Vec<f32> = (0..len).map(|_| (next() % 97) as f32 / 97.0 + 0.01).collect();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            let mut buf = vec![0.5f32; len + 3];
+            buf[2..2 + len].copy_from_slice(&sorted);
+            // SAFETY: the view covers `buf`, which outlives it.
+            let seg = unsafe { Src::<f32>::from_raw_parts(buf.as_mut_ptr().cast(), buf.len()) };
+            let probes: Vec<f32> = (0..30).map(|_| (next() % 110) as f32 / 97.0).collect();
+            for v0 in probes.into_iter().chain([0.0, 2.0]) {
+                let v1 = sorted.get(next() as usize % len.max(1)).copied().unwrap_or(0.3);
+                let want = |v: f32| sorted.iter().filter(|&&x| x > v).count();
+                assert_eq!(
+                    count_above(seg, 2, len, v0, v1),
+                    (want(v0), want(v1)),
+                    "len {len}, values {v0} and {v1}"
+                );
+            }
+        }
+    }
 }

@@ -191,28 +191,35 @@ pub fn rejection_segments<T: Element, B: Block>(
     // The sort reads every thread's keys (a one-wave block's reductions hold no barrier).
     b.barrier();
     let (max, max_i) = b.argmax(best, best_i);
-    let total = b.sum(total);
-    let positive = b.sum(positive) as usize;
+    let (total, positive) = b.sum_pair(total, positive);
+    let positive = positive as usize;
 
     // Bitonic sort: runs of `k` merge pairwise at distance `j`; a run whose bit `k` is set
-    // sorts the other way, so the next merge sees bitonic sequences.
-    let mut k = 2;
-    while k <= len {
+    // sorts the other way, so the next merge sees bitonic sequences. `len`, `k` and `dist` are
+    // powers of two, so pair `q`'s first entry is `q` with a zero bit inserted at `dist`. The
+    // indices are u32 (one instruction per step where a GPU's usize takes two).
+    let (n, half) = (len as u32, len as u32 / 2);
+    let mut k = 2u32;
+    while k <= n {
         let mut dist = k / 2;
         while dist > 0 {
-            let mut q = b.thread() as usize;
-            while q < len / 2 {
-                let i = (q / dist) * 2 * dist + q % dist;
-                let m = i + dist;
-                let (ki, ii, km, im) = (keys.get(i), order.get(i), keys.get(m), order.get(m));
-                let m_first = sorts_before(km, im, ki, ii);
-                if ((i & k) == 0) == m_first {
-                    keys.set(i, km);
-                    order.set(i, im);
-                    keys.set(m, ki);
-                    order.set(m, ii);
+            let mut q = b.thread();
+            while q < half {
+                let first = ((q & !(dist - 1)) << 1) | (q & (dist - 1));
+                let (i, m) = (first as usize, (first + dist) as usize);
+                // SAFETY: `q < len / 2` puts `i` in a pair's lower half, so `i < m < len`,
+                // inside both `len`-entry arrays.
+                unsafe {
+                    let (ki, ii) = (keys.get_unchecked(i), order.get_unchecked(i));
+                    let (km, im) = (keys.get_unchecked(m), order.get_unchecked(m));
+                    if ((first & k) == 0) == sorts_before(km, im, ki, ii) {
+                        keys.set_unchecked(i, km);
+                        order.set_unchecked(i, im);
+                        keys.set_unchecked(m, ki);
+                        order.set_unchecked(m, ii);
+                    }
                 }
-                q += b.size() as usize;
+                q += b.size();
             }
             b.barrier();
             dist /= 2;
