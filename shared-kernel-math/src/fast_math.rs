@@ -1,6 +1,7 @@
 //! f32 operations GPUs do in one instruction, for kernels whose tolerance allows it: `2^x`
 //! accurate to a few ulp (no f64 inside) and the fused multiply-add; and `ln(1 + x)` on `[0, 1]`
-//! as a short polynomial in those fused multiply-adds.
+//! as a short polynomial in those fused multiply-adds. Also the square root, which is exact
+//! everywhere but only the GPUs' instruction is cheap.
 //!
 //! GPUs use their instructions (`ex2.approx`/`fma.rn` on nvptx, `v_exp_f32`/`v_fma_f32` on
 //! amdgpu; the exp2 instructions are within 2 ulp); every other target (the host backends and
@@ -13,6 +14,18 @@ pub fn exp2_approx(x: f32) -> f32 {
     return core::intrinsics::exp2f32(x);
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     return exp2_poly(x);
+}
+
+/// `√x` correctly rounded, as IEEE asks: the hardware's on GPUs (`sqrt.rn.f32` on nvptx, LLVM's
+/// correctly rounded expansion on amdgpu), libm's elsewhere; the same bits on every target.
+/// libm's on a GPU is a table in global memory and ~50 integer steps: a memory round trip
+/// inside a norm's critical path.
+#[inline(always)]
+pub fn sqrt_rn(x: f32) -> f32 {
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    return core::intrinsics::sqrtf32(x);
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    return libm::sqrtf(x);
 }
 
 /// `a * b + c`, fused (one rounding) on GPUs, two roundings elsewhere: Rust never contracts a

@@ -40,7 +40,7 @@ pub use element::{
     f16_bits_to_f32, f16_bits_to_f32_soft, f32_to_bf16_bits, f32_to_f16_bits, f32_to_f16_bits_soft,
     is_16bit, is_bf16, Bf16, DType, Element, Scalar, F16,
 };
-pub use fast_math::{exp2_approx, exp2_poly, ln_1p_unit, mul_add};
+pub use fast_math::{exp2_approx, exp2_poly, ln_1p_unit, mul_add, sqrt_rn};
 /// The `half` crate, whose `f16` and `bf16` are [`Scalar`]s with the `half` feature.
 #[cfg(feature = "half")]
 pub use half;

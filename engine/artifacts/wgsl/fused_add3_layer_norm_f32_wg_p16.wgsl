@@ -204,7 +204,10 @@ fn k_sqrtf_9(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_fused_add3_layer_norm_10(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, x_out_v: vec2<u32>, h_out_v: vec2<u32>) {
+fn k_sqrt_rn_10(x_p: f32) -> f32 {
+    return k_sqrtf_9(x_p);
+}
+fn k_fused_add3_layer_norm_11(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, bias_v: vec2<u32>, x_out_v: vec2<u32>, h_out_v: vec2<u32>) {
     let dim_1: u32 = kiln_meta[1u];
     let base_2: u32 = (kiln_block.x * dim_1);
     let step_3: u32 = KILN_BLOCK;
@@ -227,7 +230,7 @@ fn k_fused_add3_layer_norm_10(attn_v: vec2<u32>, mlp_v: vec2<u32>, residual_v: v
         sq_10 = (sq_10 + (c_12 * c_12));
         i_11 = (i_11 + step_3);
     }
-    let inv_13: f32 = (1e0f / k_sqrtf_9(((k_sum_8(sq_10) / f32(kiln_meta[1u])) + bitcast<f32>(kiln_meta[3u]))));
+    let inv_13: f32 = (1e0f / k_sqrt_rn_10(((k_sum_8(sq_10) / f32(kiln_meta[1u])) + bitcast<f32>(kiln_meta[3u]))));
     var i_14: u32 = kiln_thread;
     while (i_14 < dim_1) {
         let w_15: f32 = k_to_f32_1(kiln_get_b3(weight_v, i_14));
@@ -245,5 +248,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_add3_layer_norm_10(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]));
+    k_fused_add3_layer_norm_11(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]));
 }

@@ -347,16 +347,19 @@ fn k_sqrtf_15(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_inverse_rms_16(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
+fn k_sqrt_rn_16(x_p: f32) -> f32 {
+    return k_sqrtf_15(x_p);
+}
+fn k_inverse_rms_17(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(sum_sq_p) & 0x7f800000u) != 0x7f800000u) {
-        ifv_1 = (1e0f / k_sqrtf_15(((sum_sq_p / f32(n_p)) + eps_p)));
+        ifv_1 = (1e0f / k_sqrt_rn_16(((sum_sq_p / f32(n_p)) + eps_p)));
     } else {
         ifv_1 = bitcast<f32>(0x7fc00000u);
     }
     return ifv_1;
 }
-fn k_normalize_17(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
+fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
@@ -454,7 +457,7 @@ fn k_normalize_17(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, 
         i_55 = (i_55 + step_2);
     }
 }
-fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
+fn k_normalize_19(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, inv_p: f32, base_p: u32, chunks_p: u32) {
     let dim_1: u32 = kiln_meta[1u];
     let step_2: u32 = KILN_BLOCK;
     let tail_3: u32 = (chunks_p * K_CHUNK);
@@ -580,7 +583,7 @@ fn k_normalize_18(residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>, 
         i_61 = (i_61 + step_2);
     }
 }
-fn k_fused_add_rms_norm_19(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_fused_add_rms_norm_20(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
     let dim_1: u32 = kiln_meta[1u];
     let base_2: u32 = (kiln_block.x * dim_1);
     let step_3: u32 = KILN_BLOCK;
@@ -644,11 +647,11 @@ fn k_fused_add_rms_norm_19(x_v: vec2<u32>, residual_v: vec2<u32>, weight_v: vec2
         carry_11 = da_40.f1;
         i_37 = (i_37 + step_3);
     }
-    let inv_41: f32 = k_inverse_rms_16(k_sum_14(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
+    let inv_41: f32 = k_inverse_rms_17(k_sum_14(sq_10), kiln_meta[1u], bitcast<f32>(kiln_meta[2u]));
     if (bitcast<f32>(kiln_meta[3u]) != 0e0f) {
-        k_normalize_17(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
-    } else {
         k_normalize_18(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
+    } else {
+        k_normalize_19(residual_v, weight_v, out_v, inv_41, base_2, chunks_6);
     }
 }
 
@@ -662,5 +665,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_fused_add_rms_norm_19(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_fused_add_rms_norm_20(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

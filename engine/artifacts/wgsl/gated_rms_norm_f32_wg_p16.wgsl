@@ -336,19 +336,22 @@ fn k_sqrtf_18(x_p: f32) -> f32 {
     let out_8: u32 = (((q_4 >> 1u)) + 1056964608u);
     return bitcast<f32>((out_8 + bitcast<u32>(((m_2 << 23u)))));
 }
-fn k_inverse_rms_19(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
+fn k_sqrt_rn_19(x_p: f32) -> f32 {
+    return k_sqrtf_18(x_p);
+}
+fn k_inverse_rms_20(sum_sq_p: f32, n_p: u32, eps_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(sum_sq_p) & 0x7f800000u) != 0x7f800000u) {
-        ifv_1 = (1e0f / k_sqrtf_18(((sum_sq_p / f32(n_p)) + eps_p)));
+        ifv_1 = (1e0f / k_sqrt_rn_19(((sum_sq_p / f32(n_p)) + eps_p)));
     } else {
         ifv_1 = bitcast<f32>(0x7fc00000u);
     }
     return ifv_1;
 }
-fn k_from_f32_20(v_p: f32) -> f32 {
+fn k_from_f32_21(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_gated_rms_norm_21(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_gated_rms_norm_22(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, out_v: vec2<u32>) {
     let len_1: u32 = kiln_meta[4u];
     let first_2: u32 = (kiln_block.x * len_1);
     let base_3: u32 = ((((kiln_block.y * kiln_meta[0u])) * len_1) + first_2);
@@ -388,7 +391,7 @@ fn k_gated_rms_norm_21(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, o
         carry_12 = da_20.f1;
         i_18 = (i_18 + step_4);
     }
-    let inv_21: f32 = k_inverse_rms_19(k_sum_17(sq_11), kiln_meta[4u], bitcast<f32>(kiln_meta[1u]));
+    let inv_21: f32 = k_inverse_rms_20(k_sum_17(sq_11), kiln_meta[4u], bitcast<f32>(kiln_meta[1u]));
     var c_22: u32 = kiln_thread;
     while (c_22 < chunks_7) {
         let at_23: u32 = (c_22 * K_CHUNK);
@@ -397,7 +400,7 @@ fn k_gated_rms_norm_21(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, o
         var o_26: array<f32, 8> = ws_25;
         var j_27: u32 = 0u;
         while (j_27 < K_CHUNK) {
-            o_26[j_27] = k_from_f32_20((k_widen_1(ws_25[j_27]) * ((h_24[j_27] * inv_21))));
+            o_26[j_27] = k_from_f32_21((k_widen_1(ws_25[j_27]) * ((h_24[j_27] * inv_21))));
             j_27 = (j_27 + 1u);
         }
         kiln_setchunk8_b3(out_v, (base_3 + at_23), o_26);
@@ -406,7 +409,7 @@ fn k_gated_rms_norm_21(y_v: vec2<u32>, gate_v: vec2<u32>, weight_v: vec2<u32>, o
     var i_28: u32 = (tail_8 + kiln_thread);
     while (i_28 < len_1) {
         let h_29: f32 = k_gated_11(kiln_get_b0(y_v, (base_3 + i_28)), gate_v, (base_3 + i_28));
-        kiln_set_b3(out_v, (base_3 + i_28), k_from_f32_20((k_widen_1(kiln_get_b2(weight_v, (first_2 + i_28))) * ((h_29 * inv_21)))));
+        kiln_set_b3(out_v, (base_3 + i_28), k_from_f32_21((k_widen_1(kiln_get_b2(weight_v, (first_2 + i_28))) * ((h_29 * inv_21)))));
         i_28 = (i_28 + step_4);
     }
 }
@@ -419,5 +422,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_gated_rms_norm_21(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]));
+    k_gated_rms_norm_22(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]), vec2<u32>(kiln_meta[9u], kiln_meta[10u]), vec2<u32>(kiln_meta[11u], kiln_meta[12u]));
 }

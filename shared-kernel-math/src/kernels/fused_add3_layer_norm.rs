@@ -149,7 +149,7 @@ pub fn fused_add3_layer_norm<T: Element, B: Block>(
         sq += c * c;
         i += step;
     }
-    let inv = 1.0 / libm::sqrtf(b.sum(sq) / p.dim as f32 + p.eps);
+    let inv = 1.0 / crate::sqrt_rn(b.sum(sq) / p.dim as f32 + p.eps);
 
     let mut i = b.thread() as usize;
     while i < dim {

@@ -72,14 +72,15 @@ impl KernelDef for FusedAddRmsNorm {
     }
 
     fn launch(p: &AddRmsNormParams) -> Launch {
-        // One block per row, one chunk per thread per sweep, 32..=256 threads: blocks of 256
-        // let several rows share a multiprocessor, so one row's reduction overlaps the others'
-        // loads (1024-thread blocks measured 37% of copy bandwidth on the H200 for bf16, 256
-        // measured 60% with 8-element chunks).
+        // One block per row, one chunk per thread per sweep, 32..=512 threads: a decode row of
+        // 4096 takes one chunk per thread (a thread's chain of dependent steps is what a lone
+        // row waits on), while blocks stay small enough that several rows share a
+        // multiprocessor and one row's reduction overlaps the others' loads (1024-thread blocks
+        // measured 37% of copy bandwidth on the H200 for bf16, 256 measured 60%).
         let want = p.dim.div_ceil(CHUNK as u32).div_ceil(32) * 32;
         Launch {
             grid: [p.rows, 1, 1],
-            block: want.clamp(32, 256),
+            block: want.clamp(32, 512),
         }
     }
 }
@@ -168,7 +169,7 @@ pub fn fused_add_rms_norm<T: Element, B: Block>(
 #[inline(always)]
 pub fn inverse_rms(sum_sq: f32, n: u32, eps: f32) -> f32 {
     if sum_sq.is_finite() {
-        1.0 / libm::sqrtf(sum_sq / n as f32 + eps)
+        1.0 / crate::sqrt_rn(sum_sq / n as f32 + eps)
     } else {
         f32::NAN
     }

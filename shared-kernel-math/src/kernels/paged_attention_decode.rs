@@ -93,7 +93,7 @@ pub(crate) fn head_groups(heads_q: usize, heads_kv: usize) -> Result<(u32, u32),
 /// Resolves a scale of 0 to `1 / sqrt(head_dim)` and checks it.
 pub(crate) fn resolve_scale(scale: f32, head_dim: usize) -> Result<f32, ShapeError> {
     let s = if scale == 0.0 {
-        1.0 / libm::sqrtf(head_dim as f32)
+        1.0 / crate::sqrt_rn(head_dim as f32)
     } else {
         scale
     };
