@@ -8,9 +8,8 @@
 //! Whatever the buffers hold, a segment's count is at most its entries and a max index past
 //! the row reads as the row's last entry.
 
-use super::rejection_sample::{bit_mid, each_row};
+use super::rejection_sample::{dual_pivot_rounds, each_row, RowAt};
 use super::rejection_segments::Segment;
-use super::sampling::{open_uniform, philox};
 use kiln_math::kernels::rejection_sample_segmented::SegmentedParams;
 use kiln_math::kernels::rejection_segments::STAT_WORDS;
 use kiln_math::Element;
@@ -54,7 +53,6 @@ pub fn sample_row(
     draw: &[f32],
     segs: &[Segment],
 ) -> (u32, u32, u32) {
-    let key = [p.key0, p.key1];
     let (mut p_max, mut arg) = (f32::NEG_INFINITY, 0u32);
     for g in segs {
         let (v, i) = g.max;
@@ -62,44 +60,28 @@ pub fn sample_row(
             (p_max, arg) = (v, i);
         }
     }
-    if p_max.is_nan() || p_max <= 0.0 {
-        return (arg, 1, 0);
-    }
-    let total = segs.iter().fold(0.0f32, |t, g| t + g.total);
-    let [top_k, top_p, min_p] = filters;
-    // Active iff 1 ≤ floor(top_k) < V; 0 < top_p < 1; 0 < min_p < 1 (NaN: inactive).
-    let top_k_on = top_k.floor() >= 1.0 && (top_k.floor() as f64) < probs.len() as f64;
-    let top_p_on = top_p > 0.0 && top_p < 1.0;
-    let mut low = 0.0f32;
-    if min_p > 0.0 && min_p < 1.0 && (min_p * p_max).to_bits() > 0 {
-        low = f32::from_bits((min_p * p_max).to_bits() - 1);
-    }
-    let mut high = p_max;
-    let target_p = top_p * total;
-    for round in 0..p.max_rounds {
-        let u = open_uniform(philox([round, 0, row, 0], key)[0]);
-        let candidate = propose(segs, probs, draw, low, u).unwrap_or(arg);
-        let pivot0 = probs[candidate as usize];
-        let pivot1 = bit_mid(pivot0, pivot0.max(high));
-        let stats = |v: f32| {
-            segs.iter().fold((0.0f32, 0.0f32), |(n, m), g| {
-                let c = g.count_above(v);
-                (n + c as f32, m + Segment::at(&g.mass, c))
-            })
-        };
-        let fails =
-            |(n, m): (f32, f32)| (top_k_on && n >= top_k.floor()) || (top_p_on && m > target_p);
-        if !(top_k_on || top_p_on) || !fails(stats(pivot0)) {
-            return (candidate, 1, round + 1);
-        }
-        if fails(stats(pivot1)) {
-            low = pivot1;
-        } else {
-            low = pivot0;
-            high = pivot1;
-        }
-    }
-    (arg, 0, p.max_rounds)
+    let row_at = RowAt {
+        key: [p.key0, p.key1],
+        row,
+        max_rounds: p.max_rounds,
+        filters,
+        vocab: probs.len(),
+        p_max,
+        arg,
+        total: segs.iter().fold(0.0f32, |t, g| t + g.total),
+    };
+    let above = |v: f32| {
+        segs.iter().fold((0.0f32, 0.0f32), |(n, m), g| {
+            let c = g.count_above(v);
+            (n + c as f32, m + Segment::at(&g.mass, c))
+        })
+    };
+    dual_pivot_rounds(
+        &row_at,
+        probs,
+        |low, u| propose(segs, probs, draw, low, u),
+        above,
+    )
 }
 
 /// The proposal over `{p > low}` for the uniform `u`, or `None` when no segment claims it.
