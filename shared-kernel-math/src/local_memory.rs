@@ -154,11 +154,12 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinearMma4Bit,
         ptx_bytes: 8,
-        scratch_bytes: 524,
+        scratch_bytes: 1824,
         reason: "PTX: libm's expf force_eval! in the SwiGLU option (act 1), as for qlinear. Code \
                  objects: the wave multiply there is the shuffle version (each lane's partials \
-                 against every group's column, folded by butterflies), which spills under the \
-                 128-VGPR (gfx942) budget and spills SGPRs on gfx1151; the host picks this \
+                 against every group's column, folded by butterflies) beside the ring of steps \
+                 in flight (8 words a row) and the two blocks of 16-bit scales, which spill \
+                 under the 128-VGPR (gfx942) and 192-VGPR (gfx1151) budgets; the host picks this \
                  kernel only where the multiply is hardware (CUDA), so these entries serve parity",
     },
     LocalMemory {

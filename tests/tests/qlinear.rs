@@ -278,16 +278,17 @@ fn host_devices() -> Vec<(String, Device)> {
 #[test]
 fn qlinear_mma_is_exact_at_any_block_and_wave() {
     let devices = host_devices();
-    // (group, scale dtype, m, k, n, bias, SwiGLU): every group size, 1..8 rows of x (one and
-    // two passes per sweep, several sweeps), K of one step and several, N short of a block
-    // and past two.
+    // (group, scale dtype, m, k, n, bias, SwiGLU): every group size it reads, 1..8 rows of x
+    // (several passes on narrow waves), K of one group and many (split over a block's sets),
+    // N short of a block and past one.
     let cases = [
         (64, DType::F16, 1, 128, 8, true, false),
         (32, DType::F32, 3, 96, 13, false, false),
-        (16, DType::Bf16, 8, 64, 9, true, false),
+        (32, DType::Bf16, 8, 64, 9, true, false),
         (128, DType::F16, 2, 384, 1, true, false),
-        (16, DType::F32, 5, 160, 33, false, false),
+        (64, DType::F32, 5, 1920, 33, false, false),
         (32, DType::Bf16, 4, 256, 20, true, true),
+        (32, DType::F16, 2, 2048, 140, false, false),
     ];
     for (gs, sd, m, k, n, has_bias, silu) in cases {
         let (host_w, w) = exact_weight(4, gs, sd, n, k);
@@ -345,6 +346,29 @@ fn qlinear_mma_is_exact_at_any_block_and_wave() {
             }
         }
     }
+}
+
+/// `qlinear_mma_4bit` reads group sizes 32, 64 and 128: a group of 16 is refused before any
+/// launch, and the op runs `qlinear_4bit` there.
+#[test]
+fn qlinear_mma_refuses_groups_of_16() {
+    let dev = Device::cpu();
+    let (host_w, _) = exact_weight(4, 16, DType::F16, 3, 64);
+    let qw = QuantizedWeight::upload(&dev, &host_w).unwrap();
+    let (w_q, scales, biases) = qw.buffers();
+    let x = filled(&dev, DType::F16, &[1, 64], 1.0);
+    let bias = filled(&dev, DType::F16, &[3], 0.0);
+    let mut y = filled(&dev, DType::F16, &[1, 3], UNTOUCHED);
+    let p = QLinearParams {
+        group_size: 16,
+        ..QLinearParams::default()
+    };
+    match ops::kernel::qlinear_mma_4bit(&dev, &p, &x, w_q, scales, biases, &bias, &mut y) {
+        Err(e) if e.is_invalid_input() => eprintln!("g16: refused: {e}"),
+        other => panic!("g16: expected an invalid-input refusal, got {other:?}"),
+    }
+    assert!(y.to_f32_vec().unwrap().iter().all(|&v| v == UNTOUCHED));
+    assert_eq!(qw.kernel_on(&dev, &x), qw.kernel());
 }
 
 #[test]

@@ -21,46 +21,44 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
-struct S_Geometry {
-    columns: u32,
-    passes: u32,
-    sets: u32,
-    splits: u32,
-    panel: u32,
-    xs_at: u32,
-}
-struct S_OutputAt {
-    columns: u32,
-    h_count: u32,
-    splits: u32,
+struct S_Lane {
+    w_at0: u32,
+    w_at1: u32,
+    e_at0: u32,
+    e_at1: u32,
+    step_words: u32,
+    f32_scales: bool,
+    x_at: u32,
+    wide_x: bool,
+    code_bits: u32,
+    one: u32,
+    offset: f32,
 }
 struct S_Sweep {
-    tile: u32,
-    split: u32,
-    splits: u32,
-    first_pass: u32,
-    columns: u32,
-    live: bool,
+    row0: u32,
+    first: u32,
+    end: u32,
+    per_split: u32,
+    col_pass: u32,
 }
 struct kiln_tuple_i32_f32 {
     f0: i32,
     f1: f32,
 }
 const K_ACT_SILU_MUL: u32 = 1u;
-const K_CODE_BITS: u32 = 4u;
-const K_LANE_CODES: u32 = 32u;
-const K_LANE_WORDS: u32 = 4u;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
-const K_MMA_BLOCK_ROWS: u32 = 16u;
+const K_MAX_SPLITS: u32 = 8u;
+const K_MIN_SPLIT_GROUPS: u32 = 8u;
 const K_MMA_MAX_GROUPS: u32 = 8u;
-const K_PANEL_ALIGN: u32 = 128u;
+const K_MMA_ROWS: u32 = 128u;
 const K_SCALE_BF16: u32 = 2u;
+const K_SCALE_BLOCK: u32 = 8u;
 const K_SCALE_F32: u32 = 0u;
+const K_TARGET_SETS: u32 = 2048u;
+const K_WIDE_TILE_ROWS: u32 = 16u;
 const K_WORD_CODES: u32 = 8u;
-const K_WORD_HALVES: u32 = 2u;
-const K_X_PANEL_BYTES: u32 = (24u * 1024u);
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -115,18 +113,9 @@ fn kiln_shuffle_xor(v: u32, mask: u32) -> u32 {
 // Kernel shared memory, sized per pipeline; `offset` is in bytes after the scratch.
 var<workgroup> kiln_shared: array<u32, KILN_SHARED_WORDS>;
 fn kiln_shared_view(offset: u32, len: u32) -> vec2<u32> { return vec2<u32>(offset / 4u, len); }
-fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
-    if i >= v.y { kiln_fault_at(0u, i); return kiln_zero_u32(); }
-    let j = v.x + i;
-    return (kiln_buf0[j / 2u] >> ((j % 2u) * 16u)) & 0xffffu;
-}
 fn kiln_get_b0_u(v: vec2<u32>, i: u32) -> u32 {
     let j = v.x + i;
     return (kiln_buf0[j / 2u] >> ((j % 2u) * 16u)) & 0xffffu;
-}
-fn kiln_get_b1(v: vec2<u32>, i: u32) -> u32 {
-    if i >= v.y { kiln_fault_at(1u, i); return kiln_zero_u32(); }
-    return kiln_buf1[v.x + i];
 }
 fn kiln_get_b1_u(v: vec2<u32>, i: u32) -> u32 {
     return kiln_buf1[v.x + i];
@@ -146,23 +135,16 @@ fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
     return bitcast<f32>(kiln_shared[v.x + i]);
 }
-fn kiln_get_shared_u32(v: vec2<u32>, i: u32) -> u32 {
-    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_u32(); }
-    return kiln_shared[v.x + i];
-}
-fn kiln_get_shared_u32_u(v: vec2<u32>, i: u32) -> u32 {
-    return kiln_shared[v.x + i];
-}
-fn kiln_getchunk4_b1(v: vec2<u32>, i: u32) -> array<u32, 4> {
+fn kiln_getchunk4_b2(v: vec2<u32>, i: u32) -> array<u32, 4> {
     var c: array<u32, 4>;
-    if i >= v.y || v.y - i < 4u { kiln_fault_at(1u, i + 4u); return c; }
-    for (var j = 0u; j < 4u; j++) { c[j] = kiln_get_b1_u(v, i + j); }
+    if i >= v.y || v.y - i < 4u { kiln_fault_at(2u, i + 4u); return c; }
+    for (var j = 0u; j < 4u; j++) { c[j] = kiln_get_b2_u(v, i + j); }
     return c;
 }
-fn kiln_getchunk4_shared_u32(v: vec2<u32>, i: u32) -> array<u32, 4> {
+fn kiln_getchunk4_b3(v: vec2<u32>, i: u32) -> array<u32, 4> {
     var c: array<u32, 4>;
-    if i >= v.y || v.y - i < 4u { kiln_fault_at(4294967293u, i + 4u); return c; }
-    for (var j = 0u; j < 4u; j++) { c[j] = kiln_get_shared_u32_u(v, i + j); }
+    if i >= v.y || v.y - i < 4u { kiln_fault_at(3u, i + 4u); return c; }
+    for (var j = 0u; j < 4u; j++) { c[j] = kiln_get_b3_u(v, i + j); }
     return c;
 }
 fn kiln_getchunk8_b0(v: vec2<u32>, i: u32) -> array<u32, 8> {
@@ -182,10 +164,6 @@ fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
     kiln_shared[v.x + i] = bitcast<u32>(x);
 }
-fn kiln_set_shared_u32(v: vec2<u32>, i: u32, x: u32) {
-    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
-    kiln_shared[v.x + i] = bitcast<u32>(x);
-}
 fn k_mma_classes_1(wave_p: u32) -> u32 {
     var ifv_1: u32;
     if (wave_p < 4u) {
@@ -195,20 +173,7 @@ fn k_mma_classes_1(wave_p: u32) -> u32 {
     }
     return ifv_1;
 }
-fn k_step_codes_2(wave_p: u32) -> u32 {
-    return (k_mma_classes_1(wave_p) * K_LANE_CODES);
-}
-fn k_step_groups_3(group_size_p: u32, wave_p: u32) -> u32 {
-    let s_1: u32 = k_step_codes_2(wave_p);
-    var ifv_2: u32;
-    if (group_size_p < s_1) {
-        ifv_2 = (s_1 / group_size_p);
-    } else {
-        ifv_2 = 1u;
-    }
-    return ifv_2;
-}
-fn k_mma_groups_4(wave_p: u32) -> u32 {
+fn k_mma_groups_2(wave_p: u32) -> u32 {
     let g_1: u32 = (wave_p / k_mma_classes_1(wave_p));
     var ifv_2: u32;
     if (g_1 < K_MMA_MAX_GROUPS) {
@@ -218,69 +183,46 @@ fn k_mma_groups_4(wave_p: u32) -> u32 {
     }
     return ifv_2;
 }
-fn k_mma_sets_5(wave_p: u32) -> u32 {
-    return (wave_p / ((k_mma_classes_1(wave_p) * k_mma_groups_4(wave_p))));
+fn k_mma_sets_3(wave_p: u32) -> u32 {
+    return (wave_p / ((k_mma_classes_1(wave_p) * k_mma_groups_2(wave_p))));
 }
-fn k_tiles_6(wave_p: u32) -> u32 {
-    return (K_MMA_BLOCK_ROWS / ((2u * k_mma_groups_4(wave_p))));
-}
-fn k_scratch_words_7(block_p: u32, wave_p: u32) -> u32 {
-    return (2u * (block_p / wave_p + select(0u, 1u, block_p % wave_p != 0u)));
-}
-fn k_geometry_8(block_p: u32, wave_p: u32) -> S_Geometry {
-    let columns_1: u32 = (kiln_meta[0u] * k_step_groups_3(kiln_meta[4u], wave_p));
-    let passes_2: u32 = (columns_1 / k_mma_groups_4(wave_p) + select(0u, 1u, columns_1 % k_mma_groups_4(wave_p) != 0u));
-    let sets_3: u32 = ((block_p / wave_p) * k_mma_sets_5(wave_p));
-    let per_split_4: u32 = (k_tiles_6(wave_p) * (passes_2 / 2u + select(0u, 1u, passes_2 % 2u != 0u)));
-    var ifv_5: u32;
-    if (sets_3 > per_split_4) {
-        ifv_5 = (sets_3 / per_split_4);
-    } else {
-        ifv_5 = 1u;
-    }
-    let splits_6: u32 = ifv_5;
-    let budget_7: u32 = (((K_X_PANEL_BYTES / ((2u * kiln_meta[0u]))) / K_PANEL_ALIGN) * K_PANEL_ALIGN);
-    let whole_8: u32 = ((kiln_meta[1u] / K_PANEL_ALIGN + select(0u, 1u, kiln_meta[1u] % K_PANEL_ALIGN != 0u)) * K_PANEL_ALIGN);
-    var ifv_9: u32;
-    if (budget_7 < whole_8) {
-        ifv_9 = budget_7;
-    } else {
-        ifv_9 = whole_8;
-    }
-    let panel_10: u32 = ifv_9;
-    let scratch_11: u32 = k_scratch_words_7(block_p, wave_p);
-    let sums_end_12: u32 = (scratch_11 + ((splits_6 * K_MMA_BLOCK_ROWS) * columns_1));
-    return S_Geometry(columns_1, passes_2, sets_3, splits_6, panel_10, (((sums_end_12 / 4u + select(0u, 1u, sums_end_12 % 4u != 0u)) * 4u) - scratch_11));
-}
-fn k_xs_words_9(at_p: S_Geometry) -> u32 {
-    return ((kiln_meta[0u] * at_p.panel) / 2u);
-}
-fn k_span_log2_10(wave_p: u32) -> u32 {
-    let step_log2_1: u32 = u32(countTrailingZeros(k_step_codes_2(wave_p)));
-    var ifv_2: u32;
-    if (kiln_meta[7u] < step_log2_1) {
-        ifv_2 = kiln_meta[7u];
-    } else {
-        ifv_2 = step_log2_1;
-    }
-    return ifv_2;
-}
-fn k_xsum_len_11(at_p: S_Geometry, wave_p: u32) -> u32 {
-    return (kiln_meta[0u] * ((at_p.panel >> k_span_log2_10(wave_p))));
-}
-fn k_wave_id_12() -> u32 {
+fn k_wave_id_4() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_lane_13() -> u32 {
+fn k_lane_5() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_mma_set_14() -> u32 {
-    return (k_lane_13() / ((k_mma_classes_1(KILN_WAVE) * k_mma_groups_4(KILN_WAVE))));
+fn k_mma_set_6() -> u32 {
+    return (k_lane_5() / ((k_mma_classes_1(KILN_WAVE) * k_mma_groups_2(KILN_WAVE))));
 }
-fn k_to_bits32_15(self_v: u32) -> u32 {
+fn k_splits_7() -> u32 {
+    let tiles_1: u32 = (kiln_meta[2u] / K_WIDE_TILE_ROWS + select(0u, 1u, kiln_meta[2u] % K_WIDE_TILE_ROWS != 0u));
+    let groups_2: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    var s_3: u32 = 1u;
+    while (((s_3 < K_MAX_SPLITS) && ((tiles_1 * s_3) < K_TARGET_SETS)) && (groups_2 >= ((2u * s_3) * K_MIN_SPLIT_GROUPS))) {
+        s_3 = (s_3 * 2u);
+    }
+    return s_3;
+}
+fn k_block_rows_8() -> u32 {
+    return (K_MMA_ROWS / k_splits_7());
+}
+fn k_mma_group_9() -> u32 {
+    return (((k_lane_5() / k_mma_classes_1(KILN_WAVE))) % k_mma_groups_2(KILN_WAVE));
+}
+fn k_mma_class_10() -> u32 {
+    return (k_lane_5() % k_mma_classes_1(KILN_WAVE));
+}
+fn k_from_bits32_11(b_p: u32) -> u32 {
+    return (b_p & 0xffffu);
+}
+fn k_to_bits32_12(self_v: u32) -> u32 {
     return self_v;
 }
-fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
+fn k_is_16bit_13() -> bool {
+    return (k_to_bits32_12(k_from_bits32_11(65536u)) == 0u);
+}
+fn k_f16_bits_to_f32_soft_14(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -311,273 +253,137 @@ fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_17(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_16(self_v);
+fn k_widen_15(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_14(self_v);
 }
-fn k_stage_panel_18(x_v: vec2<u32>, xs_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, k0_p: u32) {
-    let k_1: u32 = kiln_meta[1u];
-    var ifv_2: u32;
-    if ((k0_p + geo_p.panel) < k_1) {
-        ifv_2 = (k0_p + geo_p.panel);
-    } else {
-        ifv_2 = k_1;
-    }
-    let end_3: u32 = ifv_2;
-    let span_log2_4: u32 = k_span_log2_10(KILN_WAVE);
-    let panel_spans_5: u32 = (geo_p.panel >> span_log2_4);
-    let live_spans_6: u32 = (((end_3 - k0_p)) >> span_log2_4);
-    let wide_7: bool = false;
-    var item_8: u32 = kiln_thread;
-    while (item_8 < (kiln_meta[0u] * live_spans_6)) {
-        let m_9: u32 = (item_8 / live_spans_6);
-        let span_10: u32 = (item_8 % live_spans_6);
-        var sum_11: f32 = 0e0f;
-        var word_12: u32 = 0u;
-        while (word_12 < (((1u << span_log2_4)) / K_WORD_CODES)) {
-            let col_13: u32 = ((k0_p + ((span_10 << span_log2_4))) + (word_12 * K_WORD_CODES));
-            let at_14: u32 = (((m_9 * k_1) + col_13));
-            var v_15: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
-            if wide_7 {
-                var blk_16: array<u32, 8>;
-                {
-                    blk_16 = kiln_getchunk8_b0(x_v, at_14);
-                }
-                var c_17: array<u32, 8> = blk_16;
-                var j_18: u32 = 0u;
-                while (j_18 < K_WORD_CODES) {
-                    v_15[j_18] = k_to_bits32_15(c_17[j_18]);
-                    sum_11 = (sum_11 + k_widen_17(c_17[j_18]));
-                    j_18 = (j_18 + 1u);
-                }
-            } else {
-                var j_19: u32 = 0u;
-                while (j_19 < K_WORD_CODES) {
-                    let e_20: u32 = kiln_get_b0(x_v, (at_14 + j_19));
-                    v_15[j_19] = k_to_bits32_15(e_20);
-                    sum_11 = (sum_11 + k_widen_17(e_20));
-                    j_19 = (j_19 + 1u);
-                }
-            }
-            let pairs_at_21: u32 = ((((((m_9 * geo_p.panel) + col_13) - k0_p)) / 2u));
-            var j_22: u32 = 0u;
-            while (j_22 < (K_WORD_CODES / 2u)) {
-                let pair_23: u32 = (((v_15[j_22] & 0xffffu)) | ((((v_15[(j_22 + (K_WORD_CODES / 2u))] & 0xffffu)) << 16u)));
-                kiln_set_shared_u32(xs_v, (pairs_at_21 + j_22), pair_23);
-                j_22 = (j_22 + 1u);
-            }
-            word_12 = (word_12 + 1u);
-        }
-        kiln_set_shared_f32(xsum_v, (((m_9 * panel_spans_5) + span_10)), sum_11);
-        item_8 = (item_8 + KILN_BLOCK);
-    }
+fn k_is_bf16_16() -> bool {
+    return (k_is_16bit_13() && (k_widen_15(k_from_bits32_11(16256u)) == 1e0f));
 }
-fn k_from_bits32_19(b_p: u32) -> u32 {
-    return (b_p & 0xffffu);
-}
-fn k_mma_class_20() -> u32 {
-    return (k_lane_13() % k_mma_classes_1(KILN_WAVE));
-}
-fn k_mma_group_21() -> u32 {
-    return (((k_lane_13() / k_mma_classes_1(KILN_WAVE))) % k_mma_groups_4(KILN_WAVE));
-}
-fn k_word_group_22(step_p: u32, q_p: u32, word_p: u32) -> u32 {
+fn k_code_at_17(lane_p: S_Lane, s_p: u32, r_p: u32, j_p: u32) -> u32 {
     var ifv_1: u32;
-    if (kiln_meta[4u] < step_p) {
-        ifv_1 = ((((q_p * K_LANE_CODES) + (word_p * K_WORD_CODES))) >> kiln_meta[7u]);
+    if (r_p == 0u) {
+        ifv_1 = lane_p.w_at0;
     } else {
-        ifv_1 = 0u;
+        ifv_1 = lane_p.w_at1;
+    }
+    let w_at_2: u32 = ifv_1;
+    return ((w_at_2 + (s_p * lane_p.step_words)) + j_p);
+}
+fn k_code_word_18(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, r_p: u32, j_p: u32) -> u32 {
+    let at_1: u32 = k_code_at_17(lane_p, s_p, r_p, j_p);
+    var blk_2: u32;
+    {
+        blk_2 = kiln_get_b1_u(w_q_v, at_1);
+    }
+    return blk_2;
+}
+fn k_refill_19(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 2>, 2>, 1>, slot_p: u32) -> array<array<array<u32, 2>, 2>, 1> {
+    var ring_m: array<array<array<u32, 2>, 2>, 1> = ring_p;
+    var ring_1: array<array<array<u32, 2>, 2>, 1> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 2u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_e_at_20(lane_p: S_Lane, r_p: u32) -> u32 {
+    var ifv_1: u32;
+    if (r_p == 0u) {
+        ifv_1 = lane_p.e_at0;
+    } else {
+        ifv_1 = lane_p.e_at1;
     }
     return ifv_1;
 }
-fn k_is_16bit_23() -> bool {
-    return (k_to_bits32_15(k_from_bits32_19(65536u)) == 0u);
-}
-fn k_is_bf16_24() -> bool {
-    return (k_is_16bit_23() && (k_widen_17(k_from_bits32_19(16256u)) == 1e0f));
-}
-fn k_chunk_at_25(step_at_p: u32, q_p: u32, end_p: u32, live_p: bool) -> u32 {
-    let at_1: u32 = (step_at_p + (q_p * K_LANE_CODES));
-    var ifv_2: u32;
-    if (live_p && (at_1 < end_p)) {
-        ifv_2 = at_1;
-    } else {
-        ifv_2 = end_p;
-    }
-    return ifv_2;
-}
-fn k_chunk_words_26(w_q_v: vec2<u32>, row_words_p: array<u32, 2>, chunk_p: u32, end_p: u32, wide_p: bool) -> array<array<u32, 4>, 2> {
-    var row_words_m: array<u32, 2> = row_words_p;
-    var w_1: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
-    if (chunk_p < end_p) {
-        let word_2: u32 = (chunk_p / K_WORD_CODES);
-        var r_3: u32 = 0u;
-        while (r_3 < 2u) {
-            let at_4: u32 = ((row_words_m[r_3] + word_2));
-            if wide_p {
-                var blk_5: array<u32, 4>;
-                {
-                    blk_5 = kiln_getchunk4_b1(w_q_v, at_4);
-                }
-                w_1[r_3] = blk_5;
-            } else {
-                var j_6: u32 = 0u;
-                while (j_6 < K_LANE_WORDS) {
-                    w_1[r_3][j_6] = kiln_get_b1(w_q_v, (at_4 + j_6));
-                    j_6 = (j_6 + 1u);
-                }
-            }
-            r_3 = (r_3 + 1u);
-        }
-    }
-    return w_1;
-}
-fn k_mma_col_27(t_p: u32) -> u32 {
-    return (k_mma_class_20() + (k_mma_classes_1(KILN_WAVE) * t_p));
-}
-fn k_to_f32_28(self_v: u32) -> f32 {
-    return bitcast<f32>(((self_v) << 16u));
-}
-fn k_widen_29(self_v: u32) -> f32 {
-    return k_to_f32_28(self_v);
-}
-fn k_scale_value_30(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    let f32_words_1: bool = (code_p == K_SCALE_F32);
-    var ifv_2: u32;
-    if f32_words_1 {
-        ifv_2 = e_p;
-    } else {
-        ifv_2 = (e_p >> 1u);
-    }
-    let at_3: u32 = ifv_2;
-    var blk_4: u32;
-    {
-        blk_4 = kiln_get_b2_u(words_v, at_3);
-    }
-    let word_5: u32 = blk_4;
-    let half_6: u32 = (((word_5 >> ((((e_p & 1u)) * 16u)))) & 65535u);
-    let bf_7: f32 = k_widen_29((half_6 & 0xffffu));
-    let hf_8: f32 = k_widen_17((half_6 & 0xffffu));
-    var ifv_9: f32;
-    if f32_words_1 {
-        ifv_9 = bitcast<f32>(word_5);
-    } else {
-        var ifv_10: f32;
-        if (code_p == K_SCALE_BF16) {
-            ifv_10 = bf_7;
-        } else {
-            ifv_10 = hf_8;
-        }
-        ifv_9 = ifv_10;
-    }
-    return ifv_9;
-}
-fn k_scale_value_31(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    let f32_words_1: bool = (code_p == K_SCALE_F32);
-    var ifv_2: u32;
-    if f32_words_1 {
-        ifv_2 = e_p;
-    } else {
-        ifv_2 = (e_p >> 1u);
-    }
-    let at_3: u32 = ifv_2;
-    var blk_4: u32;
-    {
-        blk_4 = kiln_get_b3_u(words_v, at_3);
-    }
-    let word_5: u32 = blk_4;
-    let half_6: u32 = (((word_5 >> ((((e_p & 1u)) * 16u)))) & 65535u);
-    let bf_7: f32 = k_widen_29((half_6 & 0xffffu));
-    let hf_8: f32 = k_widen_17((half_6 & 0xffffu));
-    var ifv_9: f32;
-    if f32_words_1 {
-        ifv_9 = bitcast<f32>(word_5);
-    } else {
-        var ifv_10: f32;
-        if (code_p == K_SCALE_BF16) {
-            ifv_10 = bf_7;
-        } else {
-            ifv_10 = hf_8;
-        }
-        ifv_9 = ifv_10;
-    }
-    return ifv_9;
-}
-fn k_fold_values_32(scales_v: vec2<u32>, biases_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, rows_p: array<u32, 2>, at_p: S_Sweep, k0_p: u32, s_p: u32, like_p: array<array<array<f32, 2>, 2>, 1>) -> array<array<array<array<f32, 3>, 2>, 2>, 1> {
-    var rows_m: array<u32, 2> = rows_p;
-    var like_m: array<array<array<f32, 2>, 2>, 1> = like_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let step_2: u32 = k_step_codes_2(KILN_WAVE);
-    let h_count_3: u32 = k_step_groups_3(kiln_meta[4u], KILN_WAVE);
-    var ifv_4: u32;
-    if ((k0_p + geo_p.panel) < kiln_meta[1u]) {
-        ifv_4 = (k0_p + geo_p.panel);
-    } else {
-        ifv_4 = kiln_meta[1u];
-    }
-    let end_5: u32 = ifv_4;
-    let groups_per_row_6: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
-    let span_log2_7: u32 = k_span_log2_10(KILN_WAVE);
-    let panel_spans_8: u32 = (geo_p.panel >> span_log2_7);
-    let step_at_9: u32 = (k0_p + (s_p * step_2));
-    var out_10: array<array<array<array<f32, 3>, 2>, 2>, 1> = array<array<array<array<f32, 3>, 2>, 2>, 1>(array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))));
-    var pass_11: u32 = 0u;
-    while (pass_11 < 1u) {
-        var t_12: u32 = 0u;
-        while (t_12 < 2u) {
-            let mc_13: u32 = k_mma_col_27(t_12);
-            let col_14: u32 = ((((at_p.first_pass + pass_11)) * groups_1) + mc_13);
-            let span_at_15: u32 = (step_at_9 + ((((col_14 & ((h_count_3 - 1u)))) << span_log2_7)));
-            let group_16: u32 = (span_at_15 >> kiln_meta[7u]);
-            let live_17: bool = (((at_p.live && (mc_13 < groups_1)) && (col_14 < at_p.columns)) && (span_at_15 < end_5));
-            if live_17 {
-                let m_18: u32 = (col_14 >> u32(countTrailingZeros(h_count_3)));
-                let span_19: u32 = (((span_at_15 - k0_p)) >> span_log2_7);
-                let sum_x_20: f32 = kiln_get_shared_f32(xsum_v, (((m_18 * panel_spans_8) + span_19)));
-                var r_21: u32 = 0u;
-                while (r_21 < 2u) {
-                    let e_22: u32 = ((rows_m[r_21] * groups_per_row_6) + group_16);
-                    out_10[pass_11][r_21][t_12] = array<f32, 3>(k_scale_value_30(scales_v, kiln_meta[5u], e_22), k_scale_value_31(biases_v, kiln_meta[5u], e_22), sum_x_20);
-                    r_21 = (r_21 + 1u);
-                }
-            }
-            t_12 = (t_12 + 1u);
-        }
-        pass_11 = (pass_11 + 1u);
-    }
-    return out_10;
-}
-fn k_x_pairs_33(xs_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<u32, 2>, 2> {
-    var ifv_1: array<u32, 4>;
-    if wide_p {
-        var blk_2: array<u32, 4>;
+fn k_scale_block_21(scales_v: vec2<u32>, biases_v: vec2<u32>, lane_p: S_Lane, s_p: u32) -> array<array<u32, 4>, 4> {
+    var block_1: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let at_3: u32 = ((((k_e_at_20(lane_p, r_2) + s_p)) / 2u));
+        var blk_4: array<u32, 4>;
         {
-            blk_2 = kiln_getchunk4_shared_u32(xs_v, at_p);
+            blk_4 = kiln_getchunk4_b2(scales_v, at_3);
         }
-        ifv_1 = blk_2;
-    } else {
-        ifv_1 = array<u32, 4>(kiln_get_shared_u32(xs_v, at_p), kiln_get_shared_u32(xs_v, (at_p + 1u)), kiln_get_shared_u32(xs_v, (at_p + 2u)), kiln_get_shared_u32(xs_v, (at_p + 3u)));
+        block_1[(2u * r_2)] = blk_4;
+        var blk_5: array<u32, 4>;
+        {
+            blk_5 = kiln_getchunk4_b3(biases_v, at_3);
+        }
+        block_1[((2u * r_2) + 1u)] = blk_5;
+        r_2 = (r_2 + 1u);
     }
-    var v_3: array<u32, 4> = ifv_1;
-    return array<array<u32, 2>, 2>(array<u32, 2>(v_3[0u], v_3[1u]), array<u32, 2>(v_3[2u], v_3[3u]));
+    return block_1;
 }
-fn k_code_pair_34(word_p: u32, i_p: u32, code_bits_p: u32) -> u32 {
-    let mask_1: u32 = (((1u << K_CODE_BITS)) - 1u);
-    return (((((word_p >> ((i_p * K_CODE_BITS)))) & ((mask_1 | ((mask_1 << 16u)))))) | code_bits_p);
+fn k_x_pairs_22(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 4> {
+    var v_1: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    if wide_p {
+        var blk_2: array<u32, 8>;
+        {
+            blk_2 = kiln_getchunk8_b0(x_v, at_p);
+        }
+        var e_3: array<u32, 8> = blk_2;
+        var j_4: u32 = 0u;
+        while (j_4 < 8u) {
+            v_1[j_4] = k_to_bits32_12(e_3[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    } else {
+        var j_5: u32 = 0u;
+        while (j_5 < 8u) {
+            var blk_6: u32;
+            {
+                blk_6 = kiln_get_b0_u(x_v, (at_p + j_5));
+            }
+            v_1[j_5] = k_to_bits32_12(blk_6);
+            j_5 = (j_5 + 1u);
+        }
+    }
+    var pairs_7: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
+    var j_8: u32 = 0u;
+    while (j_8 < 4u) {
+        pairs_7[j_8] = (((v_1[j_8] & 65535u)) | ((v_1[(j_8 + 4u)] << 16u)));
+        j_8 = (j_8 + 1u);
+    }
+    return pairs_7;
 }
-fn k_mul_add_35(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_step_x_23(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 2>) -> array<array<u32, 4>, 2> {
+    var zero_m: array<array<u32, 4>, 2> = zero_p;
+    var xp_1: array<array<u32, 4>, 2> = zero_m;
+    if (s_p < end_p) {
+        var j_2: u32 = 0u;
+        while (j_2 < 2u) {
+            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
+            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
+            j_2 = (j_2 + 1u);
+        }
+    }
+    return xp_1;
+}
+fn k_code_pair_24(word_p: u32, i_p: u32, code_bits_p: u32) -> u32 {
+    return (((((word_p >> ((i_p * 4u)))) & 983055u)) | code_bits_p);
+}
+fn k_mul_add_25(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_pair_dot_36(a_p: u32, b_p: u32) -> f32 {
-    let lo_1: f32 = (k_widen_17(k_from_bits32_19((a_p & 65535u))) * k_widen_17(k_from_bits32_19((b_p & 65535u))));
-    return k_mul_add_35(k_widen_17(k_from_bits32_19((a_p >> 16u))), k_widen_17(k_from_bits32_19((b_p >> 16u))), lo_1);
+fn k_pair_dot_26(a_p: u32, b_p: u32) -> f32 {
+    let lo_1: f32 = (k_widen_15(k_from_bits32_11((a_p & 65535u))) * k_widen_15(k_from_bits32_11((b_p & 65535u))));
+    return k_mul_add_25(k_widen_15(k_from_bits32_11((a_p >> 16u))), k_widen_15(k_from_bits32_11((b_p >> 16u))), lo_1);
 }
-fn k_wave_mma_shuffled_37(a_p: array<array<u32, 2>, 2>, bw_p: array<u32, 2>, c_p: array<array<f32, 2>, 2>, _like_p: u32) -> array<array<f32, 2>, 2> {
+fn k_mma_col_27(t_p: u32) -> u32 {
+    return (k_mma_class_10() + (k_mma_classes_1(KILN_WAVE) * t_p));
+}
+fn k_wave_mma_shuffled_28(a_p: array<array<u32, 2>, 2>, bw_p: array<u32, 2>, c_p: array<array<f32, 2>, 2>, _like_p: u32) -> array<array<f32, 2>, 2> {
     var a_m: array<array<u32, 2>, 2> = a_p;
     var bw_m: array<u32, 2> = bw_p;
     var c_m: array<array<f32, 2>, 2> = c_p;
     let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
-    let groups_2: u32 = k_mma_groups_4(KILN_WAVE);
-    let g_3: u32 = k_mma_group_21();
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let g_3: u32 = k_mma_group_9();
     var part_4: array<array<f32, 8>, 2> = array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
     var d_5: u32 = 0u;
     while (d_5 < K_MMA_MAX_GROUPS) {
@@ -586,7 +392,7 @@ fn k_wave_mma_shuffled_37(a_p: array<array<u32, 2>, 2>, bw_p: array<u32, 2>, c_p
             let b1_7: u32 = kiln_shuffle_xor(bw_m[1u], (d_5 * classes_1));
             var r_8: u32 = 0u;
             while (r_8 < 2u) {
-                part_4[r_8][d_5] = (k_pair_dot_36(a_m[r_8][0u], b0_6) + k_pair_dot_36(a_m[r_8][1u], b1_7));
+                part_4[r_8][d_5] = (k_pair_dot_26(a_m[r_8][0u], b0_6) + k_pair_dot_26(a_m[r_8][1u], b1_7));
                 r_8 = (r_8 + 1u);
             }
         }
@@ -633,424 +439,2078 @@ fn k_wave_mma_shuffled_37(a_p: array<array<u32, 2>, 2>, bw_p: array<u32, 2>, c_p
     }
     return out_13;
 }
-fn k_wave_mma_38(a_p: array<array<u32, 2>, 2>, b_p: array<u32, 2>, c_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_wave_mma_29(a_p: array<array<u32, 2>, 2>, b_p: array<u32, 2>, c_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var a_m: array<array<u32, 2>, 2> = a_p;
     var b_m: array<u32, 2> = b_p;
     var c_m: array<array<f32, 2>, 2> = c_p;
-    return k_wave_mma_shuffled_37(a_m, b_m, c_m, k_from_bits32_19(0u));
+    return k_wave_mma_shuffled_28(a_m, b_m, c_m, k_from_bits32_11(0u));
 }
-fn k_sweep_39(_like_p: u32, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, xs_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, at_p: S_Sweep, k0_p: u32, wide_p: bool, deep_p: bool, acc_p: array<array<array<f32, 2>, 2>, 1>) -> array<array<array<f32, 2>, 2>, 1> {
-    var acc_m: array<array<array<f32, 2>, 2>, 1> = acc_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let q_2: u32 = k_mma_class_20();
-    let g_3: u32 = k_mma_group_21();
-    let k_4: u32 = kiln_meta[1u];
-    var ifv_5: u32;
-    if ((k0_p + geo_p.panel) < k_4) {
-        ifv_5 = (k0_p + geo_p.panel);
-    } else {
-        ifv_5 = k_4;
-    }
-    let end_6: u32 = ifv_5;
-    let step_7: u32 = k_step_codes_2(KILN_WAVE);
-    let h_count_8: u32 = k_step_groups_3(kiln_meta[4u], KILN_WAVE);
-    let h_log2_9: u32 = u32(countTrailingZeros(h_count_8));
-    let rounds_10: u32 = ((((end_6 - k0_p)) / step_7 + select(0u, 1u, ((end_6 - k0_p)) % step_7 != 0u)) / at_p.splits + select(0u, 1u, (((end_6 - k0_p)) / step_7 + select(0u, 1u, ((end_6 - k0_p)) % step_7 != 0u)) % at_p.splits != 0u));
-    let words_per_row_11: u32 = (k_4 / K_WORD_CODES);
-    let n_last_12: u32 = (kiln_meta[2u] - 1u);
-    let first_13: u32 = (((kiln_block.x * K_MMA_BLOCK_ROWS) + ((at_p.tile * 2u) * groups_1)) + g_3);
-    var rows_14: array<u32, 2> = array<u32, 2>(min(first_13, n_last_12), min(((first_13 + groups_1)), n_last_12));
-    var row_words_15: array<u32, 2> = array<u32, 2>((rows_14[0u] * words_per_row_11), (rows_14[1u] * words_per_row_11));
-    var x_row_16: array<u32, 1> = array<u32, 1>(0u);
-    var x_words_17: array<u32, 1> = array<u32, 1>(0u);
-    var pass_18: u32 = 0u;
-    while (pass_18 < 1u) {
-        let col_19: u32 = ((((at_p.first_pass + pass_18)) * groups_1) + g_3);
-        if (at_p.live && (col_19 < at_p.columns)) {
-            x_row_16[pass_18] = ((((col_19 >> h_log2_9)) * geo_p.panel) / 2u);
-            var word_20: u32 = 0u;
-            while (word_20 < K_LANE_WORDS) {
-                if (k_word_group_22(step_7, q_2, word_20) == (col_19 & ((h_count_8 - 1u)))) {
-                    x_words_17[pass_18] = (x_words_17[pass_18] | (1u << word_20));
-                }
-                word_20 = (word_20 + 1u);
-            }
+fn k_multiply_step_30(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 2>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 2>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 2>, 2>, 1> = ring_p;
+    var xp_m: array<array<u32, 4>, 2> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 2u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
         }
-        pass_18 = (pass_18 + 1u);
+        j_3 = (j_3 + 1u);
     }
-    let bf16_21: bool = k_is_bf16_24();
-    var ifv_22: u32;
-    if bf16_21 {
-        ifv_22 = 1124090624u;
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_fold_31(lane_p: S_Lane, vals_p: array<f32, 4>, c_p: array<array<f32, 2>, 2>, cx_p: array<array<f32, 2>, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var vals_m: array<f32, 4> = vals_p;
+    var c_m: array<array<f32, 2>, 2> = c_p;
+    var cx_m: array<array<f32, 2>, 2> = cx_p;
+    var acc_m: array<array<f32, 2>, 2> = acc_p;
+    var acc_1: array<array<f32, 2>, 2> = acc_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        let s_3: f32 = vals_m[(2u * r_2)];
+        let shift_4: f32 = k_mul_add_25(-(lane_p.offset), s_3, vals_m[((2u * r_2) + 1u)]);
+        var t_5: u32 = 0u;
+        while (t_5 < 2u) {
+            let with_shift_6: f32 = k_mul_add_25(shift_4, cx_m[r_2][t_5], acc_1[r_2][t_5]);
+            acc_1[r_2][t_5] = k_mul_add_25(s_3, c_m[r_2][t_5], with_shift_6);
+            t_5 = (t_5 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return acc_1;
+}
+fn k_sweep_wide_32(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 2>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 2>, 2>, 1> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 1u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_19(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 1u);
+            var xs_16: array<array<u32, 4>, 2> = k_step_x_23(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_30(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 1u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_19(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_scale_word_33(words_v: vec2<u32>, lane_p: S_Lane, s_p: u32, r_p: u32) -> u32 {
+    let e_1: u32 = (k_e_at_20(lane_p, r_p) + s_p);
+    var ifv_2: u32;
+    if lane_p.f32_scales {
+        ifv_2 = e_1;
     } else {
-        ifv_22 = 1677747200u;
+        ifv_2 = (e_1 >> 1u);
     }
-    let code_bits_23: u32 = (ifv_22 * min(kiln_meta[2u], 1u));
-    var ifv_24: f32;
-    if bf16_21 {
-        ifv_24 = 1.28e2f;
+    let at_3: u32 = ifv_2;
+    var blk_4: u32;
+    {
+        blk_4 = kiln_get_b2_u(words_v, at_3);
+    }
+    return blk_4;
+}
+fn k_scale_word_34(words_v: vec2<u32>, lane_p: S_Lane, s_p: u32, r_p: u32) -> u32 {
+    let e_1: u32 = (k_e_at_20(lane_p, r_p) + s_p);
+    var ifv_2: u32;
+    if lane_p.f32_scales {
+        ifv_2 = e_1;
     } else {
-        ifv_24 = 1.024e3f;
+        ifv_2 = (e_1 >> 1u);
     }
-    let offset_25: f32 = ifv_24;
-    var acc_26: array<array<array<f32, 2>, 2>, 1> = acc_m;
-    var s_27: u32 = at_p.split;
-    var w_next_28: array<array<u32, 4>, 2> = k_chunk_words_26(w_q_v, row_words_15, k_chunk_at_25((k0_p + (s_27 * step_7)), q_2, end_6, at_p.live), end_6, wide_p);
-    var w_after_29: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
-    var folds_next_30: array<array<array<array<f32, 3>, 2>, 2>, 1> = array<array<array<array<f32, 3>, 2>, 2>, 1>(array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))));
-    if deep_p {
-        let after_31: u32 = k_chunk_at_25((k0_p + (((s_27 + at_p.splits)) * step_7)), q_2, end_6, at_p.live);
-        w_after_29 = k_chunk_words_26(w_q_v, row_words_15, after_31, end_6, wide_p);
-        folds_next_30 = k_fold_values_32(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, s_27, acc_26);
+    let at_3: u32 = ifv_2;
+    var blk_4: u32;
+    {
+        blk_4 = kiln_get_b3_u(words_v, at_3);
     }
-    var round_32: u32 = 0u;
-    while (round_32 < rounds_10) {
-        var w_33: array<array<u32, 4>, 2> = w_next_28;
-        let chunk_34: u32 = k_chunk_at_25((k0_p + (s_27 * step_7)), q_2, end_6, at_p.live);
-        let next_35: u32 = (s_27 + at_p.splits);
-        var folds_36: array<array<array<array<f32, 3>, 2>, 2>, 1> = folds_next_30;
-        if deep_p {
-            w_next_28 = w_after_29;
-            let after_37: u32 = k_chunk_at_25((k0_p + (((next_35 + at_p.splits)) * step_7)), q_2, end_6, at_p.live);
-            w_after_29 = k_chunk_words_26(w_q_v, row_words_15, after_37, end_6, wide_p);
-            folds_next_30 = k_fold_values_32(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, next_35, acc_26);
+    return blk_4;
+}
+fn k_step_scales_35(scales_v: vec2<u32>, biases_v: vec2<u32>, lane_p: S_Lane, s_p: u32) -> array<u32, 4> {
+    return array<u32, 4>(k_scale_word_33(scales_v, lane_p, s_p, 0u), k_scale_word_34(biases_v, lane_p, s_p, 0u), k_scale_word_33(scales_v, lane_p, s_p, 1u), k_scale_word_34(biases_v, lane_p, s_p, 1u));
+}
+fn k_scale_of_36(raw_p: u32, e_p: u32, code_p: u32) -> f32 {
+    let half_1: u32 = (((raw_p >> ((((e_p & 1u)) * 16u)))) & 65535u);
+    var ifv_2: f32;
+    if (code_p == K_SCALE_F32) {
+        ifv_2 = bitcast<f32>(raw_p);
+    } else {
+        var ifv_3: f32;
+        if (code_p == K_SCALE_BF16) {
+            ifv_3 = bitcast<f32>((half_1 << 16u));
         } else {
-            w_next_28 = k_chunk_words_26(w_q_v, row_words_15, k_chunk_at_25((k0_p + (next_35 * step_7)), q_2, end_6, at_p.live), end_6, wide_p);
-            folds_36 = k_fold_values_32(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, s_27, acc_26);
+            ifv_3 = k_widen_15((half_1 & 0xffffu));
         }
-        var c_38: array<array<array<f32, 2>, 2>, 1> = acc_26;
-        var pass_39: u32 = 0u;
-        while (pass_39 < 1u) {
-            c_38[pass_39] = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
-            pass_39 = (pass_39 + 1u);
-        }
-        var word_40: u32 = 0u;
-        while (word_40 < K_LANE_WORDS) {
-            var xw_41: array<array<array<u32, 2>, 2>, 1> = array<array<array<u32, 2>, 2>, 1>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)));
-            var pass_42: u32 = 0u;
-            while (pass_42 < 1u) {
-                if ((chunk_34 < end_6) && ((((x_words_17[pass_42] >> word_40)) & 1u) != 0u)) {
-                    let word_at_43: u32 = ((((chunk_34 - k0_p)) / 2u) + (((word_40 * K_WORD_CODES) / 2u)));
-                    xw_41[pass_42] = k_x_pairs_33(xs_v, (x_row_16[pass_42] + word_at_43), wide_p);
-                }
-                pass_42 = (pass_42 + 1u);
-            }
-            var half_44: u32 = 0u;
-            while (half_44 < K_WORD_HALVES) {
-                let i_45: u32 = (2u * half_44);
-                var a_46: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_34(w_33[0u][word_40], i_45, code_bits_23), k_code_pair_34(w_33[0u][word_40], (i_45 + 1u), code_bits_23)), array<u32, 2>(k_code_pair_34(w_33[1u][word_40], i_45, code_bits_23), k_code_pair_34(w_33[1u][word_40], (i_45 + 1u), code_bits_23)));
-                var pass_47: u32 = 0u;
-                while (pass_47 < 1u) {
-                    c_38[pass_47] = k_wave_mma_38(a_46, xw_41[pass_47][half_44], c_38[pass_47]);
-                    pass_47 = (pass_47 + 1u);
-                }
-                half_44 = (half_44 + 1u);
-            }
-            word_40 = (word_40 + 1u);
-        }
-        var pass_48: u32 = 0u;
-        while (pass_48 < 1u) {
-            var r_49: u32 = 0u;
-            while (r_49 < 2u) {
-                var t_50: u32 = 0u;
-                while (t_50 < 2u) {
-                    var f_51: array<f32, 3> = folds_36[pass_48][r_49][t_50];
-                    let shift_52: f32 = k_mul_add_35(-(offset_25), f_51[0u], f_51[1u]);
-                    let with_shift_53: f32 = k_mul_add_35(shift_52, f_51[2u], acc_26[pass_48][r_49][t_50]);
-                    acc_26[pass_48][r_49][t_50] = k_mul_add_35(f_51[0u], c_38[pass_48][r_49][t_50], with_shift_53);
-                    t_50 = (t_50 + 1u);
-                }
-                r_49 = (r_49 + 1u);
-            }
-            pass_48 = (pass_48 + 1u);
-        }
-        s_27 = next_35;
-        round_32 = (round_32 + 1u);
+        ifv_2 = ifv_3;
     }
-    return acc_26;
+    return ifv_2;
 }
-fn k_items_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, xs_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, wide_p: bool, zero_p: array<array<array<f32, 2>, 2>, 1>) {
-    var zero_m: array<array<array<f32, 2>, 2>, 1> = zero_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let set_2: u32 = ((k_wave_id_12() * k_mma_sets_5(KILN_WAVE)) + k_mma_set_14());
-    let sweeps_3: u32 = (geo_p.passes / 1u + select(0u, 1u, geo_p.passes % 1u != 0u));
-    let splits_4: u32 = geo_p.splits;
-    let items_5: u32 = ((k_tiles_6(KILN_WAVE) * sweeps_3) * splits_4);
-    let panels_6: u32 = (kiln_meta[1u] / geo_p.panel + select(0u, 1u, kiln_meta[1u] % geo_p.panel != 0u));
-    var base_7: u32 = 0u;
-    while (base_7 < items_5) {
-        let item_8: u32 = (base_7 + set_2);
-        let at_9: S_Sweep = S_Sweep((item_8 / ((splits_4 * sweeps_3))), (item_8 % splits_4), splits_4, (((item_8 / splits_4) % sweeps_3) * 1u), geo_p.columns, (item_8 < items_5));
-        var acc_10: array<array<array<f32, 2>, 2>, 1> = zero_m;
-        var panel_11: u32 = 0u;
-        while (panel_11 < panels_6) {
-            let k0_12: u32 = (panel_11 * geo_p.panel);
-            storageBarrier(); workgroupBarrier();
-            k_stage_panel_18(x_v, xs_v, xsum_v, geo_p, k0_12);
-            storageBarrier(); workgroupBarrier();
-            acc_10 = k_sweep_39(k_from_bits32_19(0u), w_q_v, scales_v, biases_v, xs_v, xsum_v, geo_p, at_9, k0_12, wide_p, (1u == 1u), acc_10);
-            panel_11 = (panel_11 + 1u);
+fn k_sweep_narrow_37(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 2>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 2>, 2>, 1> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 1u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_19(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
         }
-        let row0_13: u32 = (((at_9.tile * 2u) * groups_1) + k_mma_group_21());
-        var pass_14: u32 = 0u;
-        while (pass_14 < 1u) {
-            var t_15: u32 = 0u;
-            while (t_15 < 2u) {
-                let mc_16: u32 = k_mma_col_27(t_15);
-                let col_17: u32 = ((((at_9.first_pass + pass_14)) * groups_1) + mc_16);
-                if ((at_9.live && (mc_16 < groups_1)) && (col_17 < geo_p.columns)) {
-                    var r_18: u32 = 0u;
-                    while (r_18 < 2u) {
-                        let row_19: u32 = (row0_13 + (r_18 * groups_1));
-                        let e_20: u32 = (((((at_9.split * K_MMA_BLOCK_ROWS) + row_19)) * geo_p.columns) + col_17);
-                        kiln_set_shared_f32(sums_v, e_20, acc_10[pass_14][r_18][t_15]);
-                        r_18 = (r_18 + 1u);
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 1u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 2> = k_step_x_23(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_30(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 1u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_19(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 1u);
+    }
+    return acc_8;
+}
+fn k_sweep_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 2>, 2>, 1>, narrow_p: array<array<array<u32, 2>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 2>, 2>, 1> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 2u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 2u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 2u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 2u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_32(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_37(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_39(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 2>, 2>, 1>, narrow_p: array<array<array<u32, 2>, 2>, 1>) {
+    var zero_m: array<array<array<u32, 2>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 2>, 2>, 1> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_38(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
                     }
                 }
-                t_15 = (t_15 + 1u);
+                t_29 = (t_29 + 1u);
             }
-            pass_14 = (pass_14 + 1u);
+            pass_26 = (pass_26 + 1u);
         }
-        base_7 = (base_7 + geo_p.sets);
+        round_15 = (round_15 + 1u);
     }
 }
-fn k_fold_values_41(scales_v: vec2<u32>, biases_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, rows_p: array<u32, 2>, at_p: S_Sweep, k0_p: u32, s_p: u32, like_p: array<array<array<f32, 2>, 2>, 2>) -> array<array<array<array<f32, 3>, 2>, 2>, 2> {
-    var rows_m: array<u32, 2> = rows_p;
-    var like_m: array<array<array<f32, 2>, 2>, 2> = like_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let step_2: u32 = k_step_codes_2(KILN_WAVE);
-    let h_count_3: u32 = k_step_groups_3(kiln_meta[4u], KILN_WAVE);
-    var ifv_4: u32;
-    if ((k0_p + geo_p.panel) < kiln_meta[1u]) {
-        ifv_4 = (k0_p + geo_p.panel);
-    } else {
-        ifv_4 = kiln_meta[1u];
-    }
-    let end_5: u32 = ifv_4;
-    let groups_per_row_6: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
-    let span_log2_7: u32 = k_span_log2_10(KILN_WAVE);
-    let panel_spans_8: u32 = (geo_p.panel >> span_log2_7);
-    let step_at_9: u32 = (k0_p + (s_p * step_2));
-    var out_10: array<array<array<array<f32, 3>, 2>, 2>, 2> = array<array<array<array<f32, 3>, 2>, 2>, 2>(array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))), array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))));
-    var pass_11: u32 = 0u;
-    while (pass_11 < 2u) {
-        var t_12: u32 = 0u;
-        while (t_12 < 2u) {
-            let mc_13: u32 = k_mma_col_27(t_12);
-            let col_14: u32 = ((((at_p.first_pass + pass_11)) * groups_1) + mc_13);
-            let span_at_15: u32 = (step_at_9 + ((((col_14 & ((h_count_3 - 1u)))) << span_log2_7)));
-            let group_16: u32 = (span_at_15 >> kiln_meta[7u]);
-            let live_17: bool = (((at_p.live && (mc_13 < groups_1)) && (col_14 < at_p.columns)) && (span_at_15 < end_5));
-            if live_17 {
-                let m_18: u32 = (col_14 >> u32(countTrailingZeros(h_count_3)));
-                let span_19: u32 = (((span_at_15 - k0_p)) >> span_log2_7);
-                let sum_x_20: f32 = kiln_get_shared_f32(xsum_v, (((m_18 * panel_spans_8) + span_19)));
-                var r_21: u32 = 0u;
-                while (r_21 < 2u) {
-                    let e_22: u32 = ((rows_m[r_21] * groups_per_row_6) + group_16);
-                    out_10[pass_11][r_21][t_12] = array<f32, 3>(k_scale_value_30(scales_v, kiln_meta[5u], e_22), k_scale_value_31(biases_v, kiln_meta[5u], e_22), sum_x_20);
-                    r_21 = (r_21 + 1u);
-                }
-            }
-            t_12 = (t_12 + 1u);
+fn k_refill_40(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 4>, 2>, 1>, slot_p: u32) -> array<array<array<u32, 4>, 2>, 1> {
+    var ring_m: array<array<array<u32, 4>, 2>, 1> = ring_p;
+    var ring_1: array<array<array<u32, 4>, 2>, 1> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 4u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
         }
-        pass_11 = (pass_11 + 1u);
+        r_2 = (r_2 + 1u);
     }
-    return out_10;
+    return ring_1;
 }
-fn k_sweep_42(_like_p: u32, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, xs_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, at_p: S_Sweep, k0_p: u32, wide_p: bool, deep_p: bool, acc_p: array<array<array<f32, 2>, 2>, 2>) -> array<array<array<f32, 2>, 2>, 2> {
-    var acc_m: array<array<array<f32, 2>, 2>, 2> = acc_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let q_2: u32 = k_mma_class_20();
-    let g_3: u32 = k_mma_group_21();
-    let k_4: u32 = kiln_meta[1u];
-    var ifv_5: u32;
-    if ((k0_p + geo_p.panel) < k_4) {
-        ifv_5 = (k0_p + geo_p.panel);
-    } else {
-        ifv_5 = k_4;
-    }
-    let end_6: u32 = ifv_5;
-    let step_7: u32 = k_step_codes_2(KILN_WAVE);
-    let h_count_8: u32 = k_step_groups_3(kiln_meta[4u], KILN_WAVE);
-    let h_log2_9: u32 = u32(countTrailingZeros(h_count_8));
-    let rounds_10: u32 = ((((end_6 - k0_p)) / step_7 + select(0u, 1u, ((end_6 - k0_p)) % step_7 != 0u)) / at_p.splits + select(0u, 1u, (((end_6 - k0_p)) / step_7 + select(0u, 1u, ((end_6 - k0_p)) % step_7 != 0u)) % at_p.splits != 0u));
-    let words_per_row_11: u32 = (k_4 / K_WORD_CODES);
-    let n_last_12: u32 = (kiln_meta[2u] - 1u);
-    let first_13: u32 = (((kiln_block.x * K_MMA_BLOCK_ROWS) + ((at_p.tile * 2u) * groups_1)) + g_3);
-    var rows_14: array<u32, 2> = array<u32, 2>(min(first_13, n_last_12), min(((first_13 + groups_1)), n_last_12));
-    var row_words_15: array<u32, 2> = array<u32, 2>((rows_14[0u] * words_per_row_11), (rows_14[1u] * words_per_row_11));
-    var x_row_16: array<u32, 2> = array<u32, 2>(0u, 0u);
-    var x_words_17: array<u32, 2> = array<u32, 2>(0u, 0u);
-    var pass_18: u32 = 0u;
-    while (pass_18 < 2u) {
-        let col_19: u32 = ((((at_p.first_pass + pass_18)) * groups_1) + g_3);
-        if (at_p.live && (col_19 < at_p.columns)) {
-            x_row_16[pass_18] = ((((col_19 >> h_log2_9)) * geo_p.panel) / 2u);
-            var word_20: u32 = 0u;
-            while (word_20 < K_LANE_WORDS) {
-                if (k_word_group_22(step_7, q_2, word_20) == (col_19 & ((h_count_8 - 1u)))) {
-                    x_words_17[pass_18] = (x_words_17[pass_18] | (1u << word_20));
-                }
-                word_20 = (word_20 + 1u);
-            }
+fn k_step_x_41(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 4>) -> array<array<u32, 4>, 4> {
+    var zero_m: array<array<u32, 4>, 4> = zero_p;
+    var xp_1: array<array<u32, 4>, 4> = zero_m;
+    if (s_p < end_p) {
+        var j_2: u32 = 0u;
+        while (j_2 < 4u) {
+            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
+            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
+            j_2 = (j_2 + 1u);
         }
-        pass_18 = (pass_18 + 1u);
     }
-    let bf16_21: bool = k_is_bf16_24();
-    var ifv_22: u32;
-    if bf16_21 {
-        ifv_22 = 1124090624u;
+    return xp_1;
+}
+fn k_multiply_step_42(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 4>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 4>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 4>, 2>, 1> = ring_p;
+    var xp_m: array<array<u32, 4>, 4> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 4>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 4>, 2>, 1> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 1u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_40(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 1u);
+            var xs_16: array<array<u32, 4>, 4> = k_step_x_41(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_42(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 1u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_40(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_sweep_narrow_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 4>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 4>, 2>, 1> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 1u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_40(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 1u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 4> = k_step_x_41(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_42(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 1u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_40(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 1u);
+    }
+    return acc_8;
+}
+fn k_sweep_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 4>, 2>, 1>, narrow_p: array<array<array<u32, 4>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 4>, 2>, 1> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
     } else {
-        ifv_22 = 1677747200u;
+        ifv_9 = n_last_7;
     }
-    let code_bits_23: u32 = (ifv_22 * min(kiln_meta[2u], 1u));
-    var ifv_24: f32;
-    if bf16_21 {
-        ifv_24 = 1.28e2f;
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
     } else {
-        ifv_24 = 1.024e3f;
+        ifv_10 = n_last_7;
     }
-    let offset_25: f32 = ifv_24;
-    var acc_26: array<array<array<f32, 2>, 2>, 2> = acc_m;
-    var s_27: u32 = at_p.split;
-    var w_next_28: array<array<u32, 4>, 2> = k_chunk_words_26(w_q_v, row_words_15, k_chunk_at_25((k0_p + (s_27 * step_7)), q_2, end_6, at_p.live), end_6, wide_p);
-    var w_after_29: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
-    var folds_next_30: array<array<array<array<f32, 3>, 2>, 2>, 2> = array<array<array<array<f32, 3>, 2>, 2>, 2>(array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))), array<array<array<f32, 3>, 2>, 2>(array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f)), array<array<f32, 3>, 2>(array<f32, 3>(0e0f, 0e0f, 0e0f), array<f32, 3>(0e0f, 0e0f, 0e0f))));
-    if deep_p {
-        let after_31: u32 = k_chunk_at_25((k0_p + (((s_27 + at_p.splits)) * step_7)), q_2, end_6, at_p.live);
-        w_after_29 = k_chunk_words_26(w_q_v, row_words_15, after_31, end_6, wide_p);
-        folds_next_30 = k_fold_values_41(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, s_27, acc_26);
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
     }
-    var round_32: u32 = 0u;
-    while (round_32 < rounds_10) {
-        var w_33: array<array<u32, 4>, 2> = w_next_28;
-        let chunk_34: u32 = k_chunk_at_25((k0_p + (s_27 * step_7)), q_2, end_6, at_p.live);
-        let next_35: u32 = (s_27 + at_p.splits);
-        var folds_36: array<array<array<array<f32, 3>, 2>, 2>, 2> = folds_next_30;
-        if deep_p {
-            w_next_28 = w_after_29;
-            let after_37: u32 = k_chunk_at_25((k0_p + (((next_35 + at_p.splits)) * step_7)), q_2, end_6, at_p.live);
-            w_after_29 = k_chunk_words_26(w_q_v, row_words_15, after_37, end_6, wide_p);
-            folds_next_30 = k_fold_values_41(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, next_35, acc_26);
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 4u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 4u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 4u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 4u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_43(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_44(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_46(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 4>, 2>, 1>, narrow_p: array<array<array<u32, 4>, 2>, 1>) {
+    var zero_m: array<array<array<u32, 4>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 4>, 2>, 1> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
         } else {
-            w_next_28 = k_chunk_words_26(w_q_v, row_words_15, k_chunk_at_25((k0_p + (next_35 * step_7)), q_2, end_6, at_p.live), end_6, wide_p);
-            folds_36 = k_fold_values_41(scales_v, biases_v, xsum_v, geo_p, rows_14, at_p, k0_p, s_27, acc_26);
+            ifv_18 = 0u;
         }
-        var c_38: array<array<array<f32, 2>, 2>, 2> = acc_26;
-        var pass_39: u32 = 0u;
-        while (pass_39 < 2u) {
-            c_38[pass_39] = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
-            pass_39 = (pass_39 + 1u);
-        }
-        var word_40: u32 = 0u;
-        while (word_40 < K_LANE_WORDS) {
-            var xw_41: array<array<array<u32, 2>, 2>, 2> = array<array<array<u32, 2>, 2>, 2>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)));
-            var pass_42: u32 = 0u;
-            while (pass_42 < 2u) {
-                if ((chunk_34 < end_6) && ((((x_words_17[pass_42] >> word_40)) & 1u) != 0u)) {
-                    let word_at_43: u32 = ((((chunk_34 - k0_p)) / 2u) + (((word_40 * K_WORD_CODES) / 2u)));
-                    xw_41[pass_42] = k_x_pairs_33(xs_v, (x_row_16[pass_42] + word_at_43), wide_p);
-                }
-                pass_42 = (pass_42 + 1u);
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
             }
-            var half_44: u32 = 0u;
-            while (half_44 < K_WORD_HALVES) {
-                let i_45: u32 = (2u * half_44);
-                var a_46: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_34(w_33[0u][word_40], i_45, code_bits_23), k_code_pair_34(w_33[0u][word_40], (i_45 + 1u), code_bits_23)), array<u32, 2>(k_code_pair_34(w_33[1u][word_40], i_45, code_bits_23), k_code_pair_34(w_33[1u][word_40], (i_45 + 1u), code_bits_23)));
-                var pass_47: u32 = 0u;
-                while (pass_47 < 2u) {
-                    c_38[pass_47] = k_wave_mma_38(a_46, xw_41[pass_47][half_44], c_38[pass_47]);
-                    pass_47 = (pass_47 + 1u);
-                }
-                half_44 = (half_44 + 1u);
-            }
-            word_40 = (word_40 + 1u);
+            ifv_22 = ifv_23;
         }
-        var pass_48: u32 = 0u;
-        while (pass_48 < 2u) {
-            var r_49: u32 = 0u;
-            while (r_49 < 2u) {
-                var t_50: u32 = 0u;
-                while (t_50 < 2u) {
-                    var f_51: array<f32, 3> = folds_36[pass_48][r_49][t_50];
-                    let shift_52: f32 = k_mul_add_35(-(offset_25), f_51[0u], f_51[1u]);
-                    let with_shift_53: f32 = k_mul_add_35(shift_52, f_51[2u], acc_26[pass_48][r_49][t_50]);
-                    acc_26[pass_48][r_49][t_50] = k_mul_add_35(f_51[0u], c_38[pass_48][r_49][t_50], with_shift_53);
-                    t_50 = (t_50 + 1u);
-                }
-                r_49 = (r_49 + 1u);
-            }
-            pass_48 = (pass_48 + 1u);
-        }
-        s_27 = next_35;
-        round_32 = (round_32 + 1u);
-    }
-    return acc_26;
-}
-fn k_items_43(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, xs_v: vec2<u32>, xsum_v: vec2<u32>, geo_p: S_Geometry, wide_p: bool, zero_p: array<array<array<f32, 2>, 2>, 2>) {
-    var zero_m: array<array<array<f32, 2>, 2>, 2> = zero_p;
-    let groups_1: u32 = k_mma_groups_4(KILN_WAVE);
-    let set_2: u32 = ((k_wave_id_12() * k_mma_sets_5(KILN_WAVE)) + k_mma_set_14());
-    let sweeps_3: u32 = (geo_p.passes / 2u + select(0u, 1u, geo_p.passes % 2u != 0u));
-    let splits_4: u32 = geo_p.splits;
-    let items_5: u32 = ((k_tiles_6(KILN_WAVE) * sweeps_3) * splits_4);
-    let panels_6: u32 = (kiln_meta[1u] / geo_p.panel + select(0u, 1u, kiln_meta[1u] % geo_p.panel != 0u));
-    var base_7: u32 = 0u;
-    while (base_7 < items_5) {
-        let item_8: u32 = (base_7 + set_2);
-        let at_9: S_Sweep = S_Sweep((item_8 / ((splits_4 * sweeps_3))), (item_8 % splits_4), splits_4, (((item_8 / splits_4) % sweeps_3) * 2u), geo_p.columns, (item_8 < items_5));
-        var acc_10: array<array<array<f32, 2>, 2>, 2> = zero_m;
-        var panel_11: u32 = 0u;
-        while (panel_11 < panels_6) {
-            let k0_12: u32 = (panel_11 * geo_p.panel);
-            storageBarrier(); workgroupBarrier();
-            k_stage_panel_18(x_v, xs_v, xsum_v, geo_p, k0_12);
-            storageBarrier(); workgroupBarrier();
-            acc_10 = k_sweep_42(k_from_bits32_19(0u), w_q_v, scales_v, biases_v, xs_v, xsum_v, geo_p, at_9, k0_12, wide_p, (2u == 1u), acc_10);
-            panel_11 = (panel_11 + 1u);
-        }
-        let row0_13: u32 = (((at_9.tile * 2u) * groups_1) + k_mma_group_21());
-        var pass_14: u32 = 0u;
-        while (pass_14 < 2u) {
-            var t_15: u32 = 0u;
-            while (t_15 < 2u) {
-                let mc_16: u32 = k_mma_col_27(t_15);
-                let col_17: u32 = ((((at_9.first_pass + pass_14)) * groups_1) + mc_16);
-                if ((at_9.live && (mc_16 < groups_1)) && (col_17 < geo_p.columns)) {
-                    var r_18: u32 = 0u;
-                    while (r_18 < 2u) {
-                        let row_19: u32 = (row0_13 + (r_18 * groups_1));
-                        let e_20: u32 = (((((at_9.split * K_MMA_BLOCK_ROWS) + row_19)) * geo_p.columns) + col_17);
-                        kiln_set_shared_f32(sums_v, e_20, acc_10[pass_14][r_18][t_15]);
-                        r_18 = (r_18 + 1u);
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_45(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
                     }
                 }
-                t_15 = (t_15 + 1u);
+                t_29 = (t_29 + 1u);
             }
-            pass_14 = (pass_14 + 1u);
+            pass_26 = (pass_26 + 1u);
         }
-        base_7 = (base_7 + geo_p.sets);
+        round_15 = (round_15 + 1u);
     }
 }
-fn k_output_sum_44(bias_v: vec2<u32>, sums_v: vec2<u32>, at_p: S_OutputAt, m_p: u32, n_p: u32, row_p: u32) -> f32 {
+fn k_refill_47(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 8>, 2>, 1>, slot_p: u32) -> array<array<array<u32, 8>, 2>, 1> {
+    var ring_m: array<array<array<u32, 8>, 2>, 1> = ring_p;
+    var ring_1: array<array<array<u32, 8>, 2>, 1> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 8u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_step_x_48(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 8>) -> array<array<u32, 4>, 8> {
+    var zero_m: array<array<u32, 4>, 8> = zero_p;
+    var xp_1: array<array<u32, 4>, 8> = zero_m;
+    if (s_p < end_p) {
+        var j_2: u32 = 0u;
+        while (j_2 < 8u) {
+            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
+            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
+            j_2 = (j_2 + 1u);
+        }
+    }
+    return xp_1;
+}
+fn k_multiply_step_49(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 8>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 8>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 8>, 2>, 1> = ring_p;
+    var xp_m: array<array<u32, 4>, 8> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 8u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_50(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 8>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 8>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 8>, 2>, 1> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 1u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_47(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 8> = array<array<u32, 4>, 8>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 1u);
+            var xs_16: array<array<u32, 4>, 8> = k_step_x_48(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_49(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 1u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_47(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_sweep_narrow_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 8>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 8>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 8>, 2>, 1> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 1u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_47(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 8> = array<array<u32, 4>, 8>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 1u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 8> = k_step_x_48(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_49(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 1u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_47(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 1u);
+    }
+    return acc_8;
+}
+fn k_sweep_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 8>, 2>, 1>, narrow_p: array<array<array<u32, 8>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 8>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 8>, 2>, 1> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 8u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 8u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 8u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 8u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_50(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_51(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_53(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 8>, 2>, 1>, narrow_p: array<array<array<u32, 8>, 2>, 1>) {
+    var zero_m: array<array<array<u32, 8>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 8>, 2>, 1> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_52(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
+                    }
+                }
+                t_29 = (t_29 + 1u);
+            }
+            pass_26 = (pass_26 + 1u);
+        }
+        round_15 = (round_15 + 1u);
+    }
+}
+fn k_refill_54(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 16>, 2>, 1>, slot_p: u32) -> array<array<array<u32, 16>, 2>, 1> {
+    var ring_m: array<array<array<u32, 16>, 2>, 1> = ring_p;
+    var ring_1: array<array<array<u32, 16>, 2>, 1> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 16u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_step_x_55(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 16>) -> array<array<u32, 4>, 16> {
+    var zero_m: array<array<u32, 4>, 16> = zero_p;
+    var xp_1: array<array<u32, 4>, 16> = zero_m;
+    if (s_p < end_p) {
+        var j_2: u32 = 0u;
+        while (j_2 < 16u) {
+            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
+            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
+            j_2 = (j_2 + 1u);
+        }
+    }
+    return xp_1;
+}
+fn k_multiply_step_56(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 16>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 16>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 16>, 2>, 1> = ring_p;
+    var xp_m: array<array<u32, 4>, 16> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 16u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_57(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 16>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 16>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 16>, 2>, 1> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 1u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_54(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 16> = array<array<u32, 4>, 16>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 1u);
+            var xs_16: array<array<u32, 4>, 16> = k_step_x_55(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_56(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 1u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_54(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_sweep_narrow_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 16>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 16>, 2>, 1> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 16>, 2>, 1> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 1u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_54(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 16> = array<array<u32, 4>, 16>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 1u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 16> = k_step_x_55(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_56(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 1u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_54(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 1u);
+    }
+    return acc_8;
+}
+fn k_sweep_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 16>, 2>, 1>, narrow_p: array<array<array<u32, 16>, 2>, 1>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 16>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 16>, 2>, 1> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 16u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 16u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 16u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 16u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_57(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_58(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 16>, 2>, 1>, narrow_p: array<array<array<u32, 16>, 2>, 1>) {
+    var zero_m: array<array<array<u32, 16>, 2>, 1> = zero_p;
+    var narrow_m: array<array<array<u32, 16>, 2>, 1> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_59(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
+                    }
+                }
+                t_29 = (t_29 + 1u);
+            }
+            pass_26 = (pass_26 + 1u);
+        }
+        round_15 = (round_15 + 1u);
+    }
+}
+fn k_refill_61(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 1>, 2>, 8>, slot_p: u32) -> array<array<array<u32, 1>, 2>, 8> {
+    var ring_m: array<array<array<u32, 1>, 2>, 8> = ring_p;
+    var ring_1: array<array<array<u32, 1>, 2>, 8> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 1u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_step_x_62(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 1>) -> array<array<u32, 4>, 1> {
+    var zero_m: array<array<u32, 4>, 1> = zero_p;
+    var xp_1: array<array<u32, 4>, 1> = zero_m;
+    if (s_p < end_p) {
+        var j_2: u32 = 0u;
+        while (j_2 < 1u) {
+            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
+            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
+            j_2 = (j_2 + 1u);
+        }
+    }
+    return xp_1;
+}
+fn k_multiply_step_63(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 1>, 2>, 8>, slot_p: u32, xp_p: array<array<u32, 4>, 1>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 1>, 2>, 8> = ring_p;
+    var xp_m: array<array<u32, 4>, 1> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 1u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_64(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 1>, 2>, 8>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 1>, 2>, 8> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 1>, 2>, 8> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 8u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_61(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 8u);
+            var xs_16: array<array<u32, 4>, 1> = k_step_x_62(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_63(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 8u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_61(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_refill_65(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 1>, 2>, 4>, slot_p: u32) -> array<array<array<u32, 1>, 2>, 4> {
+    var ring_m: array<array<array<u32, 1>, 2>, 4> = ring_p;
+    var ring_1: array<array<array<u32, 1>, 2>, 4> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 1u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_multiply_step_66(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 1>, 2>, 4>, slot_p: u32, xp_p: array<array<u32, 4>, 1>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 1>, 2>, 4> = ring_p;
+    var xp_m: array<array<u32, 4>, 1> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 1u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_narrow_67(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 1>, 2>, 4>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 1>, 2>, 4> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 1>, 2>, 4> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 4u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_65(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 1> = array<array<u32, 4>, 1>(array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 4u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 1> = k_step_x_62(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_66(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 4u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_65(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 4u);
+    }
+    return acc_8;
+}
+fn k_sweep_68(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 1>, 2>, 8>, narrow_p: array<array<array<u32, 1>, 2>, 4>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 1>, 2>, 8> = zero_p;
+    var narrow_m: array<array<array<u32, 1>, 2>, 4> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 1u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 1u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 1u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 1u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_64(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_67(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_69(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 1>, 2>, 8>, narrow_p: array<array<array<u32, 1>, 2>, 4>) {
+    var zero_m: array<array<array<u32, 1>, 2>, 8> = zero_p;
+    var narrow_m: array<array<array<u32, 1>, 2>, 4> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_68(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
+                    }
+                }
+                t_29 = (t_29 + 1u);
+            }
+            pass_26 = (pass_26 + 1u);
+        }
+        round_15 = (round_15 + 1u);
+    }
+}
+fn k_refill_70(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 2>, 2>, 4>, slot_p: u32) -> array<array<array<u32, 2>, 2>, 4> {
+    var ring_m: array<array<array<u32, 2>, 2>, 4> = ring_p;
+    var ring_1: array<array<array<u32, 2>, 2>, 4> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 2u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_multiply_step_71(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 2>, 2>, 4>, slot_p: u32, xp_p: array<array<u32, 4>, 2>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 2>, 2>, 4> = ring_p;
+    var xp_m: array<array<u32, 4>, 2> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 2u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_72(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 2>, 2>, 4>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 4> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 2>, 2>, 4> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 4u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_70(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 4u);
+            var xs_16: array<array<u32, 4>, 2> = k_step_x_23(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_71(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 4u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_70(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_sweep_narrow_73(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 2>, 2>, 4>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 4> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 2>, 2>, 4> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 4u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_70(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 4u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 2> = k_step_x_23(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_71(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 4u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_70(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 4u);
+    }
+    return acc_8;
+}
+fn k_sweep_74(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 2>, 2>, 4>, narrow_p: array<array<array<u32, 2>, 2>, 4>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 2>, 2>, 4> = zero_p;
+    var narrow_m: array<array<array<u32, 2>, 2>, 4> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 2u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 2u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 2u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 2u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_72(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_73(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_75(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 2>, 2>, 4>, narrow_p: array<array<array<u32, 2>, 2>, 4>) {
+    var zero_m: array<array<array<u32, 2>, 2>, 4> = zero_p;
+    var narrow_m: array<array<array<u32, 2>, 2>, 4> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_74(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
+                    }
+                }
+                t_29 = (t_29 + 1u);
+            }
+            pass_26 = (pass_26 + 1u);
+        }
+        round_15 = (round_15 + 1u);
+    }
+}
+fn k_refill_76(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<array<u32, 4>, 2>, 2>, slot_p: u32) -> array<array<array<u32, 4>, 2>, 2> {
+    var ring_m: array<array<array<u32, 4>, 2>, 2> = ring_p;
+    var ring_1: array<array<array<u32, 4>, 2>, 2> = ring_m;
+    var r_2: u32 = 0u;
+    while (r_2 < 2u) {
+        var j_3: u32 = 0u;
+        while (j_3 < 4u) {
+            ring_1[slot_p][r_2][j_3] = k_code_word_18(w_q_v, lane_p, s_p, r_2, j_3);
+            j_3 = (j_3 + 1u);
+        }
+        r_2 = (r_2 + 1u);
+    }
+    return ring_1;
+}
+fn k_multiply_step_77(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 4>, 2>, 2>, slot_p: u32, xp_p: array<array<u32, 4>, 4>) -> array<array<array<f32, 2>, 2>, 2> {
+    var ring_m: array<array<array<u32, 4>, 2>, 2> = ring_p;
+    var xp_m: array<array<u32, 4>, 4> = xp_p;
+    var c_1: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var cx_2: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        var half_4: u32 = 0u;
+        while (half_4 < 2u) {
+            let c0_5: u32 = (2u * half_4);
+            var a_6: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(k_code_pair_24(ring_m[slot_p][0u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][0u][j_3], (c0_5 + 1u), lane_p.code_bits)), array<u32, 2>(k_code_pair_24(ring_m[slot_p][1u][j_3], c0_5, lane_p.code_bits), k_code_pair_24(ring_m[slot_p][1u][j_3], (c0_5 + 1u), lane_p.code_bits)));
+            var xb_7: array<u32, 2> = array<u32, 2>(xp_m[j_3][c0_5], xp_m[j_3][(c0_5 + 1u)]);
+            c_1 = k_wave_mma_29(a_6, xb_7, c_1);
+            var ones_8: array<array<u32, 2>, 2> = array<array<u32, 2>, 2>(array<u32, 2>(lane_p.one, lane_p.one), array<u32, 2>(lane_p.one, lane_p.one));
+            cx_2 = k_wave_mma_29(ones_8, xb_7, cx_2);
+            half_4 = (half_4 + 1u);
+        }
+        j_3 = (j_3 + 1u);
+    }
+    return array<array<array<f32, 2>, 2>, 2>(c_1, cx_2);
+}
+fn k_sweep_wide_78(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 4>, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 2> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 4>, 2>, 2> = zero_m;
+    var i_4: u32 = 0u;
+    while (i_4 < 2u) {
+        let s_5: u32 = (first_1 + i_4);
+        if (s_5 < end_2) {
+            ring_3 = k_refill_76(w_q_v, lane_p, s_5, ring_3, i_4);
+        }
+        i_4 = (i_4 + 1u);
+    }
+    var x_zero_6: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var block_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    if (first_1 < end_2) {
+        block_7 = k_scale_block_21(scales_v, biases_v, lane_p, first_1);
+    }
+    let bf16_scales_8: bool = (kiln_meta[5u] == K_SCALE_BF16);
+    var acc_9: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_10: u32 = 0u;
+    while (base_10 < at_p.per_split) {
+        let at_block_11: u32 = (first_1 + base_10);
+        var next_12: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+        if ((at_block_11 + K_SCALE_BLOCK) < end_2) {
+            next_12 = k_scale_block_21(scales_v, biases_v, lane_p, (at_block_11 + K_SCALE_BLOCK));
+        }
+        var i_13: u32 = 0u;
+        while (i_13 < K_SCALE_BLOCK) {
+            let s_14: u32 = (at_block_11 + i_13);
+            let slot_15: u32 = (i_13 % 2u);
+            var xs_16: array<array<u32, 4>, 4> = k_step_x_41(x_v, lane_p, s_14, end_2, x_zero_6);
+            var cc_17: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_77(k_from_bits32_11(0u), lane_p, ring_3, slot_15, xs_16);
+            if (s_14 < end_2) {
+                var vals_18: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_19: u32 = 0u;
+                while (k_19 < 4u) {
+                    let half_20: u32 = (((block_7[k_19][(i_13 / 2u)] >> ((((i_13 % 2u)) * 16u)))) & 65535u);
+                    var ifv_21: f32;
+                    if bf16_scales_8 {
+                        ifv_21 = bitcast<f32>((half_20 << 16u));
+                    } else {
+                        ifv_21 = k_widen_15((half_20 & 0xffffu));
+                    }
+                    vals_18[k_19] = ifv_21;
+                    k_19 = (k_19 + 1u);
+                }
+                acc_9 = k_fold_31(lane_p, vals_18, cc_17[0u], cc_17[1u], acc_9);
+            }
+            let ahead_22: u32 = (s_14 + 2u);
+            if (ahead_22 < end_2) {
+                ring_3 = k_refill_76(w_q_v, lane_p, ahead_22, ring_3, slot_15);
+            }
+            i_13 = (i_13 + 1u);
+        }
+        block_7 = next_12;
+        base_10 = (base_10 + K_SCALE_BLOCK);
+    }
+    return acc_9;
+}
+fn k_sweep_narrow_79(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, lane_p: S_Lane, zero_p: array<array<array<u32, 4>, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 2> = zero_p;
+    let first_1: u32 = at_p.first;
+    let end_2: u32 = at_p.end;
+    var ring_3: array<array<array<u32, 4>, 2>, 2> = zero_m;
+    var scale_ring_4: array<array<u32, 4>, 2> = array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var i_5: u32 = 0u;
+    while (i_5 < 2u) {
+        let s_6: u32 = (first_1 + i_5);
+        if (s_6 < end_2) {
+            ring_3 = k_refill_76(w_q_v, lane_p, s_6, ring_3, i_5);
+            scale_ring_4[i_5] = k_step_scales_35(scales_v, biases_v, lane_p, s_6);
+        }
+        i_5 = (i_5 + 1u);
+    }
+    var x_zero_7: array<array<u32, 4>, 4> = array<array<u32, 4>, 4>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u));
+    var acc_8: array<array<f32, 2>, 2> = array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f));
+    var base_9: u32 = 0u;
+    while (base_9 < at_p.per_split) {
+        var i_10: u32 = 0u;
+        while (i_10 < 2u) {
+            let s_11: u32 = ((first_1 + base_9) + i_10);
+            var xs_12: array<array<u32, 4>, 4> = k_step_x_41(x_v, lane_p, s_11, end_2, x_zero_7);
+            var cc_13: array<array<array<f32, 2>, 2>, 2> = k_multiply_step_77(k_from_bits32_11(0u), lane_p, ring_3, i_10, xs_12);
+            if (s_11 < end_2) {
+                var vals_14: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+                var k_15: u32 = 0u;
+                while (k_15 < 4u) {
+                    vals_14[k_15] = k_scale_of_36(scale_ring_4[i_10][k_15], (k_e_at_20(lane_p, (k_15 / 2u)) + s_11), kiln_meta[5u]);
+                    k_15 = (k_15 + 1u);
+                }
+                acc_8 = k_fold_31(lane_p, vals_14, cc_13[0u], cc_13[1u], acc_8);
+            }
+            let ahead_16: u32 = (s_11 + 2u);
+            if (ahead_16 < end_2) {
+                ring_3 = k_refill_76(w_q_v, lane_p, ahead_16, ring_3, i_10);
+                scale_ring_4[i_10] = k_step_scales_35(scales_v, biases_v, lane_p, ahead_16);
+            }
+            i_10 = (i_10 + 1u);
+        }
+        base_9 = (base_9 + 2u);
+    }
+    return acc_8;
+}
+fn k_sweep_80(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, at_p: S_Sweep, wide_scales_p: bool, zero_p: array<array<array<u32, 4>, 2>, 2>, narrow_p: array<array<array<u32, 4>, 2>, 2>) -> array<array<f32, 2>, 2> {
+    var zero_m: array<array<array<u32, 4>, 2>, 2> = zero_p;
+    var narrow_m: array<array<array<u32, 4>, 2>, 2> = narrow_p;
+    let classes_1: u32 = k_mma_classes_1(KILN_WAVE);
+    let groups_2: u32 = k_mma_groups_2(KILN_WAVE);
+    let q_3: u32 = k_mma_class_10();
+    let g_4: u32 = k_mma_group_9();
+    let k_groups_5: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let words_per_row_6: u32 = (kiln_meta[1u] / K_WORD_CODES);
+    let n_last_7: u32 = (kiln_meta[2u] - 1u);
+    let r0_8: u32 = (at_p.row0 + g_4);
+    var ifv_9: u32;
+    if (r0_8 < n_last_7) {
+        ifv_9 = r0_8;
+    } else {
+        ifv_9 = n_last_7;
+    }
+    var ifv_10: u32;
+    if ((r0_8 + groups_2) < n_last_7) {
+        ifv_10 = (r0_8 + groups_2);
+    } else {
+        ifv_10 = n_last_7;
+    }
+    var rows_11: array<u32, 2> = array<u32, 2>(ifv_9, ifv_10);
+    let col_12: u32 = ((at_p.col_pass * groups_2) + g_4);
+    var ifv_13: u32;
+    if (col_12 < kiln_meta[0u]) {
+        ifv_13 = col_12;
+    } else {
+        ifv_13 = (kiln_meta[0u] - 1u);
+    }
+    let x_row_14: u32 = ifv_13;
+    let bf16_15: bool = k_is_bf16_16();
+    var ifv_16: u32;
+    if bf16_15 {
+        ifv_16 = 1065369472u;
+    } else {
+        ifv_16 = 1006648320u;
+    }
+    let one_17: u32 = ifv_16;
+    var ifv_18: u32;
+    if bf16_15 {
+        ifv_18 = 1124090624u;
+    } else {
+        ifv_18 = 1677747200u;
+    }
+    var ifv_19: f32;
+    if bf16_15 {
+        ifv_19 = 1.28e2f;
+    } else {
+        ifv_19 = 1.024e3f;
+    }
+    let lane_20: S_Lane = S_Lane(((rows_11[0u] * words_per_row_6) + (q_3 * 4u)), ((rows_11[1u] * words_per_row_6) + (q_3 * 4u)), (rows_11[0u] * k_groups_5), (rows_11[1u] * k_groups_5), (classes_1 * 4u), (kiln_meta[5u] == K_SCALE_F32), ((x_row_14 * kiln_meta[1u]) + ((q_3 * 4u) * K_WORD_CODES)), false, (ifv_18 * min(kiln_meta[2u], 1u)), one_17, ifv_19);
+    var ifv_21: array<array<f32, 2>, 2>;
+    if wide_scales_p {
+        ifv_21 = k_sweep_wide_78(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, zero_m);
+    } else {
+        ifv_21 = k_sweep_narrow_79(x_v, w_q_v, scales_v, biases_v, at_p, lane_20, narrow_m);
+    }
+    return ifv_21;
+}
+fn k_items_81(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, sums_v: vec2<u32>, zero_p: array<array<array<u32, 4>, 2>, 2>, narrow_p: array<array<array<u32, 4>, 2>, 2>) {
+    var zero_m: array<array<array<u32, 4>, 2>, 2> = zero_p;
+    var narrow_m: array<array<array<u32, 4>, 2>, 2> = narrow_p;
+    let groups_1: u32 = k_mma_groups_2(KILN_WAVE);
+    let sets_2: u32 = ((KILN_BLOCK / KILN_WAVE) * k_mma_sets_3(KILN_WAVE));
+    let set_3: u32 = ((k_wave_id_4() * k_mma_sets_3(KILN_WAVE)) + k_mma_set_6());
+    let n_splits_4: u32 = k_splits_7();
+    let rows_5: u32 = k_block_rows_8();
+    let tiles_6: u32 = (rows_5 / ((2u * groups_1)));
+    let n_items_7: u32 = (tiles_6 * n_splits_4);
+    let rounds_8: u32 = (n_items_7 / sets_2 + select(0u, 1u, n_items_7 % sets_2 != 0u));
+    let passes_9: u32 = (kiln_meta[0u] / groups_1 + select(0u, 1u, kiln_meta[0u] % groups_1 != 0u));
+    let k_groups_10: u32 = (kiln_meta[1u] >> kiln_meta[7u]);
+    let wide_scales_11: bool = ((((kiln_meta[5u] != K_SCALE_F32) && select(k_groups_10 == 0u, k_groups_10 % K_SCALE_BLOCK == 0u, K_SCALE_BLOCK != 0u)) && false) && false);
+    var ifv_12: u32;
+    if wide_scales_11 {
+        ifv_12 = (((k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) / K_SCALE_BLOCK + select(0u, 1u, (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u)) % K_SCALE_BLOCK != 0u)) * K_SCALE_BLOCK);
+    } else {
+        ifv_12 = (k_groups_10 / n_splits_4 + select(0u, 1u, k_groups_10 % n_splits_4 != 0u));
+    }
+    let per_split_13: u32 = ifv_12;
+    let g_14: u32 = k_mma_group_9();
+    var round_15: u32 = 0u;
+    while (round_15 < rounds_8) {
+        let item_16: u32 = ((round_15 * sets_2) + set_3);
+        let live_17: bool = (item_16 < n_items_7);
+        var ifv_18: u32;
+        if live_17 {
+            ifv_18 = (item_16 / n_splits_4);
+        } else {
+            ifv_18 = 0u;
+        }
+        let tile_19: u32 = ifv_18;
+        let split_20: u32 = (item_16 % n_splits_4);
+        let first_21: u32 = (split_20 * per_split_13);
+        var ifv_22: u32;
+        if (!(live_17) || (first_21 >= k_groups_10)) {
+            ifv_22 = first_21;
+        } else {
+            var ifv_23: u32;
+            if ((first_21 + per_split_13) < k_groups_10) {
+                ifv_23 = (first_21 + per_split_13);
+            } else {
+                ifv_23 = k_groups_10;
+            }
+            ifv_22 = ifv_23;
+        }
+        let end_24: u32 = ifv_22;
+        let row0_25: u32 = ((kiln_block.x * rows_5) + ((tile_19 * 2u) * groups_1));
+        var pass_26: u32 = 0u;
+        while (pass_26 < passes_9) {
+            let at_27: S_Sweep = S_Sweep(row0_25, first_21, end_24, per_split_13, pass_26);
+            var acc_28: array<array<f32, 2>, 2> = k_sweep_80(x_v, w_q_v, scales_v, biases_v, at_27, wide_scales_11, zero_m, narrow_m);
+            var t_29: u32 = 0u;
+            while (t_29 < 2u) {
+                let mc_30: u32 = k_mma_col_27(t_29);
+                let m_31: u32 = ((pass_26 * groups_1) + mc_30);
+                if ((live_17 && (mc_30 < groups_1)) && (m_31 < kiln_meta[0u])) {
+                    var r_32: u32 = 0u;
+                    while (r_32 < 2u) {
+                        let row_33: u32 = ((((tile_19 * 2u) * groups_1) + g_14) + (r_32 * groups_1));
+                        let e_34: u32 = (((((split_20 * rows_5) + row_33)) * kiln_meta[0u]) + m_31);
+                        kiln_set_shared_f32(sums_v, e_34, acc_28[r_32][t_29]);
+                        r_32 = (r_32 + 1u);
+                    }
+                }
+                t_29 = (t_29 + 1u);
+            }
+            pass_26 = (pass_26 + 1u);
+        }
+        round_15 = (round_15 + 1u);
+    }
+}
+fn k_output_sum_82(bias_v: vec2<u32>, sums_v: vec2<u32>, rows_p: u32, n_splits_p: u32, m_p: u32, n_p: u32, row_p: u32) -> f32 {
     var t_1: f32 = 0e0f;
     var split_2: u32 = 0u;
-    while (split_2 < at_p.splits) {
-        let first_3: u32 = (((((split_2 * K_MMA_BLOCK_ROWS) + row_p)) * at_p.columns) + (m_p * at_p.h_count));
-        var h_4: u32 = 0u;
-        while (h_4 < at_p.h_count) {
-            t_1 = (t_1 + kiln_get_shared_f32(sums_v, (first_3 + h_4)));
-            h_4 = (h_4 + 1u);
-        }
+    while (split_2 < n_splits_p) {
+        t_1 = (t_1 + kiln_get_shared_f32(sums_v, ((((((split_2 * rows_p) + row_p)) * kiln_meta[0u]) + m_p))));
         split_2 = (split_2 + 1u);
     }
     if (kiln_meta[3u] != 0u) {
-        t_1 = (t_1 + k_widen_17(kiln_get_b4(bias_v, n_p)));
+        t_1 = (t_1 + k_widen_15(kiln_get_b4(bias_v, n_p)));
     }
     return t_1;
 }
-fn k_f32_to_f16_bits_soft_45(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_83(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -1090,19 +2550,19 @@ fn k_f32_to_f16_bits_soft_45(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_46(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_45(v_p);
+fn k_f32_to_f16_bits_84(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_83(v_p);
 }
-fn k_from_f32_47(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_46(v_p);
+fn k_from_f32_85(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_84(v_p);
 }
-fn k_f16_bits_to_f32_48(h_p: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_16(h_p);
+fn k_f16_bits_to_f32_86(h_p: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_14(h_p);
 }
-fn k_to_f32_49(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_48(self_v);
+fn k_to_f32_87(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_86(self_v);
 }
-fn k_round_i32_50(v_p: f32) -> i32 {
+fn k_round_i32_88(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -1119,12 +2579,12 @@ fn k_round_i32_50(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_51(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_50((x_p * K_LOG2_E));
+fn k_reduce_ln2_89(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_88((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_52(r_p: f32) -> f32 {
+fn k_expm1_small_90(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -1134,19 +2594,19 @@ fn k_expm1_small_52(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_53(k_p: i32) -> f32 {
+fn k_pow2_91(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_54(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_92(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_53(127i)) * k_pow2_53((k_p - 127i)));
+        return ((v_p * k_pow2_91(127i)) * k_pow2_91((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_53((k_p + 100i))) * k_pow2_53(-(100i)));
+        return ((v_p * k_pow2_91((k_p + 100i))) * k_pow2_91(-(100i)));
     }
-    return (v_p * k_pow2_53(k_p));
+    return (v_p * k_pow2_91(k_p));
 }
-fn k_expf_55(x_p: f32) -> f32 {
+fn k_expf_93(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -1156,73 +2616,84 @@ fn k_expf_55(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_51(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_89(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_54((1e0f + k_expm1_small_52(r_3)), k_2);
+    return k_scale_92((1e0f + k_expm1_small_90(r_3)), k_2);
 }
-fn k_silu_56(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_55(-(g_p)))));
+fn k_silu_94(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_93(-(g_p)))));
 }
-fn k_silu_mul_element_57(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_47((k_silu_56(k_to_f32_49(gate_p)) * k_to_f32_49(up_p)));
+fn k_silu_mul_element_95(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_85((k_silu_94(k_to_f32_87(gate_p)) * k_to_f32_87(up_p)));
 }
-fn k_write_outputs_58(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>, geo_p: S_Geometry) {
+fn k_write_outputs_96(bias_v: vec2<u32>, y_v: vec2<u32>, sums_v: vec2<u32>) {
     let m_rows_1: u32 = kiln_meta[0u];
     let n_out_2: u32 = kiln_meta[2u];
-    let first_3: u32 = ((kiln_block.x * K_MMA_BLOCK_ROWS));
-    let pairs_4: bool = (kiln_meta[6u] == K_ACT_SILU_MUL);
-    var ifv_5: u32;
-    if pairs_4 {
-        ifv_5 = 2u;
+    let rows_3: u32 = k_block_rows_8();
+    let n_splits_4: u32 = k_splits_7();
+    let first_5: u32 = (kiln_block.x * rows_3);
+    let pairs_6: bool = (kiln_meta[6u] == K_ACT_SILU_MUL);
+    var ifv_7: u32;
+    if pairs_6 {
+        ifv_7 = 2u;
     } else {
-        ifv_5 = 1u;
+        ifv_7 = 1u;
     }
-    let per_row_6: u32 = ifv_5;
-    let outs_7: u32 = (K_MMA_BLOCK_ROWS / per_row_6);
-    let at_8: S_OutputAt = S_OutputAt(geo_p.columns, (geo_p.columns / m_rows_1), geo_p.splits);
-    var o_9: u32 = kiln_thread;
-    while (o_9 < (outs_7 * m_rows_1)) {
-        let m_10: u32 = (o_9 / outs_7);
-        let row_11: u32 = ((o_9 % outs_7) * per_row_6);
-        let n_12: u32 = (first_3 + row_11);
-        if (n_12 < n_out_2) {
-            let v_13: f32 = k_output_sum_44(bias_v, sums_v, at_8, m_10, n_12, row_11);
-            if pairs_4 {
-                let up_14: f32 = k_output_sum_44(bias_v, sums_v, at_8, m_10, (n_12 + 1u), (row_11 + 1u));
-                let out_15: u32 = k_silu_mul_element_57(k_from_f32_47(v_13), k_from_f32_47(up_14));
-                kiln_set_b5(y_v, ((m_10 * ((n_out_2 / 2u))) + (n_12 / 2u)), out_15);
+    let per_row_8: u32 = ifv_7;
+    let outs_9: u32 = (rows_3 / per_row_8);
+    var o_10: u32 = kiln_thread;
+    while (o_10 < (outs_9 * m_rows_1)) {
+        let m_11: u32 = (o_10 / outs_9);
+        let row_12: u32 = ((o_10 % outs_9) * per_row_8);
+        let n_13: u32 = (first_5 + row_12);
+        if (n_13 < n_out_2) {
+            let v_14: f32 = k_output_sum_82(bias_v, sums_v, rows_3, n_splits_4, m_11, n_13, row_12);
+            if pairs_6 {
+                let up_15: f32 = k_output_sum_82(bias_v, sums_v, rows_3, n_splits_4, m_11, (n_13 + 1u), (row_12 + 1u));
+                let out_16: u32 = k_silu_mul_element_95(k_from_f32_85(v_14), k_from_f32_85(up_15));
+                kiln_set_b5(y_v, (((m_11 * ((n_out_2 / 2u))) + (n_13 / 2u))), out_16);
             } else {
-                kiln_set_b5(y_v, ((m_10 * n_out_2) + n_12), k_from_f32_47(v_13));
+                kiln_set_b5(y_v, (((m_11 * n_out_2) + n_13)), k_from_f32_85(v_14));
             }
         }
-        o_9 = (o_9 + KILN_BLOCK);
+        o_10 = (o_10 + KILN_BLOCK);
     }
 }
-fn k_qlinear_mma_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    let geo_1: S_Geometry = k_geometry_8(KILN_BLOCK, KILN_WAVE);
-    let sums_len_2: u32 = ((geo_1.splits * K_MMA_BLOCK_ROWS) * geo_1.columns);
-    let xs_len_3: u32 = k_xs_words_9(geo_1);
-    let sums_4: vec2<u32> = kiln_shared_view(0u, sums_len_2);
-    let xs_5: vec2<u32> = kiln_shared_view((4u * geo_1.xs_at), xs_len_3);
-    let xsum_6: vec2<u32> = kiln_shared_view((4u * ((geo_1.xs_at + xs_len_3))), k_xsum_len_11(geo_1, KILN_WAVE));
-    let wide_7: bool = (false && false);
-    var one_pass_8: array<array<array<f32, 2>, 2>, 1> = array<array<array<f32, 2>, 2>, 1>(array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
-    var two_passes_9: array<array<array<f32, 2>, 2>, 2> = array<array<array<f32, 2>, 2>, 2>(array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)), array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
-    if (wide_7 && (geo_1.passes == 1u)) {
-        k_items_40(x_v, w_q_v, scales_v, biases_v, sums_4, xs_5, xsum_6, geo_1, true, one_pass_8);
-    } else {
-        if wide_7 {
-            k_items_43(x_v, w_q_v, scales_v, biases_v, sums_4, xs_5, xsum_6, geo_1, true, two_passes_9);
+fn k_qlinear_mma_97(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    let sums_1: vec2<u32> = kiln_shared_view(0u, ((K_MMA_ROWS * kiln_meta[0u])));
+    let classes_2: u32 = k_mma_classes_1(KILN_WAVE);
+    let lane_words_3: u32 = ((kiln_meta[4u] / K_WORD_CODES) / classes_2);
+    if (classes_2 < 4u) {
+        if (lane_words_3 == 2u) {
+            k_items_39(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 2>, 2>, 1>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u))), array<array<array<u32, 2>, 2>, 1>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u))));
         } else {
-            k_items_43(x_v, w_q_v, scales_v, biases_v, sums_4, xs_5, xsum_6, geo_1, false, two_passes_9);
+            if (lane_words_3 == 4u) {
+                k_items_46(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 4>, 2>, 1>(array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u))), array<array<array<u32, 4>, 2>, 1>(array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u))));
+            } else {
+                if (lane_words_3 == 8u) {
+                    k_items_53(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 8>, 2>, 1>(array<array<u32, 8>, 2>(array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u))), array<array<array<u32, 8>, 2>, 1>(array<array<u32, 8>, 2>(array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u))));
+                } else {
+                    k_items_60(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 16>, 2>, 1>(array<array<u32, 16>, 2>(array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u))), array<array<array<u32, 16>, 2>, 1>(array<array<u32, 16>, 2>(array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u), array<u32, 16>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u))));
+                }
+            }
+        }
+    } else {
+        if (lane_words_3 == 1u) {
+            k_items_69(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 1>, 2>, 8>(array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u))), array<array<array<u32, 1>, 2>, 4>(array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u)), array<array<u32, 1>, 2>(array<u32, 1>(0u), array<u32, 1>(0u))));
+        } else {
+            if (lane_words_3 == 2u) {
+                k_items_75(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 2>, 2>, 4>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u))), array<array<array<u32, 2>, 2>, 4>(array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u)), array<array<u32, 2>, 2>(array<u32, 2>(0u, 0u), array<u32, 2>(0u, 0u))));
+            } else {
+                k_items_81(x_v, w_q_v, scales_v, biases_v, sums_1, array<array<array<u32, 4>, 2>, 2>(array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u)), array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u))), array<array<array<u32, 4>, 2>, 2>(array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u)), array<array<u32, 4>, 2>(array<u32, 4>(0u, 0u, 0u, 0u), array<u32, 4>(0u, 0u, 0u, 0u))));
+            }
         }
     }
     storageBarrier(); workgroupBarrier();
-    k_write_outputs_58(bias_v, y_v, sums_4, geo_1);
+    k_write_outputs_96(bias_v, y_v, sums_1);
 }
-fn k_qlinear_mma_4bit_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_mma_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v);
+fn k_qlinear_mma_4bit_98(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_mma_97(x_v, w_q_v, scales_v, biases_v, bias_v, y_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1233,5 +2704,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_qlinear_mma_4bit_60(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_mma_4bit_98(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

@@ -1,174 +1,103 @@
 //! `qlinear` at 4 bits on the wave multiply ([`Block::wave_mma`]), for 16-bit activations: the
 //! body of `qlinear_mma_4bit`. Same buffers, params and contract as `qlinear_4bit` (spec §13;
-//! [`qlinear`](super::qlinear)); a separate kernel so that neither path's registers weigh on
-//! the other, and the host picks it where the multiply is hardware.
+//! [`qlinear`](super::qlinear)), for group sizes 32, 64 and 128 (the bind refuses 16; the host
+//! runs `qlinear_4bit` there).
 //!
 //! **Codes.** A pair of codes becomes a pair of 16-bit values `offset + q` with one shift and
 //! one and-or (`offset` 1024 in f16, 128 in bf16; both exact), every product `(offset + q)·x`
-//! is exact and the multiply sums them in f32. Per group the fold
-//! `s·C + (b − offset·s)·Σx = Σ(s·q + b)·x` takes the offset back out.
+//! is exact and the multiply sums them in f32. A second multiply of the same `x` by ones gives
+//! the `Σx` of the same slots, and per group the fold `s·C + (b − offset·s)·Σx = Σ(s·q + b)·x`
+//! takes the offset back out.
 //!
-//! **Geometry.** A block owns [`MMA_BLOCK_ROWS`] rows of `W`. A set of a wave
-//! ([`crate::wave_mma`]) takes a tile of `2G` of them; along `K` its lanes of class `q` load
-//! chunk `q` of each step ([`LANE_WORDS`] words, one 16-byte load per row), so a step is
-//! `Q` chunks. The block's sets split the tiles, then the steps (`split`), so even a narrow
-//! matrix fills the device. A multiply sums over the classes, and the chunks of one step may
-//! lie in several groups: the columns of the multiply keep them apart. Column `c` is row
-//! `c / H` of `x` against group `c % H` of the step (`H` groups per step), and a lane puts its
-//! `x` in its column only where its chunk is in that group, zeros elsewhere. The columns are
-//! taken `G` at a time (passes); a set keeps one or two passes in registers per sweep of its
-//! steps (more passes sweep again). The sets' sums meet in shared memory, where one pass over
-//! the block's outputs adds the splits and groups and writes `y`.
-//!
-//! **x in shared memory.** `K` is taken in panels; the block stages each panel of every row
-//! of `x` once, already paired as the multiply reads it, with each group's `Σx`, so a step
-//! reads its `x` in one shared load per word and its `Σx` in one per column.
+//! **Geometry.** A step is one group of a row: `L` words per class of a set
+//! (`L = group_size / 32` on waves of 4 lanes or more), two multiplies per word, so no
+//! multiply crosses a group and the columns of the multiply are the rows of `x` (all eight in
+//! one pass at a wave of 32). Class `q` reads words `q·L .. q·L + L` of each step of its two
+//! rows. A set owns a tile of
+//! `2G` rows and a split of the groups along `K`; a block's sets cover
+//! [`MMA_ROWS`]` / splits` rows × `splits`, where [`splits`] grows for short `N` so that small
+//! matrices still fill the device. Each lane keeps `D` steps of words and scales in flight (a
+//! ring unrolled `D` times: no register moves), and reads its `x` from global memory (cached)
+//! at the step it multiplies. The splits meet in shared memory, where one pass adds them and
+//! writes `y`.
 
 use super::affine_codes::{SCALE_BF16, SCALE_F32};
 use super::fused_silu_mul::silu_mul_element;
 use super::qlinear::{QLinearParams, ACT_SILU_MUL};
 use crate::wave_mma::{mma_classes, mma_groups, mma_sets};
-use crate::{is_bf16, scratch_words, Bf16, Block, Dst, Element, Launch, LaunchBound, Rw, Src, F16};
-
-/// Rows of `W` one block owns, whatever its size or wave.
-pub const MMA_BLOCK_ROWS: u32 = 16;
+use crate::{is_bf16, Block, Dst, Element, Launch, LaunchBound, Rw, ShapeError, Src, F16};
 
 /// Threads per block.
-pub const MMA_BLOCK_THREADS: u32 = 128;
+pub const MMA_BLOCK_THREADS: u32 = 256;
 
-/// The launch bound: five blocks (20 warps of a 32-wide GPU) per multiprocessor at least, so
-/// enough loads are in flight at batch 1.
+/// The launch bound: two blocks (16 warps of a 32-wide GPU) per multiprocessor at least.
 pub const MMA_LAUNCH_BOUND: LaunchBound = LaunchBound {
     max_threads: MMA_BLOCK_THREADS,
-    min_blocks: 5,
+    min_blocks: 2,
 };
 
-/// Bits per code.
-const CODE_BITS: u32 = 4;
+/// Rows of `W` a block covers at one split: its sets' tiles at any wave of 4 lanes or more
+/// (`256 / 4` lanes of a class, two rows each).
+pub const MMA_ROWS: u32 = 128;
 
-/// Words of one row a lane loads per step: one 16-byte load.
-pub const LANE_WORDS: usize = 4;
+/// Most splits of `K` per block.
+pub const MAX_SPLITS: u32 = 8;
 
-/// Codes per word (`32 / CODE_BITS`; a literal, as chunk lengths are in the WGSL subset).
-const WORD_CODES: usize = 8;
+/// Sets (of 16 rows) a launch aims at before it stops splitting `K`: 16 per multiprocessor on
+/// a device of 128.
+const TARGET_SETS: u32 = 2048;
 
-/// Multiplies per word (two pairs of codes each: `WORD_CODES / 4`).
-const WORD_HALVES: usize = 2;
+/// Fewest groups a split of `K` keeps, so each set's ring has steps to overlap.
+const MIN_SPLIT_GROUPS: u32 = 8;
 
-/// Codes of one lane's chunk (`LANE_WORDS · WORD_CODES`).
-pub const LANE_CODES: u32 = 32;
+/// Rows of a tile at a wave of 32 (what [`splits`] counts in).
+const WIDE_TILE_ROWS: u32 = 16;
 
-/// Most bytes of shared memory a panel of `x` takes (its pairs; its group sums beside them).
-const X_PANEL_BYTES: u32 = 24 * 1024;
+/// Codes per word at 4 bits.
+const WORD_CODES: u32 = 8;
 
-/// Panels start on multiples of this many columns: whole steps (at most 128 codes at any
-/// wave) and whole groups (at most 128).
-const PANEL_ALIGN: u32 = 128;
+/// Group sizes the kernel reads (a step must hold whole words of every class).
+pub const MMA_GROUP_SIZES: [u32; 3] = [32, 64, 128];
 
-/// Codes per step: one chunk per class.
-#[inline(always)]
-pub const fn step_codes(wave: u32) -> u32 {
-    mma_classes(wave) * LANE_CODES
-}
-
-/// Groups per step (`H`): a step of `step_codes` starts on a group, so it holds whole groups,
-/// or lies inside one.
-#[inline(always)]
-pub const fn step_groups(group_size: u32, wave: u32) -> u32 {
-    let s = step_codes(wave);
-    if group_size < s {
-        s / group_size
+/// The shape checks beyond `qlinear_4bit`'s: a group size of [`MMA_GROUP_SIZES`].
+pub fn check_group(p: &QLinearParams) -> Result<(), ShapeError> {
+    if MMA_GROUP_SIZES.contains(&p.group_size) {
+        Ok(())
     } else {
-        1
+        Err(ShapeError::Invalid(
+            "qlinear_mma_4bit reads group sizes 32, 64 and 128 (qlinear_4bit reads 16)",
+        ))
     }
 }
 
-/// Tiles of `2G` rows per block.
+/// Splits of `K` per block (a power of two): more for short `N`, while the launch has fewer
+/// than [`TARGET_SETS`] sets and each split keeps [`MIN_SPLIT_GROUPS`] groups.
 #[inline(always)]
-const fn tiles(wave: u32) -> u32 {
-    MMA_BLOCK_ROWS / (2 * mma_groups(wave))
-}
-
-/// A block's geometry: from the rows of `x`, `K`, the group size, the block and the wave.
-#[derive(Clone, Copy)]
-pub struct Geometry {
-    /// Columns of the multiply: rows of `x` × groups per step.
-    pub columns: u32,
-    /// Passes of `G` columns.
-    pub passes: u32,
-    /// Sets of the block (`sets` per wave × waves).
-    pub sets: u32,
-    /// Splits of the steps over the block's sets (a sweep keeps two passes, or the one).
-    pub splits: u32,
-    /// Columns of `K` per panel of `x` (the last may be shorter).
-    pub panel: u32,
-    /// Words of shared memory before the panel: the collectives' scratch, the sums, padding
-    /// to 16 bytes.
-    pub xs_at: u32,
-}
-
-/// The block's geometry.
-#[inline(always)]
-pub const fn geometry(p: &QLinearParams, block: u32, wave: u32) -> Geometry {
-    let columns = p.m * step_groups(p.group_size, wave);
-    let passes = columns.div_ceil(mma_groups(wave));
-    let sets = block / wave * mma_sets(wave);
-    let per_split = tiles(wave) * passes.div_ceil(2);
-    let splits = if sets > per_split {
-        sets / per_split
-    } else {
-        1
-    };
-    let budget = X_PANEL_BYTES / (2 * p.m) / PANEL_ALIGN * PANEL_ALIGN;
-    let whole = p.k.div_ceil(PANEL_ALIGN) * PANEL_ALIGN;
-    let panel = if budget < whole { budget } else { whole };
-    let scratch = scratch_words(block, wave);
-    let sums_end = scratch + splits * MMA_BLOCK_ROWS * columns;
-    Geometry {
-        columns,
-        passes,
-        sets,
-        splits,
-        panel,
-        xs_at: sums_end.div_ceil(4) * 4 - scratch,
+pub const fn splits(p: &QLinearParams) -> u32 {
+    let tiles = p.n.div_ceil(WIDE_TILE_ROWS);
+    let groups = p.k >> p.group_log2;
+    let mut s = 1;
+    while s < MAX_SPLITS && tiles * s < TARGET_SETS && groups >= 2 * s * MIN_SPLIT_GROUPS {
+        s *= 2;
     }
+    s
 }
 
-/// Words of the panel's pairs (4 per word of codes of every row of `x`).
+/// Rows of `W` per block.
 #[inline(always)]
-const fn xs_words(p: &QLinearParams, at: &Geometry) -> u32 {
-    p.m * at.panel / 2
+const fn block_rows(p: &QLinearParams) -> u32 {
+    MMA_ROWS / splits(p)
 }
 
-/// `log2` of a span: the columns of a group inside one step (the group, or the step where a
-/// group is longer), over which `Σx` is summed.
-#[inline(always)]
-pub const fn span_log2(p: &QLinearParams, wave: u32) -> u32 {
-    let step_log2 = step_codes(wave).trailing_zeros();
-    if p.group_log2 < step_log2 {
-        p.group_log2
-    } else {
-        step_log2
-    }
-}
-
-/// Span sums of the panel: every row of `x`.
-#[inline(always)]
-const fn xsum_len(p: &QLinearParams, at: &Geometry, wave: u32) -> u32 {
-    p.m * (at.panel >> span_log2(p, wave))
-}
-
-/// Bytes of shared memory after the collectives' scratch: the sums
-/// (`[split][row][column]`), the panel's pairs and its group sums.
-pub const fn shared_bytes(p: &QLinearParams, block: u32, wave: u32) -> usize {
-    let at = geometry(p, block, wave);
-    4 * (at.xs_at + xs_words(p, &at) + xsum_len(p, &at, wave)) as usize
+/// Bytes of shared memory after the collectives' scratch: every set's sums, `[split][row][m]`.
+pub const fn shared_bytes(p: &QLinearParams, _block: u32, _wave: u32) -> usize {
+    4 * (MMA_ROWS * p.m) as usize
 }
 
 /// The launch.
 pub fn launch(p: &QLinearParams) -> Launch {
     Launch {
-        grid: [p.n.div_ceil(MMA_BLOCK_ROWS), 1, 1],
+        grid: [p.n.div_ceil(block_rows(p)), 1, 1],
         block: MMA_BLOCK_THREADS,
     }
 }
@@ -186,48 +115,124 @@ pub fn qlinear_mma<T: Element, B: Block>(
     bias: Src<T>,
     y: Dst<T>,
 ) {
-    let geo = geometry(p, b.size(), B::WAVE);
-    let sums_len = geo.splits * MMA_BLOCK_ROWS * geo.columns;
-    let xs_len = xs_words(p, &geo);
-    let sums = b.shared::<f32>(0, sums_len as usize);
-    let xs = b.shared::<u32>(4 * geo.xs_at as usize, xs_len as usize);
-    let xsum = b.shared::<f32>(
-        4 * (geo.xs_at + xs_len) as usize,
-        xsum_len(p, &geo, B::WAVE) as usize,
-    );
-    // 16-byte loads of `W` when it starts on 16 bytes, and of the panel's pairs when they do
-    // (uniform over the launch; every chunk of a row then does too). One pass in registers is
-    // the decode case (up to four rows of `x` at group size 64); each choice is its own copy
-    // of the sweep, taken once.
-    let wide = w_q.chunk_aligned::<LANE_WORDS>(0) && xs.chunk_aligned::<4>(0);
-    let one_pass = [[[0.0f32; 2]; 2]; 1];
-    let two_passes = [[[0.0f32; 2]; 2]; 2];
-    if wide && geo.passes == 1 {
+    let sums = b.shared::<f32>(0, (MMA_ROWS * p.m) as usize);
+    // Words per class and step (`L`) and steps in flight (`D`): 8 words a row in flight.
+    // Waves of fewer than 4 lanes (host ports only; a constant of the port) have fewer classes,
+    // so more words per class: their instances are not in a GPU port's code.
+    let classes = mma_classes(B::WAVE);
+    let lane_words = p.group_size / WORD_CODES / classes;
+    if classes < 4 {
+        if lane_words == 2 {
+            items(
+                b,
+                p,
+                x,
+                w_q,
+                scales,
+                biases,
+                sums,
+                [[[0u32; 2]; 2]; 1],
+                [[[0u32; 2]; 2]; 1],
+            );
+        } else if lane_words == 4 {
+            items(
+                b,
+                p,
+                x,
+                w_q,
+                scales,
+                biases,
+                sums,
+                [[[0u32; 4]; 2]; 1],
+                [[[0u32; 4]; 2]; 1],
+            );
+        } else if lane_words == 8 {
+            items(
+                b,
+                p,
+                x,
+                w_q,
+                scales,
+                biases,
+                sums,
+                [[[0u32; 8]; 2]; 1],
+                [[[0u32; 8]; 2]; 1],
+            );
+        } else {
+            items(
+                b,
+                p,
+                x,
+                w_q,
+                scales,
+                biases,
+                sums,
+                [[[0u32; 16]; 2]; 1],
+                [[[0u32; 16]; 2]; 1],
+            );
+        }
+    } else if lane_words == 1 {
         items(
-            b, p, x, w_q, scales, biases, sums, xs, xsum, geo, true, one_pass,
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            sums,
+            [[[0u32; 1]; 2]; 8],
+            [[[0u32; 1]; 2]; 4],
         );
-    } else if wide {
+    } else if lane_words == 2 {
         items(
-            b, p, x, w_q, scales, biases, sums, xs, xsum, geo, true, two_passes,
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            sums,
+            [[[0u32; 2]; 2]; 4],
+            [[[0u32; 2]; 2]; 4],
         );
     } else {
         items(
-            b, p, x, w_q, scales, biases, sums, xs, xsum, geo, false, two_passes,
+            b,
+            p,
+            x,
+            w_q,
+            scales,
+            biases,
+            sums,
+            [[[0u32; 4]; 2]; 2],
+            [[[0u32; 4]; 2]; 2],
         );
     }
     b.barrier();
-    write_outputs(b, p, bias, y, sums, geo);
+    write_outputs(b, p, bias, y, sums);
 }
 
-/// Every item of this set — a tile, `P` passes and a split of the steps — swept panel by
-/// panel, its sums left in `sums[split][row][column]`. `P` (the length of `zero`) passes in
-/// registers.
+/// What one sweep covers: its tile's first row, its split's groups `first..end` (`end` is
+/// `first` for a set without an item this round), the groups every split sweeps (the trip
+/// count, the same in every set) and the pass of columns.
+#[derive(Clone, Copy)]
+struct Sweep {
+    row0: u32,
+    first: u32,
+    end: u32,
+    per_split: u32,
+    col_pass: u32,
+}
+
+/// Every item of this set — a tile, a split of `K`, every pass of columns — swept, its sums
+/// left in `sums`. `zero` fixes `L` and `D`, `narrow` the ring's depth without wide scales.
 ///
-/// Uniform control flow around every barrier: the rounds of items and the panels depend only
-/// on the launch.
+/// Uniform control flow around every multiply: the rounds, passes and steps depend only on
+/// the launch, so every lane of a wave reaches each `wave_mma` (a set without an item
+/// multiplies what it holds and folds nothing).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn items<T: Element, B: Block, const P: usize>(
+fn items<T: Element, B: Block, const L: usize, const D: usize, const DN: usize>(
     b: &B,
     p: &QLinearParams,
     x: Src<T>,
@@ -235,70 +240,66 @@ fn items<T: Element, B: Block, const P: usize>(
     scales: Src<u32>,
     biases: Src<u32>,
     sums: Rw<f32>,
-    xs: Rw<u32>,
-    xsum: Rw<f32>,
-    geo: Geometry,
-    wide: bool,
-    zero: [[[f32; 2]; 2]; P],
+    zero: [[[u32; L]; 2]; D],
+    narrow: [[[u32; L]; 2]; DN],
 ) {
     let groups = mma_groups(B::WAVE);
+    let sets = b.size() / B::WAVE * mma_sets(B::WAVE);
     let set = b.wave_id() * mma_sets(B::WAVE) + b.mma_set();
-    // One pass per sweep only where there is one pass: the sweeps, and so the splits, are the
-    // geometry's.
-    let sweeps = geo.passes.div_ceil(P as u32);
-    let splits = geo.splits;
-    let items = tiles(B::WAVE) * sweeps * splits;
-    let panels = p.k.div_ceil(geo.panel);
-    // The sets of a block run the same rounds (one may have no item in the last).
-    let mut base = 0;
-    while base < items {
-        let item = base + set;
-        let at = Sweep {
-            tile: item / (splits * sweeps),
-            split: item % splits,
-            splits,
-            first_pass: item / splits % sweeps * P as u32,
-            columns: geo.columns,
-            live: item < items,
+    let n_splits = splits(p);
+    let rows = block_rows(p);
+    let tiles = rows / (2 * groups);
+    let n_items = tiles * n_splits;
+    let rounds = n_items.div_ceil(sets);
+    let passes = p.m.div_ceil(groups);
+    let k_groups = p.k >> p.group_log2;
+    // 16-bit scales whose rows start on 16 bytes (K/group_size a multiple of 8, both buffers
+    // aligned) come a block of 8 groups per load; the splits then start on blocks.
+    let wide_scales = p.scale_dtype != SCALE_F32
+        && k_groups.is_multiple_of(SCALE_BLOCK)
+        && scales.chunk_aligned::<4>(0)
+        && biases.chunk_aligned::<4>(0);
+    let per_split = if wide_scales {
+        k_groups.div_ceil(n_splits).div_ceil(SCALE_BLOCK) * SCALE_BLOCK
+    } else {
+        k_groups.div_ceil(n_splits)
+    };
+    let g = b.mma_group();
+    let mut round = 0;
+    while round < rounds {
+        let item = round * sets + set;
+        let live = item < n_items;
+        let tile = if live { item / n_splits } else { 0 };
+        let split = item % n_splits;
+        let first = split * per_split;
+        let end = if !live || first >= k_groups {
+            first
+        } else if first + per_split < k_groups {
+            first + per_split
+        } else {
+            k_groups
         };
-        let mut acc = zero;
-        let mut panel = 0;
-        while panel < panels {
-            let k0 = panel * geo.panel;
-            b.barrier();
-            stage_panel(b, p, x, xs, xsum, geo, k0);
-            b.barrier();
-            acc = sweep(
-                T::from_bits32(0),
-                b,
-                p,
-                w_q,
-                scales,
-                biases,
-                xs,
-                xsum,
-                geo,
-                at,
-                k0,
-                wide,
-                P == 1,
-                acc,
-            );
-            panel += 1;
-        }
-        let row0 = at.tile * 2 * groups + b.mma_group();
-        let mut pass = 0usize;
-        while pass < P {
-            let mut t = 0usize;
+        let row0 = b.block_x() * rows + tile * 2 * groups;
+        let mut pass = 0;
+        while pass < passes {
+            let at = Sweep {
+                row0,
+                first,
+                end,
+                per_split,
+                col_pass: pass,
+            };
+            let acc = sweep(b, p, x, w_q, scales, biases, at, wide_scales, zero, narrow);
+            let mut t = 0;
             while t < 2 {
-                let mc = b.mma_col(t as u32);
-                let col = (at.first_pass + pass as u32) * groups + mc;
-                if at.live && mc < groups && col < geo.columns {
-                    let mut r = 0usize;
+                let mc = b.mma_col(t);
+                let m = pass * groups + mc;
+                if live && mc < groups && m < p.m {
+                    let mut r = 0;
                     while r < 2 {
-                        let row = row0 + r as u32 * groups;
-                        let e = (at.split * MMA_BLOCK_ROWS + row) * geo.columns + col;
-                        sums.set(e as usize, acc[pass][r][t]);
+                        let row = tile * 2 * groups + g + r * groups;
+                        let e = (split * rows + row) * p.m + m;
+                        sums.set(e as usize, acc[r as usize][t as usize]);
                         r += 1;
                     }
                 }
@@ -306,435 +307,455 @@ fn items<T: Element, B: Block, const P: usize>(
             }
             pass += 1;
         }
-        base += geo.sets;
+        round += 1;
     }
 }
 
-/// Stages the panel of `x` from column `k0`: for every row of `x` and word of codes (8
-/// columns), the multiply's 4 pairs (element `j` beside `j + 4`), and each span's `Σx` in
-/// f32 ([`span_log2`]). One thread per row and span.
+/// One set's sums `Σ(s·q + b)·x` over its split: `[r][t]` is this lane's row `g + G·r` of the
+/// tile against column `pass·G + mma_col(t)`. With `wide_scales` (16-bit scales, 16-byte
+/// aligned, rows of whole blocks) the scales come eight steps per 16-byte load; else one word
+/// per step, in the ring with the codes (`narrow`, a shallower ring, fixes its depth).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn stage_panel<T: Element, B: Block>(
+fn sweep<T: Element, B: Block, const L: usize, const D: usize, const DN: usize>(
     b: &B,
     p: &QLinearParams,
     x: Src<T>,
-    xs: Rw<u32>,
-    xsum: Rw<f32>,
-    geo: Geometry,
-    k0: u32,
-) {
-    let k = p.k;
-    let end = if k0 + geo.panel < k {
-        k0 + geo.panel
-    } else {
-        k
-    };
-    let span_log2 = span_log2(p, B::WAVE);
-    let panel_spans = geo.panel >> span_log2;
-    let live_spans = (end - k0) >> span_log2;
-    let wide = x.chunk_aligned::<WORD_CODES>(0);
-    let mut item = b.thread();
-    while item < p.m * live_spans {
-        let m = item / live_spans;
-        let span = item % live_spans;
-        let mut sum = 0.0f32;
-        let mut word = 0;
-        while word < (1u32 << span_log2) / WORD_CODES as u32 {
-            let col = k0 + (span << span_log2) + word * WORD_CODES as u32;
-            let at = (m * k + col) as usize;
-            let mut v = [0u32; WORD_CODES];
-            if wide {
-                // SAFETY: the row is below M and the word's columns inside K (bind checked
-                // x's shape); x starts on 16 bytes (checked above) and rows of a multiple of
-                // 32 columns keep every word there.
-                let c = unsafe { x.get_chunk_unchecked::<WORD_CODES>(at) };
-                let mut j = 0;
-                while j < WORD_CODES {
-                    v[j] = c[j].to_bits32();
-                    sum += c[j].widen();
-                    j += 1;
-                }
-            } else {
-                let mut j = 0;
-                while j < WORD_CODES {
-                    let e = x.get(at + j);
-                    v[j] = e.to_bits32();
-                    sum += e.widen();
-                    j += 1;
-                }
-            }
-            let pairs_at = ((m * geo.panel + col - k0) / 2) as usize;
-            let mut j = 0;
-            while j < WORD_CODES / 2 {
-                let pair = (v[j] as u16 as u32) | ((v[j + WORD_CODES / 2] as u16 as u32) << 16);
-                xs.set(pairs_at + j, pair);
-                j += 1;
-            }
-            word += 1;
-        }
-        xsum.set((m * panel_spans + span) as usize, sum);
-        item += b.size();
-    }
-}
-
-/// What one sweep covers: a tile of rows, the steps of a split, the passes from
-/// `first_pass`; `live` false for a set without an item this round (it multiplies zeros).
-#[derive(Clone, Copy)]
-struct Sweep {
-    tile: u32,
-    split: u32,
-    splits: u32,
-    first_pass: u32,
-    columns: u32,
-    live: bool,
-}
-
-/// The group of the step (`0..H`) that word `word` of class `q`'s chunk lies in.
-#[inline(always)]
-fn word_group(p: &QLinearParams, step: u32, q: u32, word: u32) -> u32 {
-    if p.group_size < step {
-        (q * LANE_CODES + word * WORD_CODES as u32) >> p.group_log2
-    } else {
-        0
-    }
-}
-
-/// One set's sums `Σ(s·q + b)·x` over the panel from column `k0`, added to `acc`:
-/// `[pass][r][t]` is this lane's row `g + G·r` of the tile against column
-/// `(first_pass + pass)·G + mma_col(t)`.
-///
-/// Uniform control flow around every `wave_mma`: the rounds depend only on the launch and
-/// every pass is multiplied (one past the columns multiplies zeros), so every lane of a wave
-/// reaches each multiply. Offsets are u32 (the bind checks that every buffer's elements fit
-/// one). `_like` names `T`, the activations' dtype the multiply reads. With `deep` the words of the next two rounds and the scales of the next are in
-/// flight while a round multiplies; else the next round's words (fewer registers, for two
-/// passes).
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn sweep<T: Element, B: Block, const P: usize>(
-    _like: T,
-    b: &B,
-    p: &QLinearParams,
     w_q: Src<u32>,
     scales: Src<u32>,
     biases: Src<u32>,
-    xs: Rw<u32>,
-    xsum: Rw<f32>,
-    geo: Geometry,
     at: Sweep,
-    k0: u32,
-    wide: bool,
-    deep: bool,
-    acc: [[[f32; 2]; 2]; P],
-) -> [[[f32; 2]; 2]; P] {
+    wide_scales: bool,
+    zero: [[[u32; L]; 2]; D],
+    narrow: [[[u32; L]; 2]; DN],
+) -> [[f32; 2]; 2] {
+    let classes = mma_classes(B::WAVE);
     let groups = mma_groups(B::WAVE);
     let q = b.mma_class();
     let g = b.mma_group();
-    let k = p.k;
-    let end = if k0 + geo.panel < k {
-        k0 + geo.panel
-    } else {
-        k
-    };
-    let step = step_codes(B::WAVE);
-    let h_count = step_groups(p.group_size, B::WAVE);
-    let h_log2 = h_count.trailing_zeros();
-    let rounds = (end - k0).div_ceil(step).div_ceil(at.splits);
-    let words_per_row = k / WORD_CODES as u32;
+    let k_groups = p.k >> p.group_log2;
+    let words_per_row = p.k / WORD_CODES;
     let n_last = p.n - 1;
-    let first = b.block_x() * MMA_BLOCK_ROWS + at.tile * 2 * groups + g;
     // Rows past N re-read the last row (computed, not written).
-    let rows = [first.min(n_last), (first + groups).min(n_last)];
-    let row_words = [rows[0] * words_per_row, rows[1] * words_per_row];
-    // Per pass: where this lane's row of `x` starts among the panel's pairs, and which words
-    // of its chunk feed its column (bit `w`); the others put zeros in.
-    let mut x_row = [0u32; P];
-    let mut x_words = [0u32; P];
-    let mut pass = 0usize;
-    while pass < P {
-        let col = (at.first_pass + pass as u32) * groups + g;
-        if at.live && col < at.columns {
-            x_row[pass] = (col >> h_log2) * geo.panel / 2;
-            let mut word = 0u32;
-            while word < LANE_WORDS as u32 {
-                if word_group(p, step, q, word) == col & (h_count - 1) {
-                    x_words[pass] |= 1 << word;
-                }
-                word += 1;
-            }
-        }
-        pass += 1;
-    }
-    let bf16 = is_bf16::<T>();
-    // The exponent bits the codes are or-ed into, times `min(N, 1)` (1: the bind refuses an
-    // empty N): a value only the launch knows stays in a register, where the GPU compilers
-    // fuse each code's mask and or into one three-input op (a second constant would not fit).
-    let code_bits = if bf16 { 0x4300_4300u32 } else { 0x6400_6400 } * p.n.min(1);
-    let offset = if bf16 { 128.0f32 } else { 1024.0 };
-    let mut acc = acc;
-    // This lane's chunk of round `r` starts at code `k0 + (split + r·splits)·step + q·32`.
-    let mut s = at.split;
-    let mut w_next = chunk_words(
-        w_q,
-        row_words,
-        chunk_at(k0 + s * step, q, end, at.live),
-        end,
-        wide,
-    );
-    let mut w_after = [[0u32; LANE_WORDS]; 2];
-    let mut folds_next = [[[[0.0f32; 3]; 2]; 2]; P];
-    if deep {
-        let after = chunk_at(k0 + (s + at.splits) * step, q, end, at.live);
-        w_after = chunk_words(w_q, row_words, after, end, wide);
-        folds_next = fold_values(b, p, scales, biases, xsum, geo, rows, at, k0, s, acc);
-    }
-    let mut round = 0;
-    while round < rounds {
-        let w = w_next;
-        let chunk = chunk_at(k0 + s * step, q, end, at.live);
-        let next = s + at.splits;
-        let mut folds = folds_next;
-        if deep {
-            w_next = w_after;
-            let after = chunk_at(k0 + (next + at.splits) * step, q, end, at.live);
-            w_after = chunk_words(w_q, row_words, after, end, wide);
-            folds_next = fold_values(b, p, scales, biases, xsum, geo, rows, at, k0, next, acc);
+    let r0 = at.row0 + g;
+    let rows = [
+        if r0 < n_last { r0 } else { n_last },
+        if r0 + groups < n_last {
+            r0 + groups
         } else {
-            w_next = chunk_words(
-                w_q,
-                row_words,
-                chunk_at(k0 + next * step, q, end, at.live),
-                end,
-                wide,
-            );
-            folds = fold_values(b, p, scales, biases, xsum, geo, rows, at, k0, s, acc);
+            n_last
+        },
+    ];
+    // A column past M re-reads the last row of x (its sums are not written).
+    let col = at.col_pass * groups + g;
+    let x_row = if col < p.m { col } else { p.m - 1 };
+    let bf16 = is_bf16::<T>();
+    let one = if bf16 { 0x3f80_3f80u32 } else { 0x3c00_3c00 };
+    let lane = Lane {
+        w_at0: rows[0] * words_per_row + q * L as u32,
+        w_at1: rows[1] * words_per_row + q * L as u32,
+        e_at0: rows[0] * k_groups,
+        e_at1: rows[1] * k_groups,
+        step_words: classes * L as u32,
+        f32_scales: p.scale_dtype == SCALE_F32,
+        x_at: x_row * p.k + q * L as u32 * WORD_CODES,
+        wide_x: x.chunk_aligned::<8>(0),
+        // The exponent bits the codes are or-ed into, times `min(N, 1)` (1: the bind refuses
+        // an empty N): a value only the launch knows stays in a register, where the GPU
+        // compilers fuse each code's mask and or into one three-input op.
+        code_bits: if bf16 { 0x4300_4300u32 } else { 0x6400_6400 } * p.n.min(1),
+        one,
+        offset: if bf16 { 128.0f32 } else { 1024.0 },
+    };
+    if wide_scales {
+        sweep_wide(b, p, x, w_q, scales, biases, at, lane, zero)
+    } else {
+        sweep_narrow(b, p, x, w_q, scales, biases, at, lane, narrow)
+    }
+}
+
+/// [`sweep`] with one word of scales and biases per step, in the ring with the codes.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sweep_narrow<T: Element, B: Block, const L: usize, const D: usize>(
+    b: &B,
+    p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
+    scales: Src<u32>,
+    biases: Src<u32>,
+    at: Sweep,
+    lane: Lane,
+    zero: [[[u32; L]; 2]; D],
+) -> [[f32; 2]; 2] {
+    let first = at.first;
+    let end = at.end;
+    // The ring is read and written element by element (never copied whole), so the compilers
+    // keep each word in a 32-bit register; a slot is refilled after its step is multiplied.
+    let mut ring = zero;
+    let mut scale_ring = [[0u32; 4]; D];
+    let mut i = 0;
+    while i < D {
+        let s = first + i as u32;
+        if s < end {
+            ring = refill(w_q, lane, s, ring, i);
+            scale_ring[i] = step_scales(scales, biases, lane, s);
         }
-        let mut c = acc;
-        let mut pass = 0usize;
-        while pass < P {
-            c[pass] = [[0.0f32; 2]; 2];
-            pass += 1;
-        }
-        let mut word = 0usize;
-        while word < LANE_WORDS {
-            // This word's pairs of `x` for each pass (zeros where the lane feeds no column).
-            let mut xw = [[[0u32; 2]; WORD_HALVES]; P];
-            let mut pass = 0usize;
-            while pass < P {
-                if chunk < end && (x_words[pass] >> word) & 1 != 0 {
-                    let word_at = (chunk - k0) / 2 + (word * WORD_CODES / 2) as u32;
-                    xw[pass] = x_pairs(xs, x_row[pass] + word_at, wide);
+        i += 1;
+    }
+    let x_zero = [[0u32; 4]; L];
+    let mut acc = [[0.0f32; 2]; 2];
+    let mut base = 0;
+    while base < at.per_split {
+        let mut i = 0;
+        while i < D {
+            let s = first + base + i as u32;
+            let xs = step_x(x, lane, s, end, x_zero);
+            let cc = multiply_step(T::from_bits32(0), b, lane, ring, i, xs);
+            if s < end {
+                let mut vals = [0.0f32; 4];
+                let mut k = 0;
+                while k < 4 {
+                    vals[k] = scale_of(scale_ring[i][k], e_at(lane, k / 2) + s, p.scale_dtype);
+                    k += 1;
                 }
-                pass += 1;
+                acc = fold(lane, vals, cc[0], cc[1], acc);
             }
-            let mut half = 0usize;
-            while half < WORD_HALVES {
-                // Codes `i` and `i + 4` (pair 0), `i + 1` and `i + 5` (pair 1) of the word.
-                let i = 2 * half;
-                let a = [
-                    [
-                        code_pair(w[0][word], i, code_bits),
-                        code_pair(w[0][word], i + 1, code_bits),
-                    ],
-                    [
-                        code_pair(w[1][word], i, code_bits),
-                        code_pair(w[1][word], i + 1, code_bits),
-                    ],
-                ];
-                let mut pass = 0usize;
-                while pass < P {
-                    c[pass] = b.wave_mma::<T>(a, xw[pass][half], c[pass]);
-                    pass += 1;
-                }
-                half += 1;
+            let ahead = s + D as u32;
+            if ahead < end {
+                ring = refill(w_q, lane, ahead, ring, i);
+                scale_ring[i] = step_scales(scales, biases, lane, ahead);
             }
-            word += 1;
+            i += 1;
         }
-        // Fold this step's sums with the scale and bias of each column's group:
-        // `s·C + (b − offset·s)·Σx`, where `C` holds `Σ(offset + q)·x`.
-        let mut pass = 0usize;
-        while pass < P {
-            let mut r = 0usize;
-            while r < 2 {
-                let mut t = 0usize;
-                while t < 2 {
-                    let f = folds[pass][r][t];
-                    let shift = crate::mul_add(-offset, f[0], f[1]);
-                    let with_shift = crate::mul_add(shift, f[2], acc[pass][r][t]);
-                    acc[pass][r][t] = crate::mul_add(f[0], c[pass][r][t], with_shift);
-                    t += 1;
-                }
-                r += 1;
-            }
-            pass += 1;
-        }
-        s = next;
-        round += 1;
+        base += D as u32;
     }
     acc
 }
 
-/// The first code of this lane's chunk of the step from code `step_at`, or `end` (no chunk)
-/// past the panel or when the sweep is not live.
-#[inline(always)]
-fn chunk_at(step_at: u32, q: u32, end: u32, live: bool) -> u32 {
-    let at = step_at + q * LANE_CODES;
-    if live && at < end {
-        at
-    } else {
-        end
-    }
-}
+/// Steps per block of wide scales: 8 16-bit values in one 16-byte load per row.
+const SCALE_BLOCK: u32 = 8;
 
-/// The chunk's words of both rows (`row_words`: each row's first word) from code `chunk`
-/// (zeros when `chunk` is `end`).
-#[inline(always)]
-fn chunk_words(
-    w_q: Src<u32>,
-    row_words: [u32; 2],
-    chunk: u32,
-    end: u32,
-    wide: bool,
-) -> [[u32; LANE_WORDS]; 2] {
-    let mut w = [[0u32; LANE_WORDS]; 2];
-    if chunk < end {
-        let word = chunk / WORD_CODES as u32;
-        let mut r = 0usize;
-        while r < 2 {
-            let at = (row_words[r] + word) as usize;
-            if wide {
-                // SAFETY: the row is below N and the chunk inside its K·4/32 words (bind
-                // checked w_q's shape), and `wide` checked that w_q starts on 16 bytes: rows of
-                // a multiple of 4 words and chunks at multiples of 4 words keep that.
-                w[r] = unsafe { w_q.get_chunk_unchecked::<LANE_WORDS>(at) };
-            } else {
-                let mut j = 0;
-                while j < LANE_WORDS {
-                    w[r][j] = w_q.get(at + j);
-                    j += 1;
-                }
-            }
-            r += 1;
-        }
-    }
-    w
-}
-
-/// The staged pairs of one word of codes from pair `at`: half `h` holds pairs `2h`, `2h + 1`.
-#[inline(always)]
-fn x_pairs(xs: Rw<u32>, at: u32, wide: bool) -> [[u32; 2]; WORD_HALVES] {
-    let v = if wide {
-        // SAFETY: the row is below M and the word inside the staged panel, so the 4 pairs are
-        // inside the pairs' region; it starts on 16 bytes (checked with `wide`) and every word
-        // is 4 pairs from it.
-        unsafe { xs.get_chunk_unchecked::<4>(at as usize) }
-    } else {
-        [
-            xs.get(at as usize),
-            xs.get(at as usize + 1),
-            xs.get(at as usize + 2),
-            xs.get(at as usize + 3),
-        ]
-    };
-    [[v[0], v[1]], [v[2], v[3]]]
-}
-
-/// Codes `i` and `i + WORD_CODES/2` of `word` as a pair of 16-bit values `offset + q` (the low
-/// half the lower code): one shift and one and-or.
-#[inline(always)]
-fn code_pair(word: u32, i: usize, code_bits: u32) -> u32 {
-    let mask = (1u32 << CODE_BITS) - 1;
-    ((word >> (i as u32 * CODE_BITS)) & (mask | (mask << 16))) | code_bits
-}
-
-/// The scale and bias of the group, and the `Σx` of the span, each of this lane's outputs
-/// `[pass][r][t]` folds at step `s` of the panel from `k0` (zeros where the column is none or
-/// past the columns, or its span past the panel: the fold then adds nothing).
+/// [`sweep`] with the scales and biases of eight steps per 16-byte load of each row, one
+/// block in use while the next is in flight. The split starts on a block (`per_split` is a
+/// multiple of [`SCALE_BLOCK`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn fold_values<B: Block, const P: usize>(
+fn sweep_wide<T: Element, B: Block, const L: usize, const D: usize>(
     b: &B,
     p: &QLinearParams,
+    x: Src<T>,
+    w_q: Src<u32>,
     scales: Src<u32>,
     biases: Src<u32>,
-    xsum: Rw<f32>,
-    geo: Geometry,
-    rows: [u32; 2],
     at: Sweep,
-    k0: u32,
-    s: u32,
-    like: [[[f32; 2]; 2]; P],
-) -> [[[[f32; 3]; 2]; 2]; P] {
-    let _ = like;
-    let groups = mma_groups(B::WAVE);
-    let step = step_codes(B::WAVE);
-    let h_count = step_groups(p.group_size, B::WAVE);
-    let end = if k0 + geo.panel < p.k {
-        k0 + geo.panel
-    } else {
-        p.k
-    };
-    let groups_per_row = p.k >> p.group_log2;
-    let span_log2 = span_log2(p, B::WAVE);
-    let panel_spans = geo.panel >> span_log2;
-    let step_at = k0 + s * step;
-    let mut out = [[[[0.0f32; 3]; 2]; 2]; P];
-    let mut pass = 0usize;
-    while pass < P {
-        let mut t = 0usize;
-        while t < 2 {
-            // A lane's second column may be none (`mma_col` past `G`).
-            let mc = b.mma_col(t as u32);
-            let col = (at.first_pass + pass as u32) * groups + mc;
-            // Column `h` of the step is its span `h`: the group's part inside the step.
-            let span_at = step_at + ((col & (h_count - 1)) << span_log2);
-            let group = span_at >> p.group_log2;
-            let live = at.live && mc < groups && col < at.columns && span_at < end;
-            if live {
-                let m = col >> h_count.trailing_zeros();
-                let span = (span_at - k0) >> span_log2;
-                let sum_x = xsum.get((m * panel_spans + span) as usize);
-                let mut r = 0usize;
-                while r < 2 {
-                    let e = rows[r] * groups_per_row + group;
-                    out[pass][r][t] = [
-                        scale_value(scales, p.scale_dtype, e),
-                        scale_value(biases, p.scale_dtype, e),
-                        sum_x,
-                    ];
-                    r += 1;
-                }
-            }
-            t += 1;
+    lane: Lane,
+    zero: [[[u32; L]; 2]; D],
+) -> [[f32; 2]; 2] {
+    let first = at.first;
+    let end = at.end;
+    let mut ring = zero;
+    let mut i = 0;
+    while i < D {
+        let s = first + i as u32;
+        if s < end {
+            ring = refill(w_q, lane, s, ring, i);
         }
-        pass += 1;
+        i += 1;
     }
-    out
+    let x_zero = [[0u32; 4]; L];
+    let mut block = [[0u32; 4]; 4];
+    if first < end {
+        block = scale_block(scales, biases, lane, first);
+    }
+    let bf16_scales = p.scale_dtype == SCALE_BF16;
+    let mut acc = [[0.0f32; 2]; 2];
+    let mut base = 0;
+    while base < at.per_split {
+        let at_block = first + base;
+        let mut next = [[0u32; 4]; 4];
+        if at_block + SCALE_BLOCK < end {
+            next = scale_block(scales, biases, lane, at_block + SCALE_BLOCK);
+        }
+        let mut i = 0;
+        while i < SCALE_BLOCK as usize {
+            let s = at_block + i as u32;
+            let slot = i % D;
+            let xs = step_x(x, lane, s, end, x_zero);
+            let cc = multiply_step(T::from_bits32(0), b, lane, ring, slot, xs);
+            if s < end {
+                let mut vals = [0.0f32; 4];
+                let mut k = 0;
+                while k < 4 {
+                    let half = (block[k][i / 2] >> ((i % 2) * 16)) & 0xffff;
+                    vals[k] = if bf16_scales {
+                        f32::from_bits(half << 16)
+                    } else {
+                        F16(half as u16).widen()
+                    };
+                    k += 1;
+                }
+                acc = fold(lane, vals, cc[0], cc[1], acc);
+            }
+            let ahead = s + D as u32;
+            if ahead < end {
+                ring = refill(w_q, lane, ahead, ring, slot);
+            }
+            i += 1;
+        }
+        block = next;
+        base += SCALE_BLOCK;
+    }
+    acc
 }
 
-/// Value `e` of packed scale or bias words of the `scale_dtype` code `code`, widened exactly to
-/// f32: the word and the half picked by selects, not branches.
+/// The 16-byte blocks of scales and biases of both rows from group `s` (a multiple of
+/// [`SCALE_BLOCK`]): `[s₀, b₀, s₁, b₁]`, eight 16-bit values each.
 #[inline(always)]
-fn scale_value(words: Src<u32>, code: u32, e: u32) -> f32 {
-    let f32_words = code == SCALE_F32;
-    let at = if f32_words { e } else { e >> 1 };
+fn scale_block(scales: Src<u32>, biases: Src<u32>, lane: Lane, s: u32) -> [[u32; 4]; 4] {
+    let mut block = [[0u32; 4]; 4];
+    let mut r = 0;
+    while r < 2 {
+        let at = ((e_at(lane, r) + s) / 2) as usize;
+        // SAFETY: rows start on blocks (K/group_size is a multiple of 8) and the split on one,
+        // so the block's 8 values are groups of the row inside N·K/group_size values (bind
+        // checked the words), and the caller checked both buffers start on 16 bytes.
+        block[2 * r] = unsafe { scales.get_chunk_unchecked::<4>(at) };
+        block[2 * r + 1] = unsafe { biases.get_chunk_unchecked::<4>(at) };
+        r += 1;
+    }
+    block
+}
+
+/// The words holding the scale and bias of both rows' group `s` (a step):
+/// `[s₀, b₀, s₁, b₁]` (16-bit values two per word: [`scale_of`] picks the half).
+#[inline(always)]
+fn step_scales(scales: Src<u32>, biases: Src<u32>, lane: Lane, s: u32) -> [u32; 4] {
+    [
+        scale_word(scales, lane, s, 0),
+        scale_word(biases, lane, s, 0),
+        scale_word(scales, lane, s, 1),
+        scale_word(biases, lane, s, 1),
+    ]
+}
+
+/// Slot `slot` of the ring refilled with this lane's words of both rows at step `s`.
+#[inline(always)]
+fn refill<const L: usize, const D: usize>(
+    w_q: Src<u32>,
+    lane: Lane,
+    s: u32,
+    ring: [[[u32; L]; 2]; D],
+    slot: usize,
+) -> [[[u32; L]; 2]; D] {
+    let mut ring = ring;
+    let mut r = 0;
+    while r < 2 {
+        let mut j = 0;
+        while j < L {
+            ring[slot][r][j] = code_word(w_q, lane, s, r, j);
+            j += 1;
+        }
+        r += 1;
+    }
+    ring
+}
+
+/// This lane's pairs of `x` at step `s` (zeros at or past `end`), one `[u32; 4]` per word.
+#[inline(always)]
+fn step_x<T: Element, const L: usize>(
+    x: Src<T>,
+    lane: Lane,
+    s: u32,
+    end: u32,
+    zero: [[u32; 4]; L],
+) -> [[u32; 4]; L] {
+    let mut xp = zero;
+    if s < end {
+        let mut j = 0;
+        while j < L {
+            let at = lane.x_at + (s * lane.step_words + j as u32) * WORD_CODES;
+            xp[j] = x_pairs(x, at as usize, lane.wide_x);
+            j += 1;
+        }
+    }
+    xp
+}
+
+/// The multiplies of a step from slot `slot` of the ring and its pairs of `x`: `[C, Σx]`,
+/// `C = Σ(offset + q)·x` and `Σx` of its slots per row and column (`_like` names `T`).
+#[inline(always)]
+fn multiply_step<T: Element, B: Block, const L: usize, const D: usize>(
+    _like: T,
+    b: &B,
+    lane: Lane,
+    ring: [[[u32; L]; 2]; D],
+    slot: usize,
+    xp: [[u32; 4]; L],
+) -> [[[f32; 2]; 2]; 2] {
+    let mut c = [[0.0f32; 2]; 2];
+    let mut cx = [[0.0f32; 2]; 2];
+    let mut j = 0;
+    while j < L {
+        let mut half = 0;
+        while half < 2 {
+            // Codes `i` and `i + 4` (pair 0), `i + 1` and `i + 5` (pair 1) of the word.
+            let c0 = 2 * half;
+            let a = [
+                [
+                    code_pair(ring[slot][0][j], c0, lane.code_bits),
+                    code_pair(ring[slot][0][j], c0 + 1, lane.code_bits),
+                ],
+                [
+                    code_pair(ring[slot][1][j], c0, lane.code_bits),
+                    code_pair(ring[slot][1][j], c0 + 1, lane.code_bits),
+                ],
+            ];
+            let xb = [xp[j][c0], xp[j][c0 + 1]];
+            c = b.wave_mma::<T>(a, xb, c);
+            let ones = [[lane.one, lane.one], [lane.one, lane.one]];
+            cx = b.wave_mma::<T>(ones, xb, cx);
+            half += 1;
+        }
+        j += 1;
+    }
+    [c, cx]
+}
+
+/// A lane's fixed values: its rows' first words (at its class) and first scales, the words
+/// of a step (one group of a row), whether scales are f32, where its `x` starts and whether
+/// `x` takes 16-byte loads, the codes' exponent bits, a pair of ones and the codes' offset.
+#[derive(Clone, Copy)]
+struct Lane {
+    w_at0: u32,
+    w_at1: u32,
+    e_at0: u32,
+    e_at1: u32,
+    step_words: u32,
+    f32_scales: bool,
+    x_at: u32,
+    wide_x: bool,
+    code_bits: u32,
+    one: u32,
+    offset: f32,
+}
+
+/// Row `r`'s first scale index.
+#[inline(always)]
+fn e_at(lane: Lane, r: usize) -> u32 {
+    if r == 0 {
+        lane.e_at0
+    } else {
+        lane.e_at1
+    }
+}
+
+/// The index of word `j` of this lane's words of row `r` at step `s`.
+#[inline(always)]
+fn code_at(lane: Lane, s: u32, r: usize, j: usize) -> u32 {
+    let w_at = if r == 0 { lane.w_at0 } else { lane.w_at1 };
+    w_at + s * lane.step_words + j as u32
+}
+
+/// Word `j` of this lane's words of row `r` at step `s`.
+#[inline(always)]
+fn code_word(w_q: Src<u32>, lane: Lane, s: u32, r: usize, j: usize) -> u32 {
+    let at = code_at(lane, s, r, j);
+    // SAFETY: the row is below N and the step below K / group_size (the caller's `s < end`),
+    // so the word is inside w_q ([N, K·4/32], checked by the bind).
+    unsafe { w_q.get_unchecked(at as usize) }
+}
+
+/// The word of `words` (scales or biases) holding row `r`'s value at step (group) `s`
+/// (16-bit values two per word: [`scale_of`] picks the half).
+#[inline(always)]
+fn scale_word(words: Src<u32>, lane: Lane, s: u32, r: usize) -> u32 {
+    let e = e_at(lane, r) + s;
+    let at = if lane.f32_scales { e } else { e >> 1 };
     // SAFETY: `e` is a group of a row below N, so below N·K/group_size, and the bind checked
     // that the words hold that many values of the scale dtype.
-    let word = unsafe { words.get_unchecked(at as usize) };
-    let half = (word >> ((e & 1) * 16)) & 0xffff;
-    let bf = Bf16(half as u16).widen();
-    let hf = F16(half as u16).widen();
-    if f32_words {
-        f32::from_bits(word)
+    unsafe { words.get_unchecked(at as usize) }
+}
+
+/// Value `e` of the scale dtype `code` from its word `raw`, widened exactly to f32.
+#[inline(always)]
+fn scale_of(raw: u32, e: u32, code: u32) -> f32 {
+    let half = (raw >> ((e & 1) * 16)) & 0xffff;
+    if code == SCALE_F32 {
+        f32::from_bits(raw)
     } else if code == SCALE_BF16 {
-        bf
+        f32::from_bits(half << 16)
     } else {
-        hf
+        F16(half as u16).widen()
     }
 }
 
-/// Adds the splits' and groups' sums of every output of the block and writes `y` (with the
-/// bias, and SwiGLU over gate and up pairs with [`ACT_SILU_MUL`]).
+/// Folds one group's multiplies into `acc`: `s·C + (b − offset·s)·Σx` per row and column,
+/// `vals` the rows' scales and biases `[s₀, b₀, s₁, b₁]`.
+#[inline(always)]
+fn fold(
+    lane: Lane,
+    vals: [f32; 4],
+    c: [[f32; 2]; 2],
+    cx: [[f32; 2]; 2],
+    acc: [[f32; 2]; 2],
+) -> [[f32; 2]; 2] {
+    let mut acc = acc;
+    let mut r = 0;
+    while r < 2 {
+        let s = vals[2 * r];
+        let shift = crate::mul_add(-lane.offset, s, vals[2 * r + 1]);
+        let mut t = 0;
+        while t < 2 {
+            let with_shift = crate::mul_add(shift, cx[r][t], acc[r][t]);
+            acc[r][t] = crate::mul_add(s, c[r][t], with_shift);
+            t += 1;
+        }
+        r += 1;
+    }
+    acc
+}
+
+/// The multiply's 4 pairs of the 8 elements of `x` from `at` (element `j` beside `j + 4`, low
+/// half first): one 16-byte load when `wide`.
+#[inline(always)]
+fn x_pairs<T: Element>(x: Src<T>, at: usize, wide: bool) -> [u32; 4] {
+    let mut v = [0u32; 8];
+    if wide {
+        // SAFETY: the caller's step is inside K and its row below M (bind checked x's shape);
+        // x starts on 16 bytes (`wide`) and every word of codes is 8 elements from it.
+        let e = unsafe { x.get_chunk_unchecked::<8>(at) };
+        let mut j = 0;
+        while j < 8 {
+            v[j] = e[j].to_bits32();
+            j += 1;
+        }
+    } else {
+        let mut j = 0;
+        while j < 8 {
+            // SAFETY: as above; element loads need no alignment.
+            v[j] = unsafe { x.get_unchecked(at + j) }.to_bits32();
+            j += 1;
+        }
+    }
+    let mut pairs = [0u32; 4];
+    let mut j = 0;
+    while j < 4 {
+        pairs[j] = (v[j] & 0xffff) | (v[j + 4] << 16);
+        j += 1;
+    }
+    pairs
+}
+
+/// Codes `i` and `i + 4` of `word` as a pair of 16-bit values `offset + q` (the low half the
+/// lower code): one shift and one and-or.
+#[inline(always)]
+fn code_pair(word: u32, i: usize, code_bits: u32) -> u32 {
+    ((word >> (i as u32 * 4)) & 0x000f_000f) | code_bits
+}
+
+/// Adds the splits' sums of every output of the block and writes `y` (with the bias, and
+/// SwiGLU over gate and up pairs with [`ACT_SILU_MUL`]).
 #[inline(always)]
 fn write_outputs<T: Element, B: Block>(
     b: &B,
@@ -742,73 +763,57 @@ fn write_outputs<T: Element, B: Block>(
     bias: Src<T>,
     y: Dst<T>,
     sums: Rw<f32>,
-    geo: Geometry,
 ) {
-    let m_rows = p.m as usize;
-    let n_out = p.n as usize;
-    let first = (b.block_x() * MMA_BLOCK_ROWS) as usize;
+    let m_rows = p.m;
+    let n_out = p.n;
+    let rows = block_rows(p);
+    let n_splits = splits(p);
+    let first = b.block_x() * rows;
     let pairs = p.act == ACT_SILU_MUL;
     // One output per row, or per gate and up pair.
     let per_row = if pairs { 2 } else { 1 };
-    let outs = MMA_BLOCK_ROWS as usize / per_row;
-    let at = OutputAt {
-        columns: geo.columns as usize,
-        h_count: geo.columns as usize / m_rows,
-        splits: geo.splits as usize,
-    };
-    let mut o = b.thread() as usize;
+    let outs = rows / per_row;
+    let mut o = b.thread();
     while o < outs * m_rows {
         let m = o / outs;
         let row = o % outs * per_row;
         let n = first + row;
         if n < n_out {
-            let v = output_sum(p, bias, sums, at, m, n, row);
+            let v = output_sum(p, bias, sums, rows, n_splits, m, n, row);
             if pairs {
-                let up = output_sum(p, bias, sums, at, m, n + 1, row + 1);
+                let up = output_sum(p, bias, sums, rows, n_splits, m, n + 1, row + 1);
                 let out = silu_mul_element(T::from_f32(v), T::from_f32(up));
-                y.set(m * (n_out / 2) + n / 2, out);
+                y.set((m * (n_out / 2) + n / 2) as usize, out);
             } else {
-                y.set(m * n_out + n, T::from_f32(v));
+                y.set((m * n_out + n) as usize, T::from_f32(v));
             }
         }
-        o += b.size() as usize;
+        o += b.size();
     }
 }
 
-/// Where the block's sums lie: its columns, groups per step and splits.
-#[derive(Clone, Copy)]
-struct OutputAt {
-    columns: usize,
-    h_count: usize,
-    splits: usize,
-}
-
-/// Output `n` (the block's row `row`) for row `m` of `x`: its sums over the splits and the
-/// step's groups, plus its bias.
+/// Output `n` (the block's row `row`) for row `m` of `x`: its sums over the splits, plus its
+/// bias.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn output_sum<T: Element>(
     p: &QLinearParams,
     bias: Src<T>,
     sums: Rw<f32>,
-    at: OutputAt,
-    m: usize,
-    n: usize,
-    row: usize,
+    rows: u32,
+    n_splits: u32,
+    m: u32,
+    n: u32,
+    row: u32,
 ) -> f32 {
     let mut t = 0.0f32;
     let mut split = 0;
-    while split < at.splits {
-        let first = (split * MMA_BLOCK_ROWS as usize + row) * at.columns + m * at.h_count;
-        let mut h = 0;
-        while h < at.h_count {
-            t += sums.get(first + h);
-            h += 1;
-        }
+    while split < n_splits {
+        t += sums.get(((split * rows + row) * p.m + m) as usize);
         split += 1;
     }
     if p.has_bias != 0 {
-        t += bias.get(n).widen();
+        t += bias.get(n as usize).widen();
     }
     t
 }

@@ -3,7 +3,7 @@
 //! ([`qlinear`](super::qlinear)).
 
 use super::qlinear::{bind, QLinearParams};
-use super::qlinear_mma::{launch, qlinear_mma, shared_bytes, MMA_LAUNCH_BOUND};
+use super::qlinear_mma::{check_group, launch, qlinear_mma, shared_bytes, MMA_LAUNCH_BOUND};
 use crate::{Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src};
 
 /// Descriptor of `qlinear_mma_4bit`.
@@ -16,9 +16,10 @@ impl KernelDef for QLinearMma4Bit {
 
     /// Buffers as `qlinear_4bit`'s: `x [M, K]`, `w_q [N, K·4/32]`, `scales` and `biases`
     /// (packed words of `N·K/group_size` values), `bias [N]` (or anything of one element or
-    /// more when `has_bias` is 0), `y [M, N]`.
+    /// more when `has_bias` is 0), `y [M, N]`; group sizes 32, 64 and 128.
     fn bind(p: &mut QLinearParams, shapes: &[&[usize]]) -> Result<(), ShapeError> {
-        bind(p, shapes, 4)
+        bind(p, shapes, 4)?;
+        check_group(p)
     }
 
     fn launch(p: &QLinearParams) -> Launch {

@@ -4,17 +4,27 @@
 use crate::case::Case;
 use kiln_math::DType;
 
-/// The parity cases at `dtype`: `qlinear_4bit`'s (see [`super::qlinear`]), then shapes over
-/// several steps per split of `K` with a ragged last step, rows over three blocks, and every
-/// group size at 8 rows of `x` (up to 64 columns of the multiply: several passes and sweeps).
+/// The parity cases at `dtype`: `qlinear_4bit`'s (see [`super::qlinear`]) at the group sizes
+/// it reads (32, 64, 128), then shapes over several splits of `K` with a short last split,
+/// rows over three blocks and past a block at one split, and every group size at 7 and 8 rows
+/// of `x` (several passes of columns on narrow waves).
 pub fn cases(dtype: DType) -> Vec<Case> {
-    let mut cases = super::qlinear::cases(4, dtype);
+    let mut cases: Vec<Case> = super::qlinear::cases(4, dtype)
+        .into_iter()
+        .filter(|c| {
+            c.params
+                .iter()
+                .all(|(name, value)| *name != "group_size" || value != "16")
+        })
+        .collect();
     for (gs, scale_dtype, m, k, n, bias) in [
         (64, DType::Bf16, 1, 1024 + 64, 40, true),
         (128, DType::F16, 2, 1280, 33, false),
-        (16, DType::F32, 8, 256, 18, false),
+        (32, DType::F32, 8, 256, 18, false),
         (32, DType::Bf16, 8, 160, 16, true),
         (64, DType::F16, 7, 320, 20, false),
+        (32, DType::Bf16, 3, 4096, 7, false),
+        (64, DType::Bf16, 1, 128, 300, true),
     ] {
         cases.push(super::qlinear::case_at(4, gs, scale_dtype, [m, k, n], bias, dtype));
     }
