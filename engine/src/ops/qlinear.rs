@@ -8,11 +8,15 @@ use crate::{Backend, Device, PortError, Tensor};
 use kiln_math::kernels::qlinear::{scale_code, scale_words, QLinearParams, ACT_SILU_MUL};
 use kiln_math::{DType, KernelId, Params};
 
-/// Most rows of `x` `qlinear_mma_4bit` is picked for (see [`QuantizedWeight::kernel_on`]).
-const MMA_MAX_ROWS_OF_X: usize = 2;
+/// Fewest weights (`N·K`) `qlinear_mma_4bit` is picked for at one row of `x` (groups of 64 or
+/// more; see [`QuantizedWeight::kernel_on`]).
+const MMA_MIN_WEIGHTS_ONE_ROW: usize = 4096 * 14336;
 
-/// Fewest output rows `qlinear_mma_4bit` is picked for.
-const MMA_MIN_ROWS: usize = 5120;
+/// Fewest weights it is picked for at two or three rows of `x`.
+const MMA_MIN_WEIGHTS_TWO_ROWS: usize = 4096 * 4096;
+
+/// Fewest weights it is picked for at four rows of `x` or more.
+const MMA_MIN_WEIGHTS_FOUR_ROWS: usize = 2048 * 2048;
 
 /// An `[N, K]` matrix in MLX's affine layout on a device: `w_q [N, K·bits/32]` u32 words, and
 /// `scales` / `biases`, `N·K/group_size` values of the format's scale dtype packed
@@ -127,20 +131,29 @@ impl QuantizedWeight {
         kernel_of(self.format.bits()).expect("checked at construction")
     }
 
-    /// The kernel a call on `dev` with activations `x` runs: `qlinear_mma_4bit` at 4 bits with
-    /// f16/bf16 activations on a device whose wave multiply is hardware (CUDA's `mma.sync`),
-    /// for one or two rows of `x` and 5120 output rows or more — where it measured faster than
-    /// `qlinear_4bit` on the H200 (docs/results/qlinear-mma-h200-2026-12-04.md: every such
-    /// Llama-3.1-8B and Qwen3 shape, and none outside); elsewhere the bit width's FMA kernel
-    /// (on other devices the multiply is the shuffle version: correct, slower).
+    /// The kernel a call on `dev` with activations `x` runs: `qlinear_mma_4bit` at 4 bits, group
+    /// sizes 32–128, with f16/bf16 activations on a device whose wave multiply is hardware
+    /// (CUDA's `mma.sync`) where it measured faster than `qlinear_4bit` on the H100
+    /// (docs/results/qlinear-mma-h100-2026-12-06-s28.md): from four rows of `x` at 2048×2048
+    /// weights and more, two or three rows from 4096×4096, one row at groups of 64 or more from
+    /// 4096×14336 (its time hardly grows with the rows of `x`; the FMA kernel's grows with
+    /// each); elsewhere the bit width's FMA kernel (on other devices the multiply is the
+    /// shuffle version: correct, slower).
     pub fn kernel_on(&self, dev: &Device, x: &Tensor) -> KernelId {
         let sixteen_bit = matches!(x.dtype(), DType::F16 | DType::Bf16);
         let rows_of_x = x.shape().first().copied().unwrap_or(0);
+        let weights = self.rows * self.cols;
+        let group = self.format.group_size();
+        let large_enough = match rows_of_x {
+            0 | 1 => group >= 64 && weights >= MMA_MIN_WEIGHTS_ONE_ROW,
+            2 | 3 => weights >= MMA_MIN_WEIGHTS_TWO_ROWS,
+            _ => weights >= MMA_MIN_WEIGHTS_FOUR_ROWS,
+        };
         if self.format.bits() == 4
+            && group >= 32
             && sixteen_bit
             && dev.backend() == Backend::Cuda
-            && rows_of_x <= MMA_MAX_ROWS_OF_X
-            && self.rows >= MMA_MIN_ROWS
+            && large_enough
         {
             KernelId::QLinearMma4Bit
         } else {
