@@ -71,7 +71,7 @@ pub fn check_group(p: &QLinearParams) -> Result<(), ShapeError> {
 }
 
 /// Splits of `K` per block (a power of two): more for short `N`, while the launch has fewer
-/// than [`TARGET_SETS`] sets and each split keeps [`MIN_SPLIT_GROUPS`] groups.
+/// than 2048 sets (`TARGET_SETS`) and each split keeps 8 groups (`MIN_SPLIT_GROUPS`).
 #[inline(always)]
 pub const fn splits(p: &QLinearParams) -> u32 {
     let tiles = p.n.div_ceil(WIDE_TILE_ROWS);
