@@ -154,7 +154,7 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::QLinearMma4Bit,
         ptx_bytes: 8,
-        scratch_bytes: 1824,
+        scratch_bytes: 1840,
         reason: "PTX: libm's expf force_eval! in the SwiGLU option (act 1), as for qlinear. Code \
                  objects: the wave multiply there is the shuffle version (each lane's partials \
                  against every group's column, folded by butterflies) beside the ring of steps \

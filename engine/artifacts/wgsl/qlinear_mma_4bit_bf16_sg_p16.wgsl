@@ -315,16 +315,21 @@ fn k_x_pairs_22(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 4> {
 }
 fn k_step_x_23(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 2>) -> array<array<u32, 4>, 2> {
     var zero_m: array<array<u32, 4>, 2> = zero_p;
-    var xp_1: array<array<u32, 4>, 2> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 2u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 2> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 2u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_code_pair_24(word_p: u32, i_p: u32, code_bits_p: u32) -> u32 {
     return (((((word_p >> ((i_p * 4u)))) & 983055u)) | code_bits_p);
@@ -785,16 +790,21 @@ fn k_refill_42(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_43(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 4>) -> array<array<u32, 4>, 4> {
     var zero_m: array<array<u32, 4>, 4> = zero_p;
-    var xp_1: array<array<u32, 4>, 4> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 4u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 4> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 4u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_44(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 4>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 4>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 4>, 2>, 1> = ring_p;
@@ -1071,16 +1081,21 @@ fn k_refill_49(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_50(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 8>) -> array<array<u32, 4>, 8> {
     var zero_m: array<array<u32, 4>, 8> = zero_p;
-    var xp_1: array<array<u32, 4>, 8> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 8u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 8> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 8u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_51(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 8>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 8>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 8>, 2>, 1> = ring_p;
@@ -1357,16 +1372,21 @@ fn k_refill_56(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_57(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 16>) -> array<array<u32, 4>, 16> {
     var zero_m: array<array<u32, 4>, 16> = zero_p;
-    var xp_1: array<array<u32, 4>, 16> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 16u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 16> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 16u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_58(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 16>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 16>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 16>, 2>, 1> = ring_p;
@@ -1643,16 +1663,21 @@ fn k_refill_63(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_64(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 1>) -> array<array<u32, 4>, 1> {
     var zero_m: array<array<u32, 4>, 1> = zero_p;
-    var xp_1: array<array<u32, 4>, 1> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 1u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 1> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 1u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_65(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 1>, 2>, 8>, slot_p: u32, xp_p: array<array<u32, 4>, 1>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 1>, 2>, 8> = ring_p;

@@ -377,16 +377,21 @@ fn k_x_pairs_22(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 4> {
 }
 fn k_step_x_23(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 2>) -> array<array<u32, 4>, 2> {
     var zero_m: array<array<u32, 4>, 2> = zero_p;
-    var xp_1: array<array<u32, 4>, 2> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 2u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 2> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 2u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_code_pair_24(word_p: u32, i_p: u32, code_bits_p: u32) -> u32 {
     return (((((word_p >> ((i_p * 4u)))) & 983055u)) | code_bits_p);
@@ -813,16 +818,21 @@ fn k_refill_40(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_41(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 4>) -> array<array<u32, 4>, 4> {
     var zero_m: array<array<u32, 4>, 4> = zero_p;
-    var xp_1: array<array<u32, 4>, 4> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 4u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 4> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 4u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_42(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 4>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 4>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 4>, 2>, 1> = ring_p;
@@ -1099,16 +1109,21 @@ fn k_refill_47(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_48(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 8>) -> array<array<u32, 4>, 8> {
     var zero_m: array<array<u32, 4>, 8> = zero_p;
-    var xp_1: array<array<u32, 4>, 8> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 8u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 8> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 8u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_49(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 8>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 8>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 8>, 2>, 1> = ring_p;
@@ -1385,16 +1400,21 @@ fn k_refill_54(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_55(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 16>) -> array<array<u32, 4>, 16> {
     var zero_m: array<array<u32, 4>, 16> = zero_p;
-    var xp_1: array<array<u32, 4>, 16> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 16u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 16> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 16u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_56(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 16>, 2>, 1>, slot_p: u32, xp_p: array<array<u32, 4>, 16>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 16>, 2>, 1> = ring_p;
@@ -1671,16 +1691,21 @@ fn k_refill_61(w_q_v: vec2<u32>, lane_p: S_Lane, s_p: u32, ring_p: array<array<a
 }
 fn k_step_x_62(x_v: vec2<u32>, lane_p: S_Lane, s_p: u32, end_p: u32, zero_p: array<array<u32, 4>, 1>) -> array<array<u32, 4>, 1> {
     var zero_m: array<array<u32, 4>, 1> = zero_p;
-    var xp_1: array<array<u32, 4>, 1> = zero_m;
+    var ifv_1: u32;
     if (s_p < end_p) {
-        var j_2: u32 = 0u;
-        while (j_2 < 1u) {
-            let at_3: u32 = (lane_p.x_at + ((((s_p * lane_p.step_words) + j_2)) * K_WORD_CODES));
-            xp_1[j_2] = k_x_pairs_22(x_v, at_3, lane_p.wide_x);
-            j_2 = (j_2 + 1u);
-        }
+        ifv_1 = s_p;
+    } else {
+        ifv_1 = 0u;
     }
-    return xp_1;
+    let at_step_2: u32 = ifv_1;
+    var xp_3: array<array<u32, 4>, 1> = zero_m;
+    var j_4: u32 = 0u;
+    while (j_4 < 1u) {
+        let at_5: u32 = (lane_p.x_at + ((((at_step_2 * lane_p.step_words) + j_4)) * K_WORD_CODES));
+        xp_3[j_4] = k_x_pairs_22(x_v, at_5, lane_p.wide_x);
+        j_4 = (j_4 + 1u);
+    }
+    return xp_3;
 }
 fn k_multiply_step_63(_like_p: u32, lane_p: S_Lane, ring_p: array<array<array<u32, 1>, 2>, 8>, slot_p: u32, xp_p: array<array<u32, 4>, 1>) -> array<array<array<f32, 2>, 2>, 2> {
     var ring_m: array<array<array<u32, 1>, 2>, 8> = ring_p;

@@ -561,7 +561,7 @@ fn refill<const L: usize, const D: usize>(
     ring
 }
 
-/// This lane's pairs of `x` at step `s` (zeros at or past `end`), one `[u32; 4]` per word.
+/// This lane's pairs of `x` at step `s` (step 0's at or past `end`), one `[u32; 4]` per word.
 #[inline(always)]
 fn step_x<T: Element, const L: usize>(
     x: Src<T>,
@@ -570,14 +570,15 @@ fn step_x<T: Element, const L: usize>(
     end: u32,
     zero: [[u32; 4]; L],
 ) -> [[u32; 4]; L] {
+    // A step at or past `end` is multiplied but never folded, so it reads step 0's x (inside
+    // K) instead of zeros: one select of the index, none per value.
+    let at_step = if s < end { s } else { 0 };
     let mut xp = zero;
-    if s < end {
-        let mut j = 0;
-        while j < L {
-            let at = lane.x_at + (s * lane.step_words + j as u32) * WORD_CODES;
-            xp[j] = x_pairs(x, at as usize, lane.wide_x);
-            j += 1;
-        }
+    let mut j = 0;
+    while j < L {
+        let at = lane.x_at + (at_step * lane.step_words + j as u32) * WORD_CODES;
+        xp[j] = x_pairs(x, at as usize, lane.wide_x);
+        j += 1;
     }
     xp
 }
