@@ -96,14 +96,14 @@ pub const LOCAL_MEMORY: &[LocalMemory] = &[
     LocalMemory {
         kernel: KernelId::PagedAttentionDecode,
         ptx_bytes: 0,
-        scratch_bytes: 200,
+        scratch_bytes: 144,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch; the \
                  PTX and gfx1151 keep everything in registers",
     },
     LocalMemory {
         kernel: KernelId::PagedAttentionDecodeV2Partial,
         ptx_bytes: 0,
-        scratch_bytes: 204,
+        scratch_bytes: 156,
         reason: "gfx942 (wave64) only: register pressure spills VGPRs and SGPRs to scratch, as \
                  for paged_attention_decode",
     },

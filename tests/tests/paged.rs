@@ -688,9 +688,9 @@ fn every_arm_matches_on_the_sim() {
 }
 
 /// Both sweeps of `decode_attention` at every emulated wave and several block sizes: head dims
-/// whose slices fill a lane group, pad it (24, 100: spare lanes, a partial slice, element-wise
-/// loads) or exceed the wave (the strided sweep), query-head groups of 1, 3 and 4 and two
-/// groups per KV head, windows, an empty request and tokens that end mid-tile.
+/// of whole slices (the two-pass sweep, from blocks of one lane per slice up: 24 at block 4)
+/// and not (100: the strided sweep), query-head groups of 1, 3 and 4 and two groups per KV
+/// head, windows, an empty request and tokens that end inside a sub-chunk.
 #[test]
 fn both_sweeps_match_at_every_wave_block_and_head_dim() {
     let mut rng = Rng::new(kiln_tests::seed("paged sweeps"));

@@ -53,11 +53,28 @@ struct S_PoolShape {
     heads_kv: u32,
     head_dim: u32,
 }
+struct S_SubChunk {
+    count: u32,
+    groups: u32,
+    weights: u32,
+    rows: u32,
+    slots: u32,
+}
 struct S_TokenSpan {
     table_base: u32,
     start: u32,
     begin: u32,
     end: u32,
+}
+struct S_TwoPassLayout {
+    sub: u32,
+    groups: u32,
+    buffers: u32,
+    buffer_words: u32,
+    accs: u32,
+    maxima: u32,
+    sums: u32,
+    words: u32,
 }
 struct kiln_tuple_f32_f32 {
     f0: f32,
@@ -72,9 +89,13 @@ const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
 const K_MAX_GROUP_HEADS: u32 = 4u;
-const K_TILE: u32 = 4u;
-const K_TILE_DOTS: u32 = 16u;
+const K_SCORE_BATCH: u32 = 4u;
+const K_SCORE_LANES: u32 = 4u;
+const K_SCORE_TOKENS: u32 = 2u;
+const K_SLICE_ELEMS: u32 = 16u;
+const K_SUM_TILE: u32 = 4u;
 const K_TILE_ELEMS: u32 = 32u;
+const K_TOKEN_DOTS: u32 = 8u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -173,6 +194,15 @@ fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
 fn kiln_get_shared_f32_u(v: vec2<u32>, i: u32) -> f32 {
     return bitcast<f32>(kiln_shared[v.x + i]);
 }
+fn kiln_get_shared_u32_u(v: vec2<u32>, i: u32) -> u32 {
+    return kiln_shared[v.x + i];
+}
+fn kiln_getchunk4_shared_f32(v: vec2<u32>, i: u32) -> array<f32, 4> {
+    var c: array<f32, 4>;
+    if i >= v.y || v.y - i < 4u { kiln_fault_at(4294967293u, i + 4u); return c; }
+    for (var j = 0u; j < 4u; j++) { c[j] = kiln_get_shared_f32_u(v, i + j); }
+    return c;
+}
 fn kiln_getchunk8_b1(v: vec2<u32>, i: u32) -> array<u32, 8> {
     var c: array<u32, 8>;
     if i >= v.y || v.y - i < 8u { kiln_fault_at(1u, i + 8u); return c; }
@@ -202,6 +232,21 @@ fn kiln_set_b9(v: vec2<u32>, i: u32, x: f32) {
 fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
     kiln_shared[v.x + i] = bitcast<u32>(x);
+}
+fn kiln_set_shared_f32_u(v: vec2<u32>, i: u32, x: f32) {
+    kiln_shared[v.x + i] = bitcast<u32>(x);
+}
+fn kiln_set_shared_u32(v: vec2<u32>, i: u32, x: u32) {
+    if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
+    kiln_shared[v.x + i] = bitcast<u32>(x);
+}
+fn kiln_setchunk4_shared_f32(v: vec2<u32>, i: u32, c: array<f32, 4>) {
+    if i >= v.y || v.y - i < 4u { kiln_fault_at(4294967293u, i + 4u); return; }
+    for (var j = 0u; j < 4u; j++) { kiln_set_shared_f32_u(v, i + j, c[j]); }
+}
+fn kiln_setchunk8_shared_f32(v: vec2<u32>, i: u32, c: array<f32, 8>) {
+    if i >= v.y || v.y - i < 8u { kiln_fault_at(4294967293u, i + 8u); return; }
+    for (var j = 0u; j < 8u; j++) { kiln_set_shared_f32_u(v, i + j, c[j]); }
 }
 fn k_chunk_tokens_1(pages_p: u32, page_size_p: u32, first_offset_p: u32, last_len_p: u32, pages_per_chunk_p: u32, tile_p: u32) -> kiln_tuple_u32_u32 {
     if (pages_p == 0u) {
@@ -234,98 +279,123 @@ fn k_chunk_tokens_1(pages_p: u32, page_size_p: u32, first_offset_p: u32, last_le
     let begin_10: u32 = ifv_9;
     return kiln_tuple_u32_u32(begin_10, end_8);
 }
-fn k_lanes_per_token_2(head_dim_p: u32, wave_p: u32) -> u32 {
-    let slices_1: u32 = (head_dim_p / K_LANE_DIMS + select(0u, 1u, head_dim_p % K_LANE_DIMS != 0u));
-    var lanes_2: u32 = 1u;
-    while (lanes_2 < slices_1) {
-        lanes_2 = (lanes_2 * 2u);
-    }
-    var ifv_3: u32;
-    if (lanes_2 > wave_p) {
-        ifv_3 = 0u;
+fn k_slices_2(head_dim_p: u32) -> u32 {
+    return (head_dim_p / K_LANE_DIMS + select(0u, 1u, head_dim_p % K_LANE_DIMS != 0u));
+}
+fn k_two_pass_fits_3(head_dim_p: u32, block_p: u32) -> bool {
+    return (select(head_dim_p == 0u, head_dim_p % K_LANE_DIMS == 0u, K_LANE_DIMS != 0u) && (k_slices_2(head_dim_p) <= block_p));
+}
+fn k_score_lanes_4(wave_p: u32) -> u32 {
+    var ifv_1: u32;
+    if ((wave_p) < K_SCORE_LANES) {
+        ifv_1 = wave_p;
     } else {
-        ifv_3 = lanes_2;
+        ifv_1 = K_SCORE_LANES;
     }
-    return ifv_3;
+    return ifv_1;
 }
-fn k_lane_3() -> u32 {
-    return (kiln_thread % KILN_WAVE);
+fn k_two_pass_layout_5(heads_p: u32, head_dim_p: u32, block_p: u32, wave_p: u32) -> S_TwoPassLayout {
+    let lanes_1: u32 = k_score_lanes_4(wave_p);
+    let sub_2: u32 = (((block_p / lanes_1)) * K_SCORE_TOKENS);
+    let groups_3: u32 = (block_p / k_slices_2(head_dim_p));
+    let buffers_4: u32 = ((((heads_p * head_dim_p)) / K_MAX_GROUP_HEADS + select(0u, 1u, ((heads_p * head_dim_p)) % K_MAX_GROUP_HEADS != 0u)) * K_MAX_GROUP_HEADS);
+    let buffer_words_5: u32 = (sub_2 * ((K_MAX_GROUP_HEADS + 2u)));
+    let accs_6: u32 = ((((buffers_4 + (2u * buffer_words_5))) / K_LANE_DIMS + select(0u, 1u, ((buffers_4 + (2u * buffer_words_5))) % K_LANE_DIMS != 0u)) * K_LANE_DIMS);
+    let maxima_7: u32 = (accs_6 + ((groups_3 * heads_p) * head_dim_p));
+    let waves_8: u32 = (block_p / wave_p + select(0u, 1u, block_p % wave_p != 0u));
+    let sums_9: u32 = (maxima_7 + (waves_8 * K_MAX_GROUP_HEADS));
+    return S_TwoPassLayout(sub_2, groups_3, buffers_4, buffer_words_5, accs_6, maxima_7, sums_9, (sums_9 + (waves_8 * K_MAX_GROUP_HEADS)));
 }
-fn k_waves_4() -> u32 {
-    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
-}
-fn k_wave_id_5() -> u32 {
-    return (kiln_thread / KILN_WAVE);
-}
-fn k_parts_layout_6(parts_p: u32, heads_p: u32, head_dim_p: u32) -> S_Parts {
-    let acc_1: u32 = (heads_p * head_dim_p);
-    let max_2: u32 = (acc_1 + ((parts_p * heads_p) * head_dim_p));
-    let sum_3: u32 = (max_2 + (parts_p * heads_p));
-    let weight_4: u32 = (sum_3 + (parts_p * heads_p));
-    return S_Parts(parts_p, heads_p, head_dim_p, acc_1, max_2, sum_3, weight_4, (weight_4 + (parts_p * heads_p)));
-}
-fn k_stage_queries_7(shm_v: vec2<u32>, q_v: vec2<u32>, group_p: S_HeadGroup, d_len_p: u32) {
-    var i_1: u32 = kiln_thread;
-    while (i_1 < (group_p.heads * d_len_p)) {
-        kiln_set_shared_f32(shm_v, i_1, kiln_get_b0(q_v, (group_p.q_base + i_1)));
-        i_1 = (i_1 + KILN_BLOCK);
-    }
-}
-fn k_from_bits32_8(b_p: u32) -> u32 {
+fn k_from_bits32_6(b_p: u32) -> u32 {
     return (b_p & 0xffffu);
 }
-fn k_load_slice_9(pool_v: vec2<u32>, at_p: u32, dims_p: u32, wide_p: bool) -> array<u32, 8> {
-    if (wide_p && (dims_p == K_LANE_DIMS)) {
-        return kiln_getchunk8_b1(pool_v, at_p);
-    }
-    var v_1: array<u32, 8> = array<u32, 8>(k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u));
-    var j_2: u32 = 0u;
-    while (j_2 < K_LANE_DIMS) {
-        if (j_2 < dims_p) {
-            v_1[j_2] = kiln_get_b1(pool_v, (at_p + j_2));
-        }
-        j_2 = (j_2 + 1u);
-    }
-    return v_1;
-}
-fn k_load_slice_10(pool_v: vec2<u32>, at_p: u32, dims_p: u32, wide_p: bool) -> array<u32, 8> {
-    if (wide_p && (dims_p == K_LANE_DIMS)) {
-        return kiln_getchunk8_b2(pool_v, at_p);
-    }
-    var v_1: array<u32, 8> = array<u32, 8>(k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u));
-    var j_2: u32 = 0u;
-    while (j_2 < K_LANE_DIMS) {
-        if (j_2 < dims_p) {
-            v_1[j_2] = kiln_get_b2(pool_v, (at_p + j_2));
-        }
-        j_2 = (j_2 + 1u);
-    }
-    return v_1;
-}
-fn k_to_f32_11(self_v: u32) -> f32 {
+fn k_to_f32_7(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_12(self_v: u32) -> f32 {
-    return k_to_f32_11(self_v);
+fn k_widen_8(self_v: u32) -> f32 {
+    return k_to_f32_7(self_v);
 }
-fn k_shared_slice_13(shm_v: vec2<u32>, at_p: u32, dims_p: u32, wide_p: bool) -> array<f32, 8> {
-    if (wide_p && (dims_p == K_LANE_DIMS)) {
-        return kiln_getchunk8_shared_f32(shm_v, at_p);
-    }
-    var v_1: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var j_2: u32 = 0u;
-    while (j_2 < K_LANE_DIMS) {
-        if (j_2 < dims_p) {
-            v_1[j_2] = kiln_get_shared_f32(shm_v, (at_p + j_2));
-        }
-        j_2 = (j_2 + 1u);
-    }
-    return v_1;
-}
-fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_9(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_nan_unless_finite_15(x_p: f32) -> f32 {
+fn k_score_tokens_10(shm_v: vec2<u32>, k_pool_v: vec2<u32>, at_p: array<u32, 2>, g_len_p: u32, d_len_p: u32, lane_in_p: u32, lanes_p: u32) -> array<f32, 8> {
+    var at_m: array<u32, 2> = at_p;
+    let n_slices_1: u32 = k_slices_2(d_len_p);
+    var dots_2: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var first_3: u32 = lane_in_p;
+    while (first_3 < n_slices_1) {
+        var kr_4: array<u32, 64> = array<u32, 64>(k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u));
+        var k_5: u32 = 0u;
+        while (k_5 < 2u) {
+            var c_6: u32 = 0u;
+            while (c_6 < K_SCORE_BATCH) {
+                let sl_7: u32 = min(((first_3 + (c_6 * lanes_p))), (n_slices_1 - 1u));
+                var blk_8: array<u32, 8>;
+                {
+                    blk_8 = kiln_getchunk8_b1(k_pool_v, (at_m[k_5] + (sl_7 * K_LANE_DIMS)));
+                }
+                var v_9: array<u32, 8> = blk_8;
+                var j_10: u32 = 0u;
+                while (j_10 < K_LANE_DIMS) {
+                    kr_4[(((((k_5 * K_SCORE_BATCH) + c_6)) * K_LANE_DIMS) + j_10)] = v_9[j_10];
+                    j_10 = (j_10 + 1u);
+                }
+                c_6 = (c_6 + 1u);
+            }
+            k_5 = (k_5 + 1u);
+        }
+        var c_11: u32 = 0u;
+        while (c_11 < K_SCORE_BATCH) {
+            let sl_12: u32 = (first_3 + (c_11 * lanes_p));
+            if (sl_12 < n_slices_1) {
+                var kf_13: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+                var e_14: u32 = 0u;
+                while (e_14 < K_SLICE_ELEMS) {
+                    let k_15: u32 = (e_14 / K_LANE_DIMS);
+                    kf_13[e_14] = k_widen_8(kr_4[(((((k_15 * K_SCORE_BATCH) + c_11)) * K_LANE_DIMS) + (e_14 % K_LANE_DIMS))]);
+                    e_14 = (e_14 + 1u);
+                }
+                var g_16: u32 = 0u;
+                while (g_16 < K_MAX_GROUP_HEADS) {
+                    if (g_16 < g_len_p) {
+                        var blk_17: array<f32, 8>;
+                        {
+                            blk_17 = kiln_getchunk8_shared_f32(shm_v, ((g_16 * d_len_p) + (sl_12 * K_LANE_DIMS)));
+                        }
+                        var qs_18: array<f32, 8> = blk_17;
+                        var k_19: u32 = 0u;
+                        while (k_19 < 2u) {
+                            var dot_20: f32 = dots_2[((k_19 * K_MAX_GROUP_HEADS) + g_16)];
+                            var j_21: u32 = 0u;
+                            while (j_21 < K_LANE_DIMS) {
+                                dot_20 = k_mul_add_9(qs_18[j_21], kf_13[((k_19 * K_LANE_DIMS) + j_21)], dot_20);
+                                j_21 = (j_21 + 1u);
+                            }
+                            dots_2[((k_19 * K_MAX_GROUP_HEADS) + g_16)] = dot_20;
+                            k_19 = (k_19 + 1u);
+                        }
+                    }
+                    g_16 = (g_16 + 1u);
+                }
+            }
+            c_11 = (c_11 + 1u);
+        }
+        first_3 = (first_3 + (lanes_p * K_SCORE_BATCH));
+    }
+    var mask_22: u32 = (lanes_p / 2u);
+    while (mask_22 > 0u) {
+        var i_23: u32 = 0u;
+        while (i_23 < K_TOKEN_DOTS) {
+            if ((i_23 % K_MAX_GROUP_HEADS) < g_len_p) {
+                dots_2[i_23] = (dots_2[i_23] + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(dots_2[i_23]), mask_22)));
+            }
+            i_23 = (i_23 + 1u);
+        }
+        mask_22 = (mask_22 / 2u);
+    }
+    return dots_2;
+}
+fn k_nan_unless_finite_11(x_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
         ifv_1 = x_p;
@@ -334,7 +404,7 @@ fn k_nan_unless_finite_15(x_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_max_keeping_nan_16(a_p: f32, b_p: f32) -> f32 {
+fn k_max_keeping_nan_12(a_p: f32, b_p: f32) -> f32 {
     var ifv_1: f32;
     if ((a_p > b_p) || kiln_is_nan(a_p)) {
         ifv_1 = a_p;
@@ -343,7 +413,16 @@ fn k_max_keeping_nan_16(a_p: f32, b_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_truncf_17(x_p: f32) -> f32 {
+fn k_lane_13() -> u32 {
+    return (kiln_thread % KILN_WAVE);
+}
+fn k_wave_id_14() -> u32 {
+    return (kiln_thread / KILN_WAVE);
+}
+fn k_waves_15() -> u32 {
+    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
+}
+fn k_truncf_16(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -355,8 +434,8 @@ fn k_truncf_17(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_18(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_17(x_p);
+fn k_floorf_17(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_16(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -365,7 +444,7 @@ fn k_floorf_18(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_19(x_p: f32) -> f32 {
+fn k_exp2_poly_18(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -375,7 +454,7 @@ fn k_exp2_poly_19(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_18((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_17((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -402,48 +481,135 @@ fn k_exp2_poly_19(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_20(x_p: f32) -> f32 {
-    return k_exp2_poly_19(x_p);
+fn k_exp2_approx_19(x_p: f32) -> f32 {
+    return k_exp2_poly_18(x_p);
 }
-fn k_acc_at_21(layout_p: S_Parts, part_p: u32, head_p: u32) -> u32 {
-    return (layout_p.acc + ((((part_p * layout_p.heads) + head_p)) * layout_p.head_dim));
-}
-fn k_publish_stats_22(shm_v: vec2<u32>, layout_p: S_Parts, part_p: u32, m_p: array<f32, 4>, l_p: array<f32, 4>) {
-    var m_m: array<f32, 4> = m_p;
-    var l_m: array<f32, 4> = l_p;
-    var g_1: u32 = 0u;
-    while (g_1 < 4u) {
-        if (g_1 < layout_p.heads) {
-            kiln_set_shared_f32(shm_v, ((layout_p.max + (part_p * layout_p.heads)) + g_1), m_m[g_1]);
-            kiln_set_shared_f32(shm_v, ((layout_p.sum + (part_p * layout_p.heads)) + g_1), l_m[g_1]);
+fn k_sum_values_20(shm_v: vec2<u32>, idx_v: vec2<u32>, v_pool_v: vec2<u32>, pool_p: S_PoolShape, kv_head_p: u32, tokens_p: S_SubChunk, vgroup_p: u32, d0_p: u32, corr_p: array<f32, 4>, g_len_p: u32, acc_at_p: u32) {
+    var corr_m: array<f32, 4> = corr_p;
+    var acc_1: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var g_2: u32 = 0u;
+    while (g_2 < 4u) {
+        if (g_2 < g_len_p) {
+            var blk_3: array<f32, 8>;
+            {
+                blk_3 = kiln_getchunk8_shared_f32(shm_v, (acc_at_p + (g_2 * pool_p.head_dim)));
+            }
+            var a_4: array<f32, 8> = blk_3;
+            var j_5: u32 = 0u;
+            while (j_5 < K_LANE_DIMS) {
+                acc_1[((g_2 * K_LANE_DIMS) + j_5)] = (a_4[j_5] * corr_m[g_2]);
+                j_5 = (j_5 + 1u);
+            }
         }
-        g_1 = (g_1 + 1u);
+        g_2 = (g_2 + 1u);
     }
+    var first_6: u32 = vgroup_p;
+    while (first_6 < tokens_p.count) {
+        var vr_7: array<u32, 32> = array<u32, 32>(k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u), k_from_bits32_6(0u));
+        var wt_8: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var u_9: u32 = 0u;
+        while (u_9 < K_SUM_TILE) {
+            let t_10: u32 = (first_6 + (u_9 * tokens_p.groups));
+            if (t_10 < tokens_p.count) {
+                var blk_11: u32;
+                {
+                    blk_11 = kiln_get_shared_u32_u(idx_v, (tokens_p.rows + t_10));
+                }
+                let row_12: u32 = blk_11;
+                var blk_13: u32;
+                {
+                    blk_13 = kiln_get_shared_u32_u(idx_v, (tokens_p.slots + t_10));
+                }
+                let slot_14: u32 = blk_13;
+                let at_15: u32 = (((((((row_12 * pool_p.block_size) + slot_14)) * pool_p.heads_kv) + kv_head_p)) * pool_p.head_dim);
+                var blk_16: array<u32, 8>;
+                {
+                    blk_16 = kiln_getchunk8_b2(v_pool_v, (at_15 + d0_p));
+                }
+                var v_17: array<u32, 8> = blk_16;
+                var blk_18: array<f32, 4>;
+                {
+                    blk_18 = kiln_getchunk4_shared_f32(shm_v, (tokens_p.weights + (t_10 * 4u)));
+                }
+                var w_19: array<f32, 4> = blk_18;
+                var j_20: u32 = 0u;
+                while (j_20 < K_LANE_DIMS) {
+                    vr_7[((u_9 * K_LANE_DIMS) + j_20)] = v_17[j_20];
+                    j_20 = (j_20 + 1u);
+                }
+                var g_21: u32 = 0u;
+                while (g_21 < 4u) {
+                    wt_8[((u_9 * 4u) + g_21)] = w_19[g_21];
+                    g_21 = (g_21 + 1u);
+                }
+            }
+            u_9 = (u_9 + 1u);
+        }
+        var vf_22: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+        var e_23: u32 = 0u;
+        while (e_23 < K_TILE_ELEMS) {
+            vf_22[e_23] = k_widen_8(vr_7[e_23]);
+            e_23 = (e_23 + 1u);
+        }
+        var g_24: u32 = 0u;
+        while (g_24 < 4u) {
+            if (g_24 < g_len_p) {
+                var j_25: u32 = 0u;
+                while (j_25 < K_LANE_DIMS) {
+                    var a_26: f32 = acc_1[((g_24 * K_LANE_DIMS) + j_25)];
+                    var u_27: u32 = 0u;
+                    while (u_27 < K_SUM_TILE) {
+                        let v_28: f32 = vf_22[((u_27 * K_LANE_DIMS) + j_25)];
+                        a_26 = k_mul_add_9(wt_8[((u_27 * 4u) + g_24)], v_28, a_26);
+                        u_27 = (u_27 + 1u);
+                    }
+                    acc_1[((g_24 * K_LANE_DIMS) + j_25)] = a_26;
+                    j_25 = (j_25 + 1u);
+                }
+            }
+            g_24 = (g_24 + 1u);
+        }
+        first_6 = (first_6 + (tokens_p.groups * K_SUM_TILE));
+    }
+    var g_29: u32 = 0u;
+    while (g_29 < 4u) {
+        if (g_29 < g_len_p) {
+            var a_30: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+            var j_31: u32 = 0u;
+            while (j_31 < K_LANE_DIMS) {
+                a_30[j_31] = acc_1[((g_29 * K_LANE_DIMS) + j_31)];
+                j_31 = (j_31 + 1u);
+            }
+            kiln_setchunk8_shared_f32(shm_v, (acc_at_p + (g_29 * pool_p.head_dim)), a_30);
+        }
+        g_29 = (g_29 + 1u);
+    }
+}
+fn k_wave_sum_21(v_p: f32) -> f32 {
+    var v_1: f32 = v_p;
+    var m_2: u32 = (KILN_WAVE / 2u);
+    while (m_2 > 0u) {
+        v_1 = (v_1 + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2)));
+        m_2 = (m_2 / 2u);
+    }
+    return v_1;
+}
+fn k_pick_22(a_p: array<f32, 4>, i_p: u32) -> f32 {
+    var a_m: array<f32, 4> = a_p;
+    var v_1: f32 = a_m[0u];
+    var j_2: u32 = 1u;
+    while (j_2 < 4u) {
+        if (j_2 == i_p) {
+            v_1 = a_m[j_2];
+        }
+        j_2 = (j_2 + 1u);
+    }
+    return v_1;
 }
 fn k_is_neg_infinity_23(x_p: f32) -> bool {
     return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
 }
-fn k_merged_max_sum_24(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32, parts_p: u32) -> kiln_tuple_f32_f32 {
-    var m_all_1: f32 = bitcast<f32>(0xff800000u);
-    var w_2: u32 = 0u;
-    while (w_2 < parts_p) {
-        m_all_1 = k_max_keeping_nan_16(kiln_get_shared_f32(shm_v, (m_at_p + (w_2 * stride_p))), m_all_1);
-        w_2 = (w_2 + 1u);
-    }
-    var l_all_3: f32 = 0e0f;
-    if !(k_is_neg_infinity_23(m_all_1)) {
-        var w_4: u32 = 0u;
-        while (w_4 < parts_p) {
-            let m_w_5: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_4 * stride_p)));
-            if !(k_is_neg_infinity_23(m_w_5)) {
-                l_all_3 = (l_all_3 + (kiln_get_shared_f32(shm_v, (l_at_p + (w_4 * stride_p))) * k_exp2_approx_20((m_w_5 - m_all_1))));
-            }
-            w_4 = (w_4 + 1u);
-        }
-    }
-    return kiln_tuple_f32_f32(m_all_1, l_all_3);
-}
-fn k_log_core_25(f_p: f32) -> f32 {
+fn k_log_core_24(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -453,7 +619,7 @@ fn k_log_core_25(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_26(x_p: f32) -> f32 {
+fn k_logf_25(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -482,21 +648,296 @@ fn k_logf_26(x_p: f32) -> f32 {
     }
     let f_6: f32 = (m_5 - 1e0f);
     let ef_7: f32 = f32(e_3);
-    return (((((ef_7 * K_LN2_LO) + k_log_core_25(f_6))) + f_6) + (ef_7 * K_LN2_HI));
+    return (((((ef_7 * K_LN2_LO) + k_log_core_24(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
-fn k_log2f_27(x_p: f32) -> f32 {
-    return (k_logf_26(x_p) * K_LOG2_E);
+fn k_log2f_26(x_p: f32) -> f32 {
+    return (k_logf_25(x_p) * K_LOG2_E);
 }
-fn k_log_sum_28(m_all_p: f32, l_all_p: f32) -> f32 {
+fn k_log_sum_27(m_all_p: f32, l_all_p: f32) -> f32 {
     var ifv_1: f32;
     if k_is_neg_infinity_23(m_all_p) {
         ifv_1 = bitcast<f32>(0xff800000u);
     } else {
-        ifv_1 = (m_all_p + k_log2f_27(l_all_p));
+        ifv_1 = (m_all_p + k_log2f_26(l_all_p));
     }
     return ifv_1;
 }
-fn k_merge_parts_29(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
+fn k_finish_28(shm_v: vec2<u32>, layout_p: S_TwoPassLayout, group_p: S_HeadGroup, d_len_p: u32, m_run_p: array<f32, 4>, own_sums_p: array<f32, 4>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+    var m_run_m: array<f32, 4> = m_run_p;
+    var own_sums_m: array<f32, 4> = own_sums_p;
+    let g_len_1: u32 = group_p.heads;
+    var g_2: u32 = 0u;
+    while (g_2 < 4u) {
+        let total_3: f32 = k_wave_sum_21(own_sums_m[g_2]);
+        if (k_lane_13() == 0u) {
+            kiln_set_shared_f32(shm_v, ((layout_p.sums + (k_wave_id_14() * 4u)) + g_2), total_3);
+        }
+        g_2 = (g_2 + 1u);
+    }
+    storageBarrier(); workgroupBarrier();
+    var l_4: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var w_5: u32 = 0u;
+    while (w_5 < k_waves_15()) {
+        var g_6: u32 = 0u;
+        while (g_6 < 4u) {
+            l_4[g_6] = (l_4[g_6] + kiln_get_shared_f32(shm_v, ((layout_p.sums + (w_5 * 4u)) + g_6)));
+            g_6 = (g_6 + 1u);
+        }
+        w_5 = (w_5 + 1u);
+    }
+    let threads_7: u32 = KILN_BLOCK;
+    var i_8: u32 = kiln_thread;
+    while (i_8 < (g_len_1 * d_len_p)) {
+        let g_9: u32 = (i_8 / d_len_p);
+        var o_10: f32 = 0e0f;
+        var p_11: u32 = 0u;
+        while (p_11 < layout_p.groups) {
+            o_10 = (o_10 + kiln_get_shared_f32(shm_v, ((layout_p.accs + ((p_11 * g_len_1) * d_len_p)) + i_8)));
+            p_11 = (p_11 + 1u);
+        }
+        let m_12: f32 = k_pick_22(m_run_m, g_9);
+        var ifv_13: f32;
+        if k_is_neg_infinity_23(m_12) {
+            ifv_13 = 0e0f;
+        } else {
+            ifv_13 = (o_10 / k_pick_22(l_4, g_9));
+        }
+        let v_14: f32 = ifv_13;
+        kiln_set_b9(out_v, (group_p.out_base + i_8), k_nan_unless_finite_11(v_14));
+        i_8 = (i_8 + threads_7);
+    }
+    {
+        let lse_15: vec2<u32> = lse_v;
+        var g_16: u32 = kiln_thread;
+        while (g_16 < g_len_1) {
+            kiln_set_b10(lse_15, (group_p.lse_base + g_16), k_log_sum_27(k_pick_22(m_run_m, g_16), k_pick_22(l_4, g_16)));
+            g_16 = (g_16 + threads_7);
+        }
+    }
+}
+fn k_attend_two_pass_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+    let d_len_1: u32 = pool_p.head_dim;
+    let g_len_2: u32 = group_p.heads;
+    let threads_3: u32 = KILN_BLOCK;
+    let thread_4: u32 = kiln_thread;
+    let layout_5: S_TwoPassLayout = k_two_pass_layout_5(g_len_2, d_len_1, threads_3, KILN_WAVE);
+    let shm_6: vec2<u32> = kiln_shared_view(0u, layout_5.words);
+    let idx_7: vec2<u32> = kiln_shared_view(0u, layout_5.words);
+    var i_8: u32 = thread_4;
+    while (i_8 < (g_len_2 * d_len_1)) {
+        kiln_set_shared_f32(shm_6, i_8, kiln_get_b0(q_v, (group_p.q_base + i_8)));
+        i_8 = (i_8 + threads_3);
+    }
+    storageBarrier(); workgroupBarrier();
+    let bs_9: u32 = pool_p.block_size;
+    let lanes_10: u32 = k_score_lanes_4(KILN_WAVE);
+    let scorers_11: u32 = (threads_3 / lanes_10);
+    let scorer_12: u32 = (thread_4 / lanes_10);
+    let lane_in_13: u32 = (thread_4 % lanes_10);
+    let n_slices_14: u32 = k_slices_2(d_len_1);
+    let vgroup_15: u32 = (thread_4 / n_slices_14);
+    let d0_16: u32 = (((thread_4 % n_slices_14)) * K_LANE_DIMS);
+    let sums_values_17: bool = (vgroup_15 < layout_5.groups);
+    var m_run_18: array<f32, 4> = array<f32, 4>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+    var l_part_19: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    let acc_at_20: u32 = ((layout_5.accs + ((vgroup_15 * g_len_2) * d_len_1)) + d0_16);
+    if sums_values_17 {
+        var g_21: u32 = 0u;
+        while (g_21 < g_len_2) {
+            kiln_setchunk8_shared_f32(shm_6, (acc_at_20 + (g_21 * d_len_1)), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
+            g_21 = (g_21 + 1u);
+        }
+    }
+    var base_22: u32 = span_p.begin;
+    var buffer_23: u32 = 0u;
+    let first_24: u32 = ((span_p.start + span_p.begin) + scorer_12);
+    let t_25: u32 = (first_24 / bs_9);
+    let t_26: u32 = (first_24 % bs_9);
+    var page_27: u32 = t_25;
+    var slot_28: u32 = t_26;
+    let t_29: u32 = (layout_5.sub / bs_9);
+    let t_30: u32 = (layout_5.sub % bs_9);
+    let sub_pages_31: u32 = t_29;
+    let sub_slots_32: u32 = t_30;
+    let t_33: u32 = (scorers_11 / bs_9);
+    let t_34: u32 = (scorers_11 % bs_9);
+    let k_pages_35: u32 = t_33;
+    let k_slots_36: u32 = t_34;
+    while (base_22 < span_p.end) {
+        let weights_37: u32 = (layout_5.buffers + (buffer_23 * layout_5.buffer_words));
+        let rows_38: u32 = (weights_37 + (layout_5.sub * K_MAX_GROUP_HEADS));
+        let slots_39: u32 = (rows_38 + layout_5.sub);
+        var at_40: array<u32, 2> = array<u32, 2>(0u, 0u);
+        var live_41: array<bool, 2> = array<bool, 2>(false, false);
+        let t_42: u32 = page_27;
+        let t_43: u32 = slot_28;
+        var p_44: u32 = t_42;
+        var sl_45: u32 = t_43;
+        var k_46: u32 = 0u;
+        while (k_46 < K_SCORE_TOKENS) {
+            let t_47: u32 = (scorer_12 + (k_46 * scorers_11));
+            if ((scorer_12 < scorers_11) && ((base_22 + t_47) < span_p.end)) {
+                let row_48: u32 = bitcast<u32>(kiln_get_b3(table_v, (span_p.table_base + p_44)));
+                at_40[k_46] = (((((((row_48 * bs_9) + sl_45)) * pool_p.heads_kv) + group_p.kv_head)) * d_len_1);
+                live_41[k_46] = true;
+                if (lane_in_13 == 0u) {
+                    kiln_set_shared_u32(idx_7, (rows_38 + t_47), row_48);
+                    kiln_set_shared_u32(idx_7, (slots_39 + t_47), sl_45);
+                }
+            }
+            p_44 = (p_44 + k_pages_35);
+            sl_45 = (sl_45 + k_slots_36);
+            if (sl_45 >= bs_9) {
+                sl_45 = (sl_45 - bs_9);
+                p_44 = (p_44 + 1u);
+            }
+            k_46 = (k_46 + 1u);
+        }
+        page_27 = (page_27 + sub_pages_31);
+        slot_28 = (slot_28 + sub_slots_32);
+        if (slot_28 >= bs_9) {
+            slot_28 = (slot_28 - bs_9);
+            page_27 = (page_27 + 1u);
+        }
+        var dots_49: array<f32, 8> = k_score_tokens_10(shm_6, k_pool_v, at_40, g_len_2, d_len_1, lane_in_13, lanes_10);
+        var s_50: array<f32, 8> = array<f32, 8>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+        var top_51: array<f32, 4> = array<f32, 4>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+        var k_52: u32 = 0u;
+        while (k_52 < K_SCORE_TOKENS) {
+            var g_53: u32 = 0u;
+            while (g_53 < K_MAX_GROUP_HEADS) {
+                if (live_41[k_52] && (g_53 < g_len_2)) {
+                    let v_54: f32 = k_nan_unless_finite_11((dots_49[((k_52 * K_MAX_GROUP_HEADS) + g_53)] * scale_log2_p));
+                    s_50[((k_52 * K_MAX_GROUP_HEADS) + g_53)] = v_54;
+                    top_51[g_53] = k_max_keeping_nan_12(v_54, top_51[g_53]);
+                }
+                g_53 = (g_53 + 1u);
+            }
+            k_52 = (k_52 + 1u);
+        }
+        var g_55: u32 = 0u;
+        while (g_55 < K_MAX_GROUP_HEADS) {
+            var mask_56: u32 = (KILN_WAVE / 2u);
+            while (mask_56 > 0u) {
+                let other_57: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(top_51[g_55]), mask_56));
+                top_51[g_55] = k_max_keeping_nan_12(other_57, top_51[g_55]);
+                mask_56 = (mask_56 / 2u);
+            }
+            g_55 = (g_55 + 1u);
+        }
+        if (k_lane_13() == 0u) {
+            var g_58: u32 = 0u;
+            while (g_58 < K_MAX_GROUP_HEADS) {
+                kiln_set_shared_f32(shm_6, ((layout_5.maxima + (k_wave_id_14() * K_MAX_GROUP_HEADS)) + g_58), top_51[g_58]);
+                g_58 = (g_58 + 1u);
+            }
+        }
+        storageBarrier(); workgroupBarrier();
+        var corr_59: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+        var g_60: u32 = 0u;
+        while (g_60 < K_MAX_GROUP_HEADS) {
+            if (g_60 < g_len_2) {
+                var m_new_61: f32 = m_run_18[g_60];
+                var w_62: u32 = 0u;
+                while (w_62 < k_waves_15()) {
+                    m_new_61 = k_max_keeping_nan_12(kiln_get_shared_f32(shm_6, ((layout_5.maxima + (w_62 * K_MAX_GROUP_HEADS)) + g_60)), m_new_61);
+                    w_62 = (w_62 + 1u);
+                }
+                corr_59[g_60] = k_exp2_approx_19((m_run_18[g_60] - m_new_61));
+                l_part_19[g_60] = (l_part_19[g_60] * corr_59[g_60]);
+                m_run_18[g_60] = m_new_61;
+            }
+            g_60 = (g_60 + 1u);
+        }
+        var k_63: u32 = 0u;
+        while (k_63 < K_SCORE_TOKENS) {
+            var w_64: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+            var g_65: u32 = 0u;
+            while (g_65 < K_MAX_GROUP_HEADS) {
+                if (live_41[k_63] && (g_65 < g_len_2)) {
+                    w_64[g_65] = k_exp2_approx_19((s_50[((k_63 * K_MAX_GROUP_HEADS) + g_65)] - m_run_18[g_65]));
+                }
+                g_65 = (g_65 + 1u);
+            }
+            if (live_41[k_63] && (lane_in_13 == 0u)) {
+                let at_66: u32 = (weights_37 + (((scorer_12 + (k_63 * scorers_11))) * K_MAX_GROUP_HEADS));
+                kiln_setchunk4_shared_f32(shm_6, at_66, w_64);
+                var g_67: u32 = 0u;
+                while (g_67 < K_MAX_GROUP_HEADS) {
+                    l_part_19[g_67] = (l_part_19[g_67] + w_64[g_67]);
+                    g_67 = (g_67 + 1u);
+                }
+            }
+            k_63 = (k_63 + 1u);
+        }
+        storageBarrier(); workgroupBarrier();
+        if sums_values_17 {
+            let count_68: u32 = min(((span_p.end - base_22)), layout_5.sub);
+            let tokens_69: S_SubChunk = S_SubChunk(count_68, layout_5.groups, weights_37, rows_38, slots_39);
+            k_sum_values_20(shm_6, idx_7, v_pool_v, pool_p, group_p.kv_head, tokens_69, vgroup_15, d0_16, corr_59, g_len_2, acc_at_20);
+        }
+        base_22 = (base_22 + layout_5.sub);
+        buffer_23 = (1u - buffer_23);
+    }
+    var ifv_70: array<f32, 4>;
+    if (lane_in_13 == 0u) {
+        ifv_70 = l_part_19;
+    } else {
+        ifv_70 = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    }
+    var own_sums_71: array<f32, 4> = ifv_70;
+    k_finish_28(shm_6, layout_5, group_p, d_len_1, m_run_18, own_sums_71, out_v, lse_v);
+}
+fn k_parts_layout_30(parts_p: u32, heads_p: u32, head_dim_p: u32) -> S_Parts {
+    let acc_1: u32 = (heads_p * head_dim_p);
+    let max_2: u32 = (acc_1 + ((parts_p * heads_p) * head_dim_p));
+    let sum_3: u32 = (max_2 + (parts_p * heads_p));
+    let weight_4: u32 = (sum_3 + (parts_p * heads_p));
+    return S_Parts(parts_p, heads_p, head_dim_p, acc_1, max_2, sum_3, weight_4, (weight_4 + (parts_p * heads_p)));
+}
+fn k_stage_queries_31(shm_v: vec2<u32>, q_v: vec2<u32>, group_p: S_HeadGroup, d_len_p: u32) {
+    var i_1: u32 = kiln_thread;
+    while (i_1 < (group_p.heads * d_len_p)) {
+        kiln_set_shared_f32(shm_v, i_1, kiln_get_b0(q_v, (group_p.q_base + i_1)));
+        i_1 = (i_1 + KILN_BLOCK);
+    }
+}
+fn k_acc_at_32(layout_p: S_Parts, part_p: u32, head_p: u32) -> u32 {
+    return (layout_p.acc + ((((part_p * layout_p.heads) + head_p)) * layout_p.head_dim));
+}
+fn k_publish_stats_33(shm_v: vec2<u32>, layout_p: S_Parts, part_p: u32, m_p: array<f32, 4>, l_p: array<f32, 4>) {
+    var m_m: array<f32, 4> = m_p;
+    var l_m: array<f32, 4> = l_p;
+    var g_1: u32 = 0u;
+    while (g_1 < 4u) {
+        if (g_1 < layout_p.heads) {
+            kiln_set_shared_f32(shm_v, ((layout_p.max + (part_p * layout_p.heads)) + g_1), m_m[g_1]);
+            kiln_set_shared_f32(shm_v, ((layout_p.sum + (part_p * layout_p.heads)) + g_1), l_m[g_1]);
+        }
+        g_1 = (g_1 + 1u);
+    }
+}
+fn k_merged_max_sum_34(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32, parts_p: u32) -> kiln_tuple_f32_f32 {
+    var m_all_1: f32 = bitcast<f32>(0xff800000u);
+    var w_2: u32 = 0u;
+    while (w_2 < parts_p) {
+        m_all_1 = k_max_keeping_nan_12(kiln_get_shared_f32(shm_v, (m_at_p + (w_2 * stride_p))), m_all_1);
+        w_2 = (w_2 + 1u);
+    }
+    var l_all_3: f32 = 0e0f;
+    if !(k_is_neg_infinity_23(m_all_1)) {
+        var w_4: u32 = 0u;
+        while (w_4 < parts_p) {
+            let m_w_5: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_4 * stride_p)));
+            if !(k_is_neg_infinity_23(m_w_5)) {
+                l_all_3 = (l_all_3 + (kiln_get_shared_f32(shm_v, (l_at_p + (w_4 * stride_p))) * k_exp2_approx_19((m_w_5 - m_all_1))));
+            }
+            w_4 = (w_4 + 1u);
+        }
+    }
+    return kiln_tuple_f32_f32(m_all_1, l_all_3);
+}
+fn k_merge_parts_35(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let t_1: u32 = layout_p.heads;
     let t_2: u32 = layout_p.head_dim;
     let g_len_3: u32 = t_1;
@@ -505,13 +946,13 @@ fn k_merge_parts_29(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
     var i_5: u32 = kiln_thread;
     while (i_5 < (layout_p.parts * g_len_3)) {
         let g_6: u32 = (i_5 % g_len_3);
-        let t_7: kiln_tuple_f32_f32 = k_merged_max_sum_24(shm_v, (layout_p.max + g_6), (layout_p.sum + g_6), g_len_3, layout_p.parts);
+        let t_7: kiln_tuple_f32_f32 = k_merged_max_sum_34(shm_v, (layout_p.max + g_6), (layout_p.sum + g_6), g_len_3, layout_p.parts);
         let m_all_8: f32 = t_7.f0;
         let l_all_9: f32 = t_7.f1;
         let m_part_10: f32 = kiln_get_shared_f32(shm_v, (layout_p.max + i_5));
         var ifv_11: f32;
         if !(k_is_neg_infinity_23(m_part_10)) {
-            ifv_11 = (k_exp2_approx_20((m_part_10 - m_all_8)) / l_all_9);
+            ifv_11 = (k_exp2_approx_19((m_part_10 - m_all_8)) / l_all_9);
         } else {
             ifv_11 = 0e0f;
         }
@@ -520,7 +961,7 @@ fn k_merge_parts_29(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         {
             let lse_13: vec2<u32> = lse_v;
             if (i_5 < g_len_3) {
-                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_28(m_all_8, l_all_9));
+                kiln_set_b10(lse_13, (group_p.lse_base + g_6), k_log_sum_27(m_all_8, l_all_9));
             }
         }
         i_5 = (i_5 + KILN_BLOCK);
@@ -533,227 +974,27 @@ fn k_merge_parts_29(shm_v: vec2<u32>, layout_p: S_Parts, group_p: S_HeadGroup, o
         var o_17: f32 = 0e0f;
         var p_18: u32 = 0u;
         while (p_18 < layout_p.parts) {
-            o_17 = (o_17 + (kiln_get_shared_f32(shm_v, (k_acc_at_21(layout_p, p_18, g_15) + d_16)) * kiln_get_shared_f32(shm_v, ((layout_p.weight + (p_18 * g_len_3)) + g_15))));
+            o_17 = (o_17 + (kiln_get_shared_f32(shm_v, (k_acc_at_32(layout_p, p_18, g_15) + d_16)) * kiln_get_shared_f32(shm_v, ((layout_p.weight + (p_18 * g_len_3)) + g_15))));
             p_18 = (p_18 + 1u);
         }
-        kiln_set_b9(out_v, (group_p.out_base + i_14), k_nan_unless_finite_15(o_17));
+        kiln_set_b9(out_v, (group_p.out_base + i_14), k_nan_unless_finite_11(o_17));
         i_14 = (i_14 + KILN_BLOCK);
     }
 }
-fn k_attend_tiled_30(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>, lanes_p: u32) {
+fn k_attend_strided_36(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
     let d_len_1: u32 = pool_p.head_dim;
     let g_len_2: u32 = group_p.heads;
-    let bs_3: u32 = pool_p.block_size;
-    let lane_4: u32 = k_lane_3();
-    let per_wave_5: u32 = (KILN_WAVE / lanes_p);
-    let parts_6: u32 = (k_waves_4() * per_wave_5);
-    let part_7: u32 = ((k_wave_id_5() * per_wave_5) + (lane_4 / lanes_p));
-    let d0_8: u32 = (((lane_4 % lanes_p)) * K_LANE_DIMS);
-    var ifv_9: u32;
-    if (d0_8 < d_len_1) {
-        ifv_9 = min(((d_len_1 - d0_8)), K_LANE_DIMS);
-    } else {
-        ifv_9 = 0u;
-    }
-    let dims_10: u32 = ifv_9;
-    let layout_11: S_Parts = k_parts_layout_6(parts_6, g_len_2, d_len_1);
-    let shm_12: vec2<u32> = kiln_shared_view(0u, layout_11.words);
-    k_stage_queries_7(shm_12, q_v, group_p, d_len_1);
-    storageBarrier(); workgroupBarrier();
-    let wide_13: bool = ((select(d_len_1 == 0u, d_len_1 % K_LANE_DIMS == 0u, K_LANE_DIMS != 0u) && false) && false);
-    let q_wide_14: bool = (select(d_len_1 == 0u, d_len_1 % K_LANE_DIMS == 0u, K_LANE_DIMS != 0u) && false);
-    var m_15: array<f32, 4> = array<f32, 4>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
-    var l_16: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var acc_17: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    let step_18: u32 = (parts_6 * K_TILE);
-    var lead_19: u32 = (span_p.begin + (((part_7 - (lane_4 / lanes_p))) * K_TILE));
-    var first_20: u32 = (span_p.begin + (part_7 * K_TILE));
-    var page_21: u32 = (((span_p.start + first_20)) / bs_3);
-    var slot_22: u32 = (((span_p.start + first_20)) % bs_3);
-    let t_23: u32 = (step_18 / bs_3);
-    let t_24: u32 = (step_18 % bs_3);
-    let step_pages_25: u32 = t_23;
-    let step_slots_26: u32 = t_24;
-    while (lead_19 < span_p.end) {
-        var ifv_27: u32;
-        if (first_20 < span_p.end) {
-            ifv_27 = min(((span_p.end - first_20)), K_TILE);
-        } else {
-            ifv_27 = 0u;
-        }
-        let valid_28: u32 = ifv_27;
-        var kr_29: array<u32, 32> = array<u32, 32>(k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u));
-        var vr_30: array<u32, 32> = array<u32, 32>(k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u), k_from_bits32_8(0u));
-        let t_31: u32 = page_21;
-        let t_32: u32 = slot_22;
-        var p_33: u32 = t_31;
-        var s_34: u32 = t_32;
-        var t_35: u32 = 0u;
-        while (t_35 < K_TILE) {
-            if (t_35 < valid_28) {
-                let row_36: u32 = bitcast<u32>(kiln_get_b3(table_v, (span_p.table_base + p_33)));
-                let at_37: u32 = ((((((((row_36 * bs_3) + s_34)) * pool_p.heads_kv) + group_p.kv_head)) * d_len_1) + d0_8);
-                var kc_38: array<u32, 8> = k_load_slice_9(k_pool_v, at_37, dims_10, wide_13);
-                var vc_39: array<u32, 8> = k_load_slice_10(v_pool_v, at_37, dims_10, wide_13);
-                var j_40: u32 = 0u;
-                while (j_40 < K_LANE_DIMS) {
-                    kr_29[((t_35 * K_LANE_DIMS) + j_40)] = kc_38[j_40];
-                    vr_30[((t_35 * K_LANE_DIMS) + j_40)] = vc_39[j_40];
-                    j_40 = (j_40 + 1u);
-                }
-            }
-            s_34 = (s_34 + 1u);
-            if (s_34 == bs_3) {
-                s_34 = 0u;
-                p_33 = (p_33 + 1u);
-            }
-            t_35 = (t_35 + 1u);
-        }
-        var kf_41: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var e_42: u32 = 0u;
-        while (e_42 < K_TILE_ELEMS) {
-            kf_41[e_42] = k_widen_12(kr_29[e_42]);
-            e_42 = (e_42 + 1u);
-        }
-        var dots_43: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var g_44: u32 = 0u;
-        while (g_44 < K_MAX_GROUP_HEADS) {
-            if (g_44 < g_len_2) {
-                var qs_45: array<f32, 8> = k_shared_slice_13(shm_12, ((g_44 * d_len_1) + d0_8), dims_10, q_wide_14);
-                var t_46: u32 = 0u;
-                while (t_46 < K_TILE) {
-                    var dot_47: f32 = 0e0f;
-                    var j_48: u32 = 0u;
-                    while (j_48 < K_LANE_DIMS) {
-                        dot_47 = k_mul_add_14(qs_45[j_48], kf_41[((t_46 * K_LANE_DIMS) + j_48)], dot_47);
-                        j_48 = (j_48 + 1u);
-                    }
-                    dots_43[((g_44 * K_TILE) + t_46)] = dot_47;
-                    t_46 = (t_46 + 1u);
-                }
-            }
-            g_44 = (g_44 + 1u);
-        }
-        var mask_49: u32 = (lanes_p / 2u);
-        while (mask_49 > 0u) {
-            var i_50: u32 = 0u;
-            while (i_50 < K_TILE_DOTS) {
-                if ((i_50 / K_TILE) < g_len_2) {
-                    dots_43[i_50] = (dots_43[i_50] + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(dots_43[i_50]), mask_49)));
-                }
-                i_50 = (i_50 + 1u);
-            }
-            mask_49 = (mask_49 / 2u);
-        }
-        var i_51: u32 = 0u;
-        while (i_51 < K_TILE_DOTS) {
-            dots_43[i_51] = k_nan_unless_finite_15((dots_43[i_51] * scale_log2_p));
-            i_51 = (i_51 + 1u);
-        }
-        var corr_52: array<f32, 4> = array<f32, 4>(1e0f, 1e0f, 1e0f, 1e0f);
-        var w_53: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var g_54: u32 = 0u;
-        while (g_54 < K_MAX_GROUP_HEADS) {
-            if ((g_54 < g_len_2) && (valid_28 > 0u)) {
-                var top_55: f32 = bitcast<f32>(0xff800000u);
-                var t_56: u32 = 0u;
-                while (t_56 < K_TILE) {
-                    if (t_56 < valid_28) {
-                        top_55 = k_max_keeping_nan_16(dots_43[((g_54 * K_TILE) + t_56)], top_55);
-                    }
-                    t_56 = (t_56 + 1u);
-                }
-                let m_new_57: f32 = k_max_keeping_nan_16(top_55, m_15[g_54]);
-                corr_52[g_54] = k_exp2_approx_20((m_15[g_54] - m_new_57));
-                var sum_58: f32 = 0e0f;
-                var t_59: u32 = 0u;
-                while (t_59 < K_TILE) {
-                    if (t_59 < valid_28) {
-                        let e_60: f32 = k_exp2_approx_20((dots_43[((g_54 * K_TILE) + t_59)] - m_new_57));
-                        w_53[((g_54 * K_TILE) + t_59)] = e_60;
-                        sum_58 = (sum_58 + e_60);
-                    }
-                    t_59 = (t_59 + 1u);
-                }
-                l_16[g_54] = k_mul_add_14(l_16[g_54], corr_52[g_54], sum_58);
-                m_15[g_54] = m_new_57;
-            }
-            g_54 = (g_54 + 1u);
-        }
-        var vf_61: array<f32, 32> = array<f32, 32>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-        var e_62: u32 = 0u;
-        while (e_62 < K_TILE_ELEMS) {
-            vf_61[e_62] = k_widen_12(vr_30[e_62]);
-            e_62 = (e_62 + 1u);
-        }
-        var g_63: u32 = 0u;
-        while (g_63 < K_MAX_GROUP_HEADS) {
-            if ((g_63 < g_len_2) && (valid_28 > 0u)) {
-                var j_64: u32 = 0u;
-                while (j_64 < K_LANE_DIMS) {
-                    var a_65: f32 = (acc_17[((g_63 * K_LANE_DIMS) + j_64)] * corr_52[g_63]);
-                    var t_66: u32 = 0u;
-                    while (t_66 < K_TILE) {
-                        a_65 = k_mul_add_14(w_53[((g_63 * K_TILE) + t_66)], vf_61[((t_66 * K_LANE_DIMS) + j_64)], a_65);
-                        t_66 = (t_66 + 1u);
-                    }
-                    acc_17[((g_63 * K_LANE_DIMS) + j_64)] = a_65;
-                    j_64 = (j_64 + 1u);
-                }
-            }
-            g_63 = (g_63 + 1u);
-        }
-        lead_19 = (lead_19 + step_18);
-        first_20 = (first_20 + step_18);
-        page_21 = (page_21 + step_pages_25);
-        slot_22 = (slot_22 + step_slots_26);
-        if (slot_22 >= bs_3) {
-            slot_22 = (slot_22 - bs_3);
-            page_21 = (page_21 + 1u);
-        }
-    }
-    var g_67: u32 = 0u;
-    while (g_67 < K_MAX_GROUP_HEADS) {
-        if (g_67 < g_len_2) {
-            let at_68: u32 = (k_acc_at_21(layout_11, part_7, g_67) + d0_8);
-            var j_69: u32 = 0u;
-            while (j_69 < K_LANE_DIMS) {
-                if (j_69 < dims_10) {
-                    kiln_set_shared_f32(shm_12, (at_68 + j_69), acc_17[((g_67 * K_LANE_DIMS) + j_69)]);
-                }
-                j_69 = (j_69 + 1u);
-            }
-        }
-        g_67 = (g_67 + 1u);
-    }
-    if ((lane_4 % lanes_p) == 0u) {
-        k_publish_stats_22(shm_12, layout_11, part_7, m_15, l_16);
-    }
-    k_merge_parts_29(shm_12, layout_11, group_p, out_v, lse_v);
-}
-fn k_wave_sum_31(v_p: f32) -> f32 {
-    var v_1: f32 = v_p;
-    var m_2: u32 = (KILN_WAVE / 2u);
-    while (m_2 > 0u) {
-        v_1 = (v_1 + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2)));
-        m_2 = (m_2 / 2u);
-    }
-    return v_1;
-}
-fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
-    let d_len_1: u32 = pool_p.head_dim;
-    let g_len_2: u32 = group_p.heads;
-    let waves_3: u32 = k_waves_4();
-    let wave_4: u32 = k_wave_id_5();
-    let lane_5: u32 = k_lane_3();
-    let layout_6: S_Parts = k_parts_layout_6(waves_3, g_len_2, d_len_1);
+    let waves_3: u32 = k_waves_15();
+    let wave_4: u32 = k_wave_id_14();
+    let lane_5: u32 = k_lane_13();
+    let layout_6: S_Parts = k_parts_layout_30(waves_3, g_len_2, d_len_1);
     let shm_7: vec2<u32> = kiln_shared_view(0u, layout_6.words);
-    k_stage_queries_7(shm_7, q_v, group_p, d_len_1);
+    k_stage_queries_31(shm_7, q_v, group_p, d_len_1);
     var d_8: u32 = lane_5;
     while (d_8 < d_len_1) {
         var g_9: u32 = 0u;
         while (g_9 < g_len_2) {
-            kiln_set_shared_f32(shm_7, (k_acc_at_21(layout_6, wave_4, g_9) + d_8), 0e0f);
+            kiln_set_shared_f32(shm_7, (k_acc_at_32(layout_6, wave_4, g_9) + d_8), 0e0f);
             g_9 = (g_9 + 1u);
         }
         d_8 = (d_8 + KILN_WAVE);
@@ -770,7 +1011,7 @@ fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         var dot_17: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
         var d_18: u32 = lane_5;
         while (d_18 < d_len_1) {
-            let k_19: f32 = k_widen_12(kiln_get_b1(k_pool_v, (base_16 + d_18)));
+            let k_19: f32 = k_widen_8(kiln_get_b1(k_pool_v, (base_16 + d_18)));
             var g_20: u32 = 0u;
             while (g_20 < K_MAX_GROUP_HEADS) {
                 if (g_20 < g_len_2) {
@@ -785,10 +1026,10 @@ fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         var g_23: u32 = 0u;
         while (g_23 < K_MAX_GROUP_HEADS) {
             if (g_23 < g_len_2) {
-                let s_24: f32 = k_nan_unless_finite_15((k_wave_sum_31(dot_17[g_23]) * scale_log2_p));
-                let m_new_25: f32 = k_max_keeping_nan_16(s_24, m_10[g_23]);
-                corr_21[g_23] = k_exp2_approx_20((m_10[g_23] - m_new_25));
-                weight_22[g_23] = k_exp2_approx_20((s_24 - m_new_25));
+                let s_24: f32 = k_nan_unless_finite_11((k_wave_sum_21(dot_17[g_23]) * scale_log2_p));
+                let m_new_25: f32 = k_max_keeping_nan_12(s_24, m_10[g_23]);
+                corr_21[g_23] = k_exp2_approx_19((m_10[g_23] - m_new_25));
+                weight_22[g_23] = k_exp2_approx_19((s_24 - m_new_25));
                 l_11[g_23] = ((l_11[g_23] * corr_21[g_23]) + weight_22[g_23]);
                 m_10[g_23] = m_new_25;
             }
@@ -796,11 +1037,11 @@ fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         }
         var d_26: u32 = lane_5;
         while (d_26 < d_len_1) {
-            let v_27: f32 = k_widen_12(kiln_get_b2(v_pool_v, (base_16 + d_26)));
+            let v_27: f32 = k_widen_8(kiln_get_b2(v_pool_v, (base_16 + d_26)));
             var g_28: u32 = 0u;
             while (g_28 < K_MAX_GROUP_HEADS) {
                 if (g_28 < g_len_2) {
-                    let at_29: u32 = (k_acc_at_21(layout_6, wave_4, g_28) + d_26);
+                    let at_29: u32 = (k_acc_at_32(layout_6, wave_4, g_28) + d_26);
                     kiln_set_shared_f32(shm_7, at_29, ((kiln_get_shared_f32(shm_7, at_29) * corr_21[g_28]) + (weight_22[g_28] * v_27)));
                 }
                 g_28 = (g_28 + 1u);
@@ -810,19 +1051,19 @@ fn k_attend_strided_32(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
         t_12 = (t_12 + waves_3);
     }
     if (lane_5 == 0u) {
-        k_publish_stats_22(shm_7, layout_6, wave_4, m_10, l_11);
+        k_publish_stats_33(shm_7, layout_6, wave_4, m_10, l_11);
     }
-    k_merge_parts_29(shm_7, layout_6, group_p, out_v, lse_v);
+    k_merge_parts_35(shm_7, layout_6, group_p, out_v, lse_v);
 }
-fn k_attend_span_33(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
-    let lanes_1: u32 = k_lanes_per_token_2(pool_p.head_dim, KILN_WAVE);
-    if (lanes_1 > 0u) {
-        k_attend_tiled_30(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v, lanes_1);
+fn k_attend_span_37(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+    let two_pass_1: bool = (((k_two_pass_fits_3(pool_p.head_dim, KILN_BLOCK) && false) && false) && false);
+    if two_pass_1 {
+        k_attend_two_pass_29(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
     } else {
-        k_attend_strided_32(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
+        k_attend_strided_36(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
     }
 }
-fn k_paged_attention_decode_v2_partial_34(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
+fn k_paged_attention_decode_v2_partial_38(q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, indices_v: vec2<u32>, indptr_v: vec2<u32>, last_page_len_v: vec2<u32>, first_page_offset_v: vec2<u32>, request_indices_v: vec2<u32>, kv_tile_indices_v: vec2<u32>, out_v_v: vec2<u32>, out_lse_v: vec2<u32>) {
     let chunk_1: u32 = kiln_block.y;
     let request_2: u32 = bitcast<u32>(max(kiln_get_b7(request_indices_v, chunk_1), 0i));
     let tile_3: u32 = bitcast<u32>(max(kiln_get_b8(kv_tile_indices_v, chunk_1), 0i));
@@ -843,7 +1084,7 @@ fn k_paged_attention_decode_v2_partial_34(q_v: vec2<u32>, k_pool_v: vec2<u32>, v
     let span_18: S_TokenSpan = S_TokenSpan(page_begin_10, first_offset_13, begin_15, end_16);
     let pool_19: S_PoolShape = S_PoolShape(kiln_meta[4u], kiln_meta[2u], d_8);
     let scale_log2_20: f32 = (bitcast<f32>(kiln_meta[9u]) * bitcast<f32>(0x3fb8aa3bu));
-    k_attend_span_33(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
+    k_attend_span_37(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -856,5 +1097,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_paged_attention_decode_v2_partial_34(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_paged_attention_decode_v2_partial_38(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

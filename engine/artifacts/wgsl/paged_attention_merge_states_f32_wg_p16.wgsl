@@ -21,6 +21,7 @@ var<private> kiln_grid: vec3<u32>;
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
+const K_MERGE_BATCH: u32 = 16u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -84,10 +85,21 @@ fn kiln_set_b4(v: vec2<u32>, i: u32, x: f32) {
 fn k_to_f32_1(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_is_neg_infinity_2(x_p: f32) -> bool {
+fn k_lse_batch_2(lse_in_v: vec2<u32>, i_p: u32, last_p: u32, heads_p: u32, head_p: u32) -> array<f32, 16> {
+    var lse_1: array<f32, 16> = array<f32, 16>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+    var u_2: u32 = 0u;
+    while (u_2 < K_MERGE_BATCH) {
+        if ((i_p + u_2) < last_p) {
+            lse_1[u_2] = k_to_f32_1(kiln_get_b1(lse_in_v, ((((i_p + u_2)) * heads_p) + head_p)));
+        }
+        u_2 = (u_2 + 1u);
+    }
+    return lse_1;
+}
+fn k_is_neg_infinity_3(x_p: f32) -> bool {
     return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
 }
-fn k_max_keeping_nan_3(a_p: f32, b_p: f32) -> f32 {
+fn k_max_keeping_nan_4(a_p: f32, b_p: f32) -> f32 {
     var ifv_1: f32;
     if ((a_p > b_p) || kiln_is_nan(a_p)) {
         ifv_1 = a_p;
@@ -96,7 +108,7 @@ fn k_max_keeping_nan_3(a_p: f32, b_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_truncf_4(x_p: f32) -> f32 {
+fn k_truncf_5(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -108,8 +120,8 @@ fn k_truncf_4(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_5(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_4(x_p);
+fn k_floorf_6(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_5(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -118,7 +130,7 @@ fn k_floorf_5(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_6(x_p: f32) -> f32 {
+fn k_exp2_poly_7(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -128,7 +140,7 @@ fn k_exp2_poly_6(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_5((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_6((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -155,10 +167,13 @@ fn k_exp2_poly_6(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_7(x_p: f32) -> f32 {
-    return k_exp2_poly_6(x_p);
+fn k_exp2_approx_8(x_p: f32) -> f32 {
+    return k_exp2_poly_7(x_p);
 }
-fn k_nan_unless_finite_8(x_p: f32) -> f32 {
+fn k_mul_add_9(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_nan_unless_finite_10(x_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
         ifv_1 = x_p;
@@ -167,10 +182,10 @@ fn k_nan_unless_finite_8(x_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_from_f32_9(v_p: f32) -> f32 {
+fn k_from_f32_11(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_log_core_10(f_p: f32) -> f32 {
+fn k_log_core_12(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -180,7 +195,7 @@ fn k_log_core_10(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_11(x_p: f32) -> f32 {
+fn k_logf_13(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -209,55 +224,76 @@ fn k_logf_11(x_p: f32) -> f32 {
     }
     let f_6: f32 = (m_5 - 1e0f);
     let ef_7: f32 = f32(e_3);
-    return (((((ef_7 * K_LN2_LO) + k_log_core_10(f_6))) + f_6) + (ef_7 * K_LN2_HI));
+    return (((((ef_7 * K_LN2_LO) + k_log_core_12(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
-fn k_log2f_12(x_p: f32) -> f32 {
-    return (k_logf_11(x_p) * K_LOG2_E);
+fn k_log2f_14(x_p: f32) -> f32 {
+    return (k_logf_13(x_p) * K_LOG2_E);
 }
-fn k_paged_attention_merge_states_13(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
+fn k_paged_attention_merge_states_15(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
     let head_1: u32 = kiln_block.x;
     let row_2: u32 = kiln_block.y;
     let heads_3: u32 = kiln_meta[2u];
     let d_len_4: u32 = kiln_meta[3u];
     let first_5: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, row_2), 0i));
     let last_6: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, (row_2 + 1u)), 0i));
-    var d_7: u32 = kiln_thread;
-    while (d_7 < d_len_4) {
-        var m_8: f32 = bitcast<f32>(0xff800000u);
-        var l_9: f32 = 0e0f;
-        var acc_10: f32 = 0e0f;
-        var i_11: u32 = first_5;
-        while (i_11 < last_6) {
-            let lse_12: f32 = k_to_f32_1(kiln_get_b1(lse_in_v, ((i_11 * heads_3) + head_1)));
-            if !(k_is_neg_infinity_2(lse_12)) {
-                let m_new_13: f32 = k_max_keeping_nan_3(lse_12, m_8);
-                let corr_14: f32 = k_exp2_approx_7((m_8 - m_new_13));
-                let w_15: f32 = k_exp2_approx_7((lse_12 - m_new_13));
-                l_9 = ((l_9 * corr_14) + w_15);
-                acc_10 = ((acc_10 * corr_14) + (w_15 * k_to_f32_1(kiln_get_b0(v_in_v, (((((i_11 * heads_3) + head_1)) * d_len_4) + d_7)))));
-                m_8 = m_new_13;
+    var m_7: f32 = bitcast<f32>(0xff800000u);
+    var i_8: u32 = first_5;
+    while (i_8 < last_6) {
+        var lse_9: array<f32, 16> = k_lse_batch_2(lse_in_v, i_8, last_6, heads_3, head_1);
+        var u_10: u32 = 0u;
+        while (u_10 < K_MERGE_BATCH) {
+            if !(k_is_neg_infinity_3(lse_9[u_10])) {
+                m_7 = k_max_keeping_nan_4(lse_9[u_10], m_7);
             }
-            i_11 = (i_11 + 1u);
+            u_10 = (u_10 + 1u);
         }
-        var ifv_16: f32;
-        if k_is_neg_infinity_2(m_8) {
-            ifv_16 = 0e0f;
+        i_8 = (i_8 + K_MERGE_BATCH);
+    }
+    var d_11: u32 = kiln_thread;
+    while (d_11 < d_len_4) {
+        var l_12: f32 = 0e0f;
+        var acc_13: f32 = 0e0f;
+        var i_14: u32 = first_5;
+        while (i_14 < last_6) {
+            var lse_15: array<f32, 16> = k_lse_batch_2(lse_in_v, i_14, last_6, heads_3, head_1);
+            var v_16: array<f32, 16> = array<f32, 16>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+            var u_17: u32 = 0u;
+            while (u_17 < K_MERGE_BATCH) {
+                if ((i_14 + u_17) < last_6) {
+                    v_16[u_17] = k_to_f32_1(kiln_get_b0(v_in_v, (((((((i_14 + u_17)) * heads_3) + head_1)) * d_len_4) + d_11)));
+                }
+                u_17 = (u_17 + 1u);
+            }
+            var u_18: u32 = 0u;
+            while (u_18 < K_MERGE_BATCH) {
+                if !(k_is_neg_infinity_3(lse_15[u_18])) {
+                    let w_19: f32 = k_exp2_approx_8((lse_15[u_18] - m_7));
+                    l_12 = (l_12 + w_19);
+                    acc_13 = k_mul_add_9(w_19, v_16[u_18], acc_13);
+                }
+                u_18 = (u_18 + 1u);
+            }
+            i_14 = (i_14 + K_MERGE_BATCH);
+        }
+        var ifv_20: f32;
+        if k_is_neg_infinity_3(m_7) {
+            ifv_20 = 0e0f;
         } else {
-            ifv_16 = (acc_10 / l_9);
+            ifv_20 = (acc_13 / l_12);
         }
-        let out_17: f32 = ifv_16;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_7), k_from_f32_9(k_nan_unless_finite_8(out_17)));
-        if (d_7 == 0u) {
-            var ifv_18: f32;
-            if k_is_neg_infinity_2(m_8) {
-                ifv_18 = bitcast<f32>(0xff800000u);
+        let out_21: f32 = ifv_20;
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_11), k_from_f32_11(k_nan_unless_finite_10(out_21)));
+        if (d_11 == 0u) {
+            var ifv_22: f32;
+            if k_is_neg_infinity_3(m_7) {
+                ifv_22 = bitcast<f32>(0xff800000u);
             } else {
-                ifv_18 = (m_8 + k_log2f_12(l_9));
+                ifv_22 = (m_7 + k_log2f_14(l_12));
             }
-            let lse_19: f32 = ifv_18;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_9(lse_19));
+            let lse_23: f32 = ifv_22;
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_11(lse_23));
         }
-        d_7 = (d_7 + KILN_BLOCK);
+        d_11 = (d_11 + KILN_BLOCK);
     }
 }
 
@@ -269,5 +305,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_merge_states_13(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_paged_attention_merge_states_15(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

@@ -1,136 +1,52 @@
 //! The block-level single-query attention sweep shared by the paged decode kernels (spec §9).
 //!
 //! One block serves a group of consecutive query heads that share one KV head, so every K/V
-//! element it loads is used for all of them. Each part of the block keeps a base-2 online
-//! softmax `(m, l, acc)` over the tokens it visits; the parts' states are merged through shared
-//! memory at the end. Two sweeps, chosen by whether a wave can cover a token's head dim with
-//! one [`LANE_DIMS`]-wide slice per lane:
+//! element it loads is used for all of them; the softmax is a base-2 online one, merged
+//! through shared memory at the end. Two sweeps:
 //!
-//! - tiled (`attend_tiled`): a token's slices go to [`lanes_per_token`] lanes, so a wave holds
-//!   several lane groups; each group loads [`TILE`] tokens' K and V slices (16-byte chunks for
-//!   16-bit pools) before using any, sums the q·k dots over its lanes with shuffles, rescales
-//!   once per tile and keeps its accumulators in registers. This is the GPU path.
+//! - two-pass ([`attend_two_pass`]): a few lanes score each token, then groups of lanes (one
+//!   per slice) add the weighted values; see its module. This is the GPU path; it needs whole
+//!   slices (a head dim that is a multiple of [`LANE_DIMS`], pools that start on 16 bytes).
 //! - strided (`attend_strided`): waves stripe the tokens one at a time, lanes stride the head
-//!   dim, accumulators live in shared memory. It serves narrow waves (the serial cpu block,
-//!   wave 4–16 emulation, lavapipe) whose lanes cannot cover the head dim one slice each.
+//!   dim, accumulators live in shared memory. It serves everything else: blocks narrower than
+//!   the head dim's slices (the serial cpu block), other head dims, unaligned pools.
 //!
 //! Correct for any wave and block size: nothing below assumes a lane count. Arrays are indexed
 //! only inside loops with constant bounds (guarded by the runtime count), so GPU builds keep
 //! them in registers.
 
+use super::decode_span::log_sum;
+pub use super::decode_span::{
+    group_heads, HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS,
+};
+use super::decode_two_pass::{attend_two_pass, slices, two_pass_layout};
 use crate::{
-    exp2_approx, is_neg_infinity, max_keeping_nan, mul_add, nan_unless_finite, Block, Dst, Element,
-    Rw, Src,
+    exp2_approx, is_neg_infinity, max_keeping_nan, nan_unless_finite, Block, Dst, Element, Rw, Src,
 };
 
-/// The most query heads one block serves (the per-lane score and accumulator registers are
-/// sized by it: 4 heads keep the tiled sweep's registers near 128 per lane).
-pub const MAX_GROUP_HEADS: usize = 4;
-
-/// Head-dim elements one lane owns in the tiled sweep: one 16-byte chunk of a 16-bit pool.
-pub const LANE_DIMS: usize = 8;
-
-/// Tokens a lane group loads before using any (bytes in flight per lane: 2 · TILE · 16).
-pub const TILE: usize = 4;
-
-/// A lane's q·k dots of one tile: `MAX_GROUP_HEADS · TILE`.
-const TILE_DOTS: usize = 16;
-/// A lane's accumulators: `MAX_GROUP_HEADS · LANE_DIMS`.
-const LANE_ACC: usize = 32;
-/// A lane's pool elements of one tile, per side: `TILE · LANE_DIMS`.
-const TILE_ELEMS: usize = 32;
-const _: () = assert!(
-    TILE_DOTS == MAX_GROUP_HEADS * TILE
-        && LANE_ACC == MAX_GROUP_HEADS * LANE_DIMS
-        && TILE_ELEMS == TILE * LANE_DIMS
-);
-
-/// Query heads per block for `q_per_kv` query heads per KV head: its largest divisor that is
-/// at most [`MAX_GROUP_HEADS`].
-pub const fn group_heads(q_per_kv: u32) -> u32 {
-    let mut g = if q_per_kv < MAX_GROUP_HEADS as u32 {
-        q_per_kv
-    } else {
-        MAX_GROUP_HEADS as u32
-    };
-    while g > 1 && !q_per_kv.is_multiple_of(g) {
-        g -= 1;
-    }
-    if g == 0 {
-        1
-    } else {
-        g
-    }
-}
-
-/// Lanes that share one token in the tiled sweep: the head dim's [`LANE_DIMS`] slices rounded
-/// up to a power of two, or 0 when that exceeds the wave (the strided sweep runs instead).
-pub const fn lanes_per_token(head_dim: u32, wave: u32) -> u32 {
-    let slices = head_dim.div_ceil(LANE_DIMS as u32);
-    let mut lanes = 1;
-    while lanes < slices {
-        lanes *= 2;
-    }
-    if lanes > wave {
-        0
-    } else {
-        lanes
-    }
-}
-
-/// f32 words of shared memory the sweep needs for a block of `block` threads at `wave` lanes:
-/// the group's queries, then per part (lane group or wave) its accumulators, maxima,
-/// denominators and merge weights.
+/// f32 words of shared memory the sweeps need for a block of `block` threads at `wave` lanes:
+/// whichever runs (the two-pass one needs whole slices, a lane per slice and aligned pools,
+/// which only the launch knows).
 pub const fn shared_words(group: u32, head_dim: u32, block: u32, wave: u32) -> usize {
     let (g, d) = (group as usize, head_dim as usize);
+    // The strided sweep: the queries, then per wave its accumulators and statistics.
     let waves = block.div_ceil(wave) as usize;
-    let lanes = lanes_per_token(head_dim, wave);
-    // Lane groups per wave; the strided sweep (no lanes per token) has one part per wave.
-    let parts = waves
-        * match wave.checked_div(lanes) {
-            Some(groups) => groups as usize,
-            None => 1,
-        };
-    g * d + parts * (g * d + 3 * g)
+    let strided = g * d + waves * (g * d + 3 * g);
+    if !two_pass_fits(d, block as usize) {
+        return strided;
+    }
+    let two_pass = two_pass_layout(g, d, block as usize, wave as usize).words;
+    if two_pass > strided {
+        two_pass
+    } else {
+        strided
+    }
 }
 
-/// The pool's geometry (layout A: `[num_blocks, block_size, heads_kv, head_dim]`).
-#[derive(Clone, Copy)]
-pub struct PoolShape {
-    /// Tokens per page.
-    pub block_size: usize,
-    /// KV heads per token.
-    pub heads_kv: usize,
-    /// Elements per head.
-    pub head_dim: usize,
-}
-
-/// Which of a sequence's tokens one block attends to, and where they live.
-#[derive(Clone, Copy)]
-pub struct TokenSpan {
-    /// Index in the page table of the sequence's first page.
-    pub table_base: usize,
-    /// Position of visible token 0 inside the sequence's first page (a sliding window's start).
-    pub start: usize,
-    /// Visible tokens `[begin, end)` this block covers.
-    pub begin: usize,
-    /// One past the last visible token this block covers.
-    pub end: usize,
-}
-
-/// The query-head group a block serves: `heads` consecutive query heads of KV head `kv_head`.
-#[derive(Clone, Copy)]
-pub struct HeadGroup {
-    /// The KV head the group's queries attend with.
-    pub kv_head: usize,
-    /// Query heads in the group (the GQA ratio, or fewer).
-    pub heads: usize,
-    /// Element offset of the group's first query (its `heads · head_dim` queries are contiguous).
-    pub q_base: usize,
-    /// Element offset of the group's first output row (also contiguous).
-    pub out_base: usize,
-    /// Index of the group's first log-sum-exp output, when the caller wants them.
-    pub lse_base: usize,
+/// Whether the two-pass sweep may run at this head dim and block size (the pools' alignment
+/// aside): whole [`LANE_DIMS`] slices and a lane for each.
+const fn two_pass_fits(head_dim: usize, block: usize) -> bool {
+    head_dim.is_multiple_of(LANE_DIMS) && slices(head_dim) <= block
 }
 
 /// Attends the group's queries over the span's tokens and writes `out` (normalised) and, when
@@ -152,272 +68,20 @@ pub fn attend_span<T: Element, B: Block>(
     out: &Dst<f32>,
     lse: Option<&Dst<f32>>,
 ) {
-    let lanes = lanes_per_token(pool.head_dim as u32, B::WAVE) as usize;
-    if lanes > 0 {
-        attend_tiled(
-            b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse, lanes,
+    // Uniform over the block: every pool row starts on a chunk, and so does shared memory.
+    let two_pass = two_pass_fits(pool.head_dim, b.size() as usize)
+        && k_pool.chunk_aligned::<LANE_DIMS>(0)
+        && v_pool.chunk_aligned::<LANE_DIMS>(0)
+        && b.shared::<f32>(0, 0).chunk_aligned::<LANE_DIMS>(0);
+    if two_pass {
+        attend_two_pass(
+            b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse,
         );
     } else {
         attend_strided(
             b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse,
         );
     }
-}
-
-/// The tiled sweep: lane group `part` (of `parts` in the block) takes tiles of [`TILE`]
-/// consecutive tokens `begin + (k · parts + part) · TILE + [0, TILE)`; lane `i` of a group owns
-/// dims `i · LANE_DIMS ..` of each token (spare lanes of a padded group own none).
-// `lane % lanes == 0` below stays as written: the H200 figures in docs/results were measured
-// on exactly this body (`is_multiple_of` reorders the epilogue's code).
-#[allow(clippy::too_many_arguments, clippy::manual_is_multiple_of)]
-#[inline(always)]
-fn attend_tiled<T: Element, B: Block>(
-    b: &B,
-    pool: PoolShape,
-    group: HeadGroup,
-    span: TokenSpan,
-    scale_log2: f32,
-    q: &Src<f32>,
-    k_pool: &Src<T>,
-    v_pool: &Src<T>,
-    table: &Src<i32>,
-    out: &Dst<f32>,
-    lse: Option<&Dst<f32>>,
-    lanes: usize,
-) {
-    let d_len = pool.head_dim;
-    let g_len = group.heads;
-    let bs = pool.block_size;
-    let lane = b.lane() as usize;
-    let per_wave = B::WAVE as usize / lanes;
-    let parts = b.waves() as usize * per_wave;
-    let part = b.wave_id() as usize * per_wave + lane / lanes;
-    let d0 = (lane % lanes) * LANE_DIMS;
-    let dims = if d0 < d_len {
-        (d_len - d0).min(LANE_DIMS)
-    } else {
-        0
-    };
-
-    let layout = parts_layout(parts, g_len, d_len);
-    let shm = b.shared::<f32>(0, layout.words);
-    stage_queries(b, &shm, q, group, d_len);
-    b.barrier();
-
-    // Uniform over the block: every row and query slice starts on a chunk boundary.
-    let wide = d_len.is_multiple_of(LANE_DIMS)
-        && k_pool.chunk_aligned::<LANE_DIMS>(0)
-        && v_pool.chunk_aligned::<LANE_DIMS>(0);
-    let q_wide = d_len.is_multiple_of(LANE_DIMS) && shm.chunk_aligned::<LANE_DIMS>(0);
-
-    let mut m = [f32::NEG_INFINITY; MAX_GROUP_HEADS];
-    let mut l = [0.0f32; MAX_GROUP_HEADS];
-    let mut acc = [0.0f32; LANE_ACC];
-    let step = parts * TILE;
-    // The wave loops while its first group has tokens (the shuffles need the whole wave); a
-    // group past the end loads nothing. Page and slot of this group's tile follow its start.
-    let mut lead = span.begin + (part - lane / lanes) * TILE;
-    let mut first = span.begin + part * TILE;
-    let mut page = (span.start + first) / bs;
-    let mut slot = (span.start + first) % bs;
-    let (step_pages, step_slots) = (step / bs, step % bs);
-    while lead < span.end {
-        let valid = if first < span.end {
-            (span.end - first).min(TILE)
-        } else {
-            0
-        };
-        let mut kr = [T::from_bits32(0); TILE_ELEMS];
-        let mut vr = [T::from_bits32(0); TILE_ELEMS];
-        let (mut p, mut s) = (page, slot);
-        let mut t = 0;
-        while t < TILE {
-            if t < valid {
-                let row = table.get(span.table_base + p) as u32 as usize;
-                // Pool offsets are usize: a pool may exceed 2^32 elements.
-                let at = ((row * bs + s) * pool.heads_kv + group.kv_head) * d_len + d0;
-                let kc = load_slice(k_pool, at, dims, wide);
-                let vc = load_slice(v_pool, at, dims, wide);
-                let mut j = 0;
-                while j < LANE_DIMS {
-                    kr[t * LANE_DIMS + j] = kc[j];
-                    vr[t * LANE_DIMS + j] = vc[j];
-                    j += 1;
-                }
-            }
-            s += 1;
-            if s == bs {
-                s = 0;
-                p += 1;
-            }
-            t += 1;
-        }
-
-        let mut kf = [0.0f32; TILE_ELEMS];
-        let mut e = 0;
-        while e < TILE_ELEMS {
-            kf[e] = kr[e].widen();
-            e += 1;
-        }
-        let mut dots = [0.0f32; TILE_DOTS];
-        let mut g = 0;
-        while g < MAX_GROUP_HEADS {
-            if g < g_len {
-                let qs = shared_slice(&shm, g * d_len + d0, dims, q_wide);
-                let mut t = 0;
-                while t < TILE {
-                    let mut dot = 0.0f32;
-                    let mut j = 0;
-                    while j < LANE_DIMS {
-                        dot = mul_add(qs[j], kf[t * LANE_DIMS + j], dot);
-                        j += 1;
-                    }
-                    dots[g * TILE + t] = dot;
-                    t += 1;
-                }
-            }
-            g += 1;
-        }
-        // Sum each dot over the token's lanes: xor partners stay inside an aligned group.
-        let mut mask = lanes / 2;
-        while mask > 0 {
-            let mut i = 0;
-            while i < TILE_DOTS {
-                if i / TILE < g_len {
-                    dots[i] += f32::from_bits(b.shuffle_xor(dots[i].to_bits(), mask as u32));
-                }
-                i += 1;
-            }
-            mask /= 2;
-        }
-        // Scaled scores; a non-finite one is NaN, and the running maximum keeps it, so the
-        // head's output is NaN (docs/non-finite.md).
-        let mut i = 0;
-        while i < TILE_DOTS {
-            dots[i] = nan_unless_finite(dots[i] * scale_log2);
-            i += 1;
-        }
-
-        // The tile's softmax step per head: one rescale of the old state, one weight per token.
-        let mut corr = [1.0f32; MAX_GROUP_HEADS];
-        let mut w = [0.0f32; TILE_DOTS];
-        let mut g = 0;
-        while g < MAX_GROUP_HEADS {
-            if g < g_len && valid > 0 {
-                let mut top = f32::NEG_INFINITY;
-                let mut t = 0;
-                while t < TILE {
-                    if t < valid {
-                        top = max_keeping_nan(dots[g * TILE + t], top);
-                    }
-                    t += 1;
-                }
-                let m_new = max_keeping_nan(top, m[g]);
-                // A first tile rescales nothing (m = -inf gives 0); a NaN score stays NaN.
-                corr[g] = exp2_approx(m[g] - m_new);
-                let mut sum = 0.0f32;
-                let mut t = 0;
-                while t < TILE {
-                    if t < valid {
-                        let e = exp2_approx(dots[g * TILE + t] - m_new);
-                        w[g * TILE + t] = e;
-                        sum += e;
-                    }
-                    t += 1;
-                }
-                l[g] = mul_add(l[g], corr[g], sum);
-                m[g] = m_new;
-            }
-            g += 1;
-        }
-        let mut vf = [0.0f32; TILE_ELEMS];
-        let mut e = 0;
-        while e < TILE_ELEMS {
-            vf[e] = vr[e].widen();
-            e += 1;
-        }
-        let mut g = 0;
-        while g < MAX_GROUP_HEADS {
-            if g < g_len && valid > 0 {
-                let mut j = 0;
-                while j < LANE_DIMS {
-                    let mut a = acc[g * LANE_DIMS + j] * corr[g];
-                    let mut t = 0;
-                    while t < TILE {
-                        a = mul_add(w[g * TILE + t], vf[t * LANE_DIMS + j], a);
-                        t += 1;
-                    }
-                    acc[g * LANE_DIMS + j] = a;
-                    j += 1;
-                }
-            }
-            g += 1;
-        }
-
-        lead += step;
-        first += step;
-        page += step_pages;
-        slot += step_slots;
-        if slot >= bs {
-            slot -= bs;
-            page += 1;
-        }
-    }
-
-    // Publish this group's state; its lanes own disjoint dims, lane 0 the maxima and sums.
-    let mut g = 0;
-    while g < MAX_GROUP_HEADS {
-        if g < g_len {
-            let at = acc_at(layout, part, g) + d0;
-            let mut j = 0;
-            while j < LANE_DIMS {
-                if j < dims {
-                    shm.set(at + j, acc[g * LANE_DIMS + j]);
-                }
-                j += 1;
-            }
-        }
-        g += 1;
-    }
-    if lane % lanes == 0 {
-        publish_stats(&shm, layout, part, m, l);
-    }
-    merge_parts(b, &shm, layout, group, out, lse);
-}
-
-/// `LANE_DIMS` pool elements from `at` as stored: one chunk when the pool allows it and the lane
-/// owns a whole slice, else element by element with zeros past `dims`.
-#[inline(always)]
-fn load_slice<T: Element>(pool: &Src<T>, at: usize, dims: usize, wide: bool) -> [T; LANE_DIMS] {
-    if wide && dims == LANE_DIMS {
-        return pool.get_chunk::<LANE_DIMS>(at);
-    }
-    let mut v = [T::from_bits32(0); LANE_DIMS];
-    let mut j = 0;
-    while j < LANE_DIMS {
-        if j < dims {
-            v[j] = pool.get(at + j);
-        }
-        j += 1;
-    }
-    v
-}
-
-/// As [`load_slice`], for the queries staged in shared memory.
-#[inline(always)]
-fn shared_slice(shm: &Rw<f32>, at: usize, dims: usize, wide: bool) -> [f32; LANE_DIMS] {
-    if wide && dims == LANE_DIMS {
-        return shm.get_chunk::<LANE_DIMS>(at);
-    }
-    let mut v = [0.0f32; LANE_DIMS];
-    let mut j = 0;
-    while j < LANE_DIMS {
-        if j < dims {
-            v[j] = shm.get(at + j);
-        }
-        j += 1;
-    }
-    v
 }
 
 /// The strided sweep: waves stripe the tokens one at a time; within a wave the lanes split the
@@ -632,17 +296,6 @@ fn merge_parts<B: Block>(
         }
         out.set(group.out_base + i, nan_unless_finite(o));
         i += b.size() as usize;
-    }
-}
-
-/// The base-2 log-sum-exp of merged state `(m, l)`: `m + log2(l)`, `-inf` when empty, NaN
-/// when a score was not finite.
-#[inline(always)]
-fn log_sum(m_all: f32, l_all: f32) -> f32 {
-    if is_neg_infinity(m_all) {
-        f32::NEG_INFINITY
-    } else {
-        m_all + libm::log2f(l_all)
     }
 }
 

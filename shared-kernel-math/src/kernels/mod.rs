@@ -10,6 +10,10 @@
 // Shared by the paged decode kernels (not a kernel itself); its docs are its own `//!` (an outer
 // doc here would resolve their links from this module).
 pub mod decode_attention;
+// What the paged decode sweeps share (geometry, slice width); its docs are its own `//!`.
+pub mod decode_span;
+// The two-pass sweep of `decode_attention` (the GPU path); its docs are its own `//!`.
+pub mod decode_two_pass;
 // The body of the `qlinear_<b>bit` entries.
 pub mod qlinear;
 // The body of `qlinear_mma_4bit`: qlinear on the wave multiply.

@@ -5,13 +5,15 @@
 //! (docs/non-finite.md).
 //!
 //! With `m = max lse_i` and `w_i = 2^(lse_i − m)`: `v = Σ w_i v_i / Σ w_i`,
-//! `lse = m + log2 Σ w_i`. Each thread owns dims of one (row, head) and walks its partials
-//! with a running maximum, so the kernel has no barrier and no lane operation.
+//! `lse = m + log2 Σ w_i`. Each thread owns dims of one (row, head) and reads the partials
+//! twice, [`MERGE_BATCH`] at a time (independent loads that overlap, where a running maximum
+//! would wait for each load in turn): their maximum `m`, then the weighted sum. No barrier, no
+//! lane operation.
 
 use crate::kernel::shape;
 use crate::{
-    exp2_approx, is_neg_infinity, max_keeping_nan, nan_unless_finite, Block, Dst, Element, KernelDef, Launch,
-    ShapeError, Src,
+    exp2_approx, is_neg_infinity, max_keeping_nan, mul_add, nan_unless_finite, Block, Dst, Element,
+    KernelDef, Launch, ShapeError, Src,
 };
 
 use super::paged_attention_decode::MAX_GRID_DIM;
@@ -98,7 +100,11 @@ impl KernelDef for PagedAttentionMergeStates {
     }
 }
 
+/// Partials a thread reads before using any (their loads are independent, so they overlap).
+const MERGE_BATCH: usize = 16;
+
 /// The body: block `(x, y)` merges head `x` of output row `y`; threads stride over dims.
+#[inline(always)]
 pub fn paged_attention_merge_states<T: Element, B: Block>(
     b: &B,
     p: &MergeStatesParams,
@@ -116,24 +122,46 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     let first = o_indptr.get(row).max(0) as usize;
     let last = o_indptr.get(row + 1).max(0) as usize;
 
+    // The maximum over the partials that are not empty (NaN wins), then their weights.
+    let mut m = f32::NEG_INFINITY;
+    let mut i = first;
+    while i < last {
+        let lse = lse_batch(&lse_in, i, last, heads, head);
+        let mut u = 0;
+        while u < MERGE_BATCH {
+            if !is_neg_infinity(lse[u]) {
+                m = max_keeping_nan(lse[u], m);
+            }
+            u += 1;
+        }
+        i += MERGE_BATCH;
+    }
     let mut d = b.thread() as usize;
     while d < d_len {
-        let mut m = f32::NEG_INFINITY;
         let mut l = 0.0f32;
         let mut acc = 0.0f32;
         let mut i = first;
         while i < last {
-            let lse = lse_in.get(i * heads + head).to_f32();
-            if !is_neg_infinity(lse) {
-                // A NaN stays the maximum, and `+inf` gives `2^(inf − inf)`: both make `l` NaN.
-                let m_new = max_keeping_nan(lse, m);
-                let corr = exp2_approx(m - m_new);
-                let w = exp2_approx(lse - m_new);
-                l = l * corr + w;
-                acc = acc * corr + w * v_in.get((i * heads + head) * d_len + d).to_f32();
-                m = m_new;
+            let lse = lse_batch(&lse_in, i, last, heads, head);
+            let mut v = [0.0f32; MERGE_BATCH];
+            let mut u = 0;
+            while u < MERGE_BATCH {
+                if i + u < last {
+                    v[u] = v_in.get(((i + u) * heads + head) * d_len + d).to_f32();
+                }
+                u += 1;
             }
-            i += 1;
+            let mut u = 0;
+            while u < MERGE_BATCH {
+                // An empty partial is skipped; `+inf` gives `2^(inf − inf)`, NaN, as a NaN does.
+                if !is_neg_infinity(lse[u]) {
+                    let w = exp2_approx(lse[u] - m);
+                    l += w;
+                    acc = mul_add(w, v[u], acc);
+                }
+                u += 1;
+            }
+            i += MERGE_BATCH;
         }
         // A partial that is not empty gives `l ≥ 1`.
         let out = if is_neg_infinity(m) { 0.0 } else { acc / l };
@@ -151,4 +179,24 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
         }
         d += b.size() as usize;
     }
+}
+
+/// The LSEs of partials `i .. i + MERGE_BATCH` (`-inf`, empty, past `last`).
+#[inline(always)]
+fn lse_batch<T: Element>(
+    lse_in: &Src<T>,
+    i: usize,
+    last: usize,
+    heads: usize,
+    head: usize,
+) -> [f32; MERGE_BATCH] {
+    let mut lse = [f32::NEG_INFINITY; MERGE_BATCH];
+    let mut u = 0;
+    while u < MERGE_BATCH {
+        if i + u < last {
+            lse[u] = lse_in.get((i + u) * heads + head).to_f32();
+        }
+        u += 1;
+    }
+    lse
 }
