@@ -321,6 +321,7 @@ impl<const W: u32> SimLane<'_, W> {
 
 impl<const W: u32> Block for SimLane<'_, W> {
     const WAVE: u32 = W;
+    const MMA_NATIVE: bool = true;
     #[track_caller]
     fn thread(&self) -> u32 {
         self.st.watch(self.tid, Location::caller());

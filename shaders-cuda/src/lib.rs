@@ -64,6 +64,7 @@ impl CudaBlock {
 
 impl Block for CudaBlock {
     const WAVE: u32 = WARP;
+    const MMA_NATIVE: bool = true;
 
     #[inline(always)]
     fn thread(&self) -> u32 {

@@ -28,6 +28,11 @@ pub trait Block: Sized {
     /// Lanes per wave (CUDA warp, AMD wavefront, WGSL subgroup; 1 on the serial CPU block).
     const WAVE: u32;
 
+    /// Whether [`wave_mma`](Block::wave_mma) is the hardware's (a kernel may then prefer it to
+    /// FMA loops; elsewhere it is the shuffle version: correct, slower). The SIMT emulator says
+    /// yes, so the kernels' multiply paths run under it.
+    const MMA_NATIVE: bool = false;
+
     /// Thread index within the block, `0..size()`.
     fn thread(&self) -> u32;
     /// Threads in the block (a multiple of `WAVE`).

@@ -32,7 +32,12 @@ fn paged_kernels_match_their_references_on_every_backend() {
         .filter(|d| d.backend() == kiln::Backend::Sim)
         .count();
     let runners = devs.len() - sims + usize::from(sims > 0);
-    assert_eq!(outcomes.len(), runners * (5 * 3 * 2 + 1));
+    let decode_cases = kiln::reference::cases::paged_cases::sim_cases().len();
+    let merge_cases = kiln::reference::cases::paged_attention_merge_states::cases(DType::F32).len();
+    assert_eq!(
+        outcomes.len(),
+        runners * (decode_cases * 3 * 2 + merge_cases)
+    );
     assert!(
         failed.is_empty(),
         "{} of {} paged parity cases failed",

@@ -926,8 +926,8 @@ fn k_attend_two_pass_29(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Tok
     var own_sums_71: array<f32, 4> = ifv_70;
     k_finish_28(shm_6, layout_5, group_p, d_len_1, m_run_18, own_sums_71, out_v, lse_v);
 }
-fn k_parts_layout_30(parts_p: u32, heads_p: u32, head_dim_p: u32) -> S_Parts {
-    let acc_1: u32 = (heads_p * head_dim_p);
+fn k_parts_layout_30(base_p: u32, parts_p: u32, heads_p: u32, head_dim_p: u32) -> S_Parts {
+    let acc_1: u32 = base_p;
     let max_2: u32 = (acc_1 + ((parts_p * heads_p) * head_dim_p));
     let sum_3: u32 = (max_2 + (parts_p * heads_p));
     let weight_4: u32 = (sum_3 + (parts_p * heads_p));
@@ -1025,7 +1025,7 @@ fn k_attend_strided_36(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
     let waves_3: u32 = k_waves_15();
     let wave_4: u32 = k_wave_id_14();
     let lane_5: u32 = k_lane_13();
-    let layout_6: S_Parts = k_parts_layout_30(waves_3, g_len_2, d_len_1);
+    let layout_6: S_Parts = k_parts_layout_30((g_len_2 * d_len_1), waves_3, g_len_2, d_len_1);
     let shm_7: vec2<u32> = kiln_shared_view(0u, layout_6.words);
     k_stage_queries_31(shm_7, q_v, group_p, d_len_1);
     var d_8: u32 = lane_5;
@@ -1093,9 +1093,9 @@ fn k_attend_strided_36(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_Toke
     }
     k_merge_parts_35(shm_7, layout_6, group_p, out_v, lse_v);
 }
-fn k_attend_span_37(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
-    let two_pass_1: bool = (((k_two_pass_fits_3(pool_p.head_dim, KILN_BLOCK) && false) && false) && false);
-    if two_pass_1 {
+fn k_attend_span_37(pool_p: S_PoolShape, group_p: S_HeadGroup, span_p: S_TokenSpan, scale_log2_p: f32, allow_mma_p: bool, q_v: vec2<u32>, k_pool_v: vec2<u32>, v_pool_v: vec2<u32>, table_v: vec2<u32>, out_v: vec2<u32>, lse_v: vec2<u32>) {
+    let aligned_1: bool = ((false && false) && false);
+    if (aligned_1 && k_two_pass_fits_3(pool_p.head_dim, KILN_BLOCK)) {
         k_attend_two_pass_29(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
     } else {
         k_attend_strided_36(pool_p, group_p, span_p, scale_log2_p, q_v, k_pool_v, v_pool_v, table_v, out_v, lse_v);
@@ -1122,16 +1122,16 @@ fn k_paged_attention_decode_v2_partial_38(q_v: vec2<u32>, k_pool_v: vec2<u32>, v
     let span_18: S_TokenSpan = S_TokenSpan(page_begin_10, first_offset_13, begin_15, end_16);
     let pool_19: S_PoolShape = S_PoolShape(kiln_meta[4u], kiln_meta[2u], d_8);
     let scale_log2_20: f32 = (bitcast<f32>(kiln_meta[9u]) * bitcast<f32>(0x3fb8aa3bu));
-    k_attend_span_37(pool_19, group_17, span_18, scale_log2_20, q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
+    k_attend_span_37(pool_19, group_17, span_18, scale_log2_20, (kiln_meta[10u] != 0u), q_v, k_pool_v, v_pool_v, indices_v, out_v_v, out_lse_v);
 }
 
 @compute @workgroup_size(KILN_BLOCK)
 fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    kiln_grid = vec3<u32>(kiln_meta[32u], kiln_meta[33u], kiln_meta[34u]);
+    kiln_grid = vec3<u32>(kiln_meta[33u], kiln_meta[34u], kiln_meta[35u]);
     // Grids wider than a dispatch dimension are folded into y and z.
     let linear = wid.x + nwg.x * (wid.y + nwg.y * wid.z);
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_decode_v2_partial_38(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_paged_attention_decode_v2_partial_38(vec2<u32>(kiln_meta[11u], kiln_meta[12u]), vec2<u32>(kiln_meta[13u], kiln_meta[14u]), vec2<u32>(kiln_meta[15u], kiln_meta[16u]), vec2<u32>(kiln_meta[17u], kiln_meta[18u]), vec2<u32>(kiln_meta[19u], kiln_meta[20u]), vec2<u32>(kiln_meta[21u], kiln_meta[22u]), vec2<u32>(kiln_meta[23u], kiln_meta[24u]), vec2<u32>(kiln_meta[25u], kiln_meta[26u]), vec2<u32>(kiln_meta[27u], kiln_meta[28u]), vec2<u32>(kiln_meta[29u], kiln_meta[30u]), vec2<u32>(kiln_meta[31u], kiln_meta[32u]));
 }

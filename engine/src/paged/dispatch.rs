@@ -102,11 +102,13 @@ impl DecodePolicy {
         let v1 = PagedDecodeParams {
             head_dim,
             group_heads: group,
+            mma: launch::mma_param(),
             ..Default::default()
         };
         let v2 = PagedDecodeV2Params {
             head_dim,
             group_heads: group,
+            mma: launch::mma_param(),
             ..Default::default()
         };
         let gpu_blocks = |kernel, words: &[u32], preferred| {
@@ -400,6 +402,7 @@ fn run_v2(
     let p = PagedDecodeV2Params {
         scale,
         pages_per_chunk: plan.pages_per_chunk as u32,
+        mma: launch::mma_param(),
         ..Default::default()
     };
     // The uploaded tables, partials and LSEs all come from the device's scratch region.

@@ -12,6 +12,18 @@ use kiln_math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln_math::kernels::paged_attention_merge_states::MergeStatesParams;
 use kiln_math::{DType, KernelId, Params};
 
+/// `0` keeps the decode kernels off their tensor-core sweep (their `mma` param) where it would
+/// run; unset or anything else lets it run.
+pub const MMA_ENV: &str = "KILN_PAGED_MMA";
+
+/// The decode kernels' `mma` param: 1 unless `KILN_PAGED_MMA` is `0`.
+pub fn mma_param() -> u32 {
+    match std::env::var(MMA_ENV) {
+        Ok(v) if v.trim() == "0" => 0,
+        _ => 1,
+    }
+}
+
 /// Scratch bytes of `tables` uploaded as i32 pieces.
 pub(crate) fn table_bytes(tables: &[&[i32]]) -> usize {
     let pieces: Vec<(DType, usize)> = tables.iter().map(|t| (DType::I32, t.len())).collect();
@@ -40,6 +52,7 @@ pub fn paged_attention_decode(
         .map_err(|e| e.port(kernel))?;
     let p = PagedDecodeParams {
         scale,
+        mma: mma_param(),
         ..Default::default()
     };
     let tables: [&[i32]; 4] = [
@@ -92,6 +105,7 @@ pub fn paged_attention_decode_v2_partial(
     let p = PagedDecodeV2Params {
         scale,
         pages_per_chunk: plan.pages_per_chunk as u32,
+        mma: mma_param(),
         ..Default::default()
     };
     let tables = v2_tables(table, plan);

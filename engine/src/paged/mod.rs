@@ -17,6 +17,7 @@ pub use dispatch::{
     choose_arm, paged_decode, paged_decode_with, DecodeArm, DecodeChoice, DecodePolicy, DecodeRun,
     ARM_ENV,
 };
+pub use launch::{mma_param, MMA_ENV};
 pub use plan::{check_chunks, plan_decode, DecodePlan, PlanConfig, PlanError, MAX_CHUNKS};
 pub use resident::{paged_attention_decode_resident, DeviceBlockTable};
 pub use resident_plan::{paged_decode_planned, planned_scratch_bytes, DeviceDecodePlan};

@@ -104,6 +104,7 @@ pub fn paged_attention_decode_resident(
     }
     let p = PagedDecodeParams {
         scale,
+        mma: super::launch::mma_param(),
         ..Default::default()
     };
     // The table was checked on the host when it was written.

@@ -197,6 +197,7 @@ pub fn paged_decode_planned(
     let params = PagedDecodeV2Params {
         scale,
         pages_per_chunk: p.pages_per_chunk as u32,
+        mma: super::launch::mma_param(),
         ..Default::default()
     };
     let views: Vec<Tensor> = plan

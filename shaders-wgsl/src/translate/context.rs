@@ -209,6 +209,12 @@ impl<'a> FnContext<'a> {
         format!("{base}_{}", self.next_name)
     }
 
+    /// Whether type name `ty` is the block (a `B: Block` generic, or `Self` in a Block method).
+    pub(super) fn is_block_type(&self, ty: &str) -> bool {
+        matches!(self.generics.get(ty), Some(Generic::Block))
+            || (ty == "Self" && matches!(self.self_kind, SelfKind::Block))
+    }
+
     /// The innermost binding of `name`.
     pub(super) fn lookup(&self, name: &str) -> Option<&Local> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
@@ -346,4 +352,13 @@ impl<'a> Translator<'a> {
 pub(super) fn indent_text(s: &str, levels: usize) -> String {
     let pad = "    ".repeat(levels);
     s.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// A path expression's segments, as names.
+pub(super) fn path_segments(p: &syn::ExprPath) -> Vec<String> {
+    p.path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect()
 }

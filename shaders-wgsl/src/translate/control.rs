@@ -1,7 +1,7 @@
 //! Control flow: `if` (also `if let Some(view)`, decided per instance), `match` on integers,
 //! booleans and tuples of them, `for` over ranges, `while`, `loop`, `break`, `continue`, `return`.
 
-use super::context::{indent_text, FnContext, Local, ReturnKind, Translator, Value};
+use super::context::{indent_text, path_segments, FnContext, Local, ReturnKind, Translator, Value};
 use super::types::Ty;
 use crate::error::{Error, Result};
 use proc_macro2::Span;
@@ -47,6 +47,14 @@ impl<'a> Translator<'a> {
                         "only on an optional view",
                     ))
                 }
+            }
+            return Ok(Value::Unit);
+        }
+        if starts_with_mma_native(fcx, &i.cond) {
+            // `if B::MMA_NATIVE && …`: false in WGSL, so only the else branch is translated
+            // (the multiply path's functions never reach the module).
+            if let Some((_, els)) = &i.else_branch {
+                self.stmt_expr(fcx, els)?;
             }
             return Ok(Value::Unit);
         }
@@ -424,4 +432,19 @@ fn is_unit_expr(e: &syn::Expr) -> bool {
         e,
         syn::Expr::Assign(_) | syn::Expr::While(_) | syn::Expr::ForLoop(_) | syn::Expr::Loop(_)
     ) || matches!(e, syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::AddAssign(_) | syn::BinOp::SubAssign(_) | syn::BinOp::MulAssign(_) | syn::BinOp::DivAssign(_)))
+}
+
+/// Whether `cond` is `B::MMA_NATIVE` or an `&&` chain that starts with it (`B` the block).
+fn starts_with_mma_native(fcx: &FnContext, cond: &syn::Expr) -> bool {
+    match cond {
+        syn::Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+            starts_with_mma_native(fcx, &b.left)
+        }
+        syn::Expr::Paren(p) => starts_with_mma_native(fcx, &p.expr),
+        syn::Expr::Path(p) => {
+            let segs = path_segments(p);
+            segs.len() == 2 && segs[1] == "MMA_NATIVE" && fcx.is_block_type(&segs[0])
+        }
+        _ => false,
+    }
 }

@@ -1,7 +1,9 @@
 //! The expression walk: each Rust expression becomes WGSL expression text and its type, with
 //! any statements it needs emitted before it.
 
-use super::context::{FnContext, Generic, Local, ParamType, SelfKind, Translator, Value};
+use super::context::{
+    path_segments, FnContext, Generic, Local, ParamType, SelfKind, Translator, Value,
+};
 use super::std_map::std_const;
 use super::types::{narrow_mask, render_lit, scalar_ty, Ty};
 use crate::error::{Error, Result};
@@ -297,16 +299,11 @@ impl<'a> Translator<'a> {
         }
     }
 
-    /// A path: a local, `None`, `self`, a const generic, a module const, `B::WAVE` or a std
-    /// constant.
+    /// A path: a local, `None`, `self`, a const generic, a module const, `B::WAVE`,
+    /// `B::MMA_NATIVE` or a std constant.
     fn path_expr(&mut self, fcx: &mut FnContext, p: &syn::ExprPath) -> Result<Value> {
         let span = p.span();
-        let segs: Vec<String> = p
-            .path
-            .segments
-            .iter()
-            .map(|s| s.ident.to_string())
-            .collect();
+        let segs = path_segments(p);
         if segs.len() == 1 {
             let name = &segs[0];
             if let Some(l) = fcx.lookup(name).cloned() {
@@ -350,10 +347,13 @@ impl<'a> Translator<'a> {
         }
         if segs.len() == 2 {
             let (ty, item) = (&segs[0], &segs[1]);
-            let is_block = matches!(fcx.generics.get(ty), Some(Generic::Block))
-                || (ty == "Self" && matches!(fcx.self_kind, SelfKind::Block));
+            let is_block = fcx.is_block_type(ty);
             if is_block && item == "WAVE" {
                 return Ok(Value::Expr("KILN_WAVE".into(), Ty::U32));
+            }
+            // WGSL's wave multiply is the shuffle version.
+            if is_block && item == "MMA_NATIVE" {
+                return Ok(Value::Expr("false".into(), Ty::Bool));
             }
             if let Some(v) = std_const(ty, item) {
                 return Ok(v);

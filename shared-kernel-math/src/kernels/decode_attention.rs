@@ -2,8 +2,12 @@
 //!
 //! One block serves a group of consecutive query heads that share one KV head, so every K/V
 //! element it loads is used for all of them; the softmax is a base-2 online one, merged
-//! through shared memory at the end. Two sweeps:
+//! through shared memory at the end. Three sweeps:
 //!
+//! - tensor-core ([`attend_mma`]): each wave-multiply set scores and weighs tiles of tokens
+//!   with the wave multiply and its own online softmax; see its module. 16-bit pools at head
+//!   dim 128 where the port's multiply is hardware (`Block::MMA_NATIVE`), unless the launch
+//!   turns it off.
 //! - two-pass ([`attend_two_pass`]): a few lanes score each token, then groups of lanes (one
 //!   per slice) add the weighted values; see its module. This is the GPU path; it needs whole
 //!   slices (a head dim that is a multiple of [`LANE_DIMS`], pools that start on 16 bytes).
@@ -15,14 +19,13 @@
 //! only inside loops with constant bounds (guarded by the runtime count), so GPU builds keep
 //! them in registers.
 
-use super::decode_span::log_sum;
+use super::decode_mma::{attend_mma, mma_fits, mma_layout, MMA_HEAD_DIM};
+use super::decode_parts::{acc_at, merge_parts, parts_layout, publish_stats};
 pub use super::decode_span::{
     group_heads, HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS,
 };
 use super::decode_two_pass::{attend_two_pass, slices, two_pass_layout};
-use crate::{
-    exp2_approx, is_neg_infinity, max_keeping_nan, nan_unless_finite, Block, Dst, Element, Rw, Src,
-};
+use crate::{exp2_approx, max_keeping_nan, nan_unless_finite, Block, Dst, Element, Rw, Src};
 
 /// f32 words of shared memory the sweeps need for a block of `block` threads at `wave` lanes:
 /// whichever runs (the two-pass one needs whole slices, a lane per slice and aligned pools,
@@ -31,16 +34,21 @@ pub const fn shared_words(group: u32, head_dim: u32, block: u32, wave: u32) -> u
     let (g, d) = (group as usize, head_dim as usize);
     // The strided sweep: the queries, then per wave its accumulators and statistics.
     let waves = block.div_ceil(wave) as usize;
-    let strided = g * d + waves * (g * d + 3 * g);
-    if !two_pass_fits(d, block as usize) {
-        return strided;
+    let mut words = g * d + waves * (g * d + 3 * g);
+    if two_pass_fits(d, block as usize) {
+        let two_pass = two_pass_layout(g, d, block as usize, wave as usize).words;
+        if two_pass > words {
+            words = two_pass;
+        }
     }
-    let two_pass = two_pass_layout(g, d, block as usize, wave as usize).words;
-    if two_pass > strided {
-        two_pass
-    } else {
-        strided
+    // The tensor-core sweep, where the dtype and the port let it run.
+    if d == MMA_HEAD_DIM && block.is_multiple_of(wave) {
+        let mma = mma_layout(g, block as usize, wave as usize).words;
+        if mma > words {
+            words = mma;
+        }
     }
+    words
 }
 
 /// Whether the two-pass sweep may run at this head dim and block size (the pools' alignment
@@ -52,7 +60,7 @@ const fn two_pass_fits(head_dim: usize, block: usize) -> bool {
 /// Attends the group's queries over the span's tokens and writes `out` (normalised) and, when
 /// `lse` is given, the base-2 log-sum-exp of the scaled scores (`-inf` for an empty span). A
 /// non-finite score makes the head's output row and log-sum-exp NaN; a non-finite output
-/// element is NaN.
+/// element is NaN. `allow_mma` lets the tensor-core sweep run where it fits.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn attend_span<T: Element, B: Block>(
@@ -61,6 +69,7 @@ pub fn attend_span<T: Element, B: Block>(
     group: HeadGroup,
     span: TokenSpan,
     scale_log2: f32,
+    allow_mma: bool,
     q: &Src<f32>,
     k_pool: &Src<T>,
     v_pool: &Src<T>,
@@ -69,11 +78,15 @@ pub fn attend_span<T: Element, B: Block>(
     lse: Option<&Dst<f32>>,
 ) {
     // Uniform over the block: every pool row starts on a chunk, and so does shared memory.
-    let two_pass = two_pass_fits(pool.head_dim, b.size() as usize)
-        && k_pool.chunk_aligned::<LANE_DIMS>(0)
+    let aligned = k_pool.chunk_aligned::<LANE_DIMS>(0)
         && v_pool.chunk_aligned::<LANE_DIMS>(0)
         && b.shared::<f32>(0, 0).chunk_aligned::<LANE_DIMS>(0);
-    if two_pass {
+    // `B::MMA_NATIVE` first: ports without the multiply (WGSL) never translate its sweep.
+    if B::MMA_NATIVE && allow_mma && aligned && mma_fits(b, k_pool, pool, group.heads) {
+        attend_mma(
+            b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse,
+        );
+    } else if aligned && two_pass_fits(pool.head_dim, b.size() as usize) {
         attend_two_pass(
             b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse,
         );
@@ -108,7 +121,7 @@ fn attend_strided<T: Element, B: Block>(
     let wave = b.wave_id() as usize;
     let lane = b.lane() as usize;
 
-    let layout = parts_layout(waves, g_len, d_len);
+    let layout = parts_layout(g_len * d_len, waves, g_len, d_len);
     let shm = b.shared::<f32>(0, layout.words);
     stage_queries(b, &shm, q, group, d_len);
     // Each lane clears only the accumulators it will own, so no one else touches them.
@@ -181,45 +194,6 @@ fn attend_strided<T: Element, B: Block>(
     merge_parts(b, &shm, layout, group, out, lse);
 }
 
-/// Where the parts of a block keep their states in shared memory, after the group's staged
-/// queries: accumulators `[parts, heads, head_dim]`, then maxima, denominators and merge
-/// weights, `[parts, heads]` each (start offsets in f32 words).
-#[derive(Clone, Copy)]
-struct Parts {
-    parts: usize,
-    heads: usize,
-    head_dim: usize,
-    acc: usize,
-    max: usize,
-    sum: usize,
-    weight: usize,
-    words: usize,
-}
-
-#[inline(always)]
-fn parts_layout(parts: usize, heads: usize, head_dim: usize) -> Parts {
-    let acc = heads * head_dim;
-    let max = acc + parts * heads * head_dim;
-    let sum = max + parts * heads;
-    let weight = sum + parts * heads;
-    Parts {
-        parts,
-        heads,
-        head_dim,
-        acc,
-        max,
-        sum,
-        weight,
-        words: weight + parts * heads,
-    }
-}
-
-/// Offset of part `part`'s accumulators for head `head`.
-#[inline(always)]
-fn acc_at(layout: Parts, part: usize, head: usize) -> usize {
-    layout.acc + (part * layout.heads + head) * layout.head_dim
-}
-
 /// Copies the group's `heads · head_dim` queries to the start of shared memory.
 #[inline(always)]
 fn stage_queries<B: Block>(b: &B, shm: &Rw<f32>, q: &Src<f32>, group: HeadGroup, d_len: usize) {
@@ -228,103 +202,4 @@ fn stage_queries<B: Block>(b: &B, shm: &Rw<f32>, q: &Src<f32>, group: HeadGroup,
         shm.set(i, q.get(group.q_base + i));
         i += b.size() as usize;
     }
-}
-
-/// Writes one part's running maxima and denominators.
-#[inline(always)]
-fn publish_stats(
-    shm: &Rw<f32>,
-    layout: Parts,
-    part: usize,
-    m: [f32; MAX_GROUP_HEADS],
-    l: [f32; MAX_GROUP_HEADS],
-) {
-    let mut g = 0;
-    while g < MAX_GROUP_HEADS {
-        if g < layout.heads {
-            shm.set(layout.max + part * layout.heads + g, m[g]);
-            shm.set(layout.sum + part * layout.heads + g, l[g]);
-        }
-        g += 1;
-    }
-}
-
-/// Merges the parts' published states (after a barrier): each part's weight in the output,
-/// `2^(m_part − m_all) / l_all` (0 for an empty part or span), once per (part, head); then the
-/// normalised output rows and, when asked, the base-2 log-sum-exp (`-inf` for an empty span).
-#[inline(always)]
-fn merge_parts<B: Block>(
-    b: &B,
-    shm: &Rw<f32>,
-    layout: Parts,
-    group: HeadGroup,
-    out: &Dst<f32>,
-    lse: Option<&Dst<f32>>,
-) {
-    let (g_len, d_len) = (layout.heads, layout.head_dim);
-    b.barrier();
-    let mut i = b.thread() as usize;
-    while i < layout.parts * g_len {
-        let g = i % g_len;
-        let (m_all, l_all) =
-            merged_max_sum(shm, layout.max + g, layout.sum + g, g_len, layout.parts);
-        let m_part = shm.get(layout.max + i);
-        // A part that saw tokens has `l_all ≥ 1`; a NaN maximum or sum gives a NaN weight.
-        let w = if !is_neg_infinity(m_part) {
-            exp2_approx(m_part - m_all) / l_all
-        } else {
-            0.0
-        };
-        shm.set(layout.weight + i, w);
-        if let Some(lse) = lse {
-            if i < g_len {
-                lse.set(group.lse_base + g, log_sum(m_all, l_all));
-            }
-        }
-        i += b.size() as usize;
-    }
-    b.barrier();
-    let mut i = b.thread() as usize;
-    while i < g_len * d_len {
-        let g = i / d_len;
-        let d = i % d_len;
-        let mut o = 0.0f32;
-        let mut p = 0;
-        while p < layout.parts {
-            o += shm.get(acc_at(layout, p, g) + d) * shm.get(layout.weight + p * g_len + g);
-            p += 1;
-        }
-        out.set(group.out_base + i, nan_unless_finite(o));
-        i += b.size() as usize;
-    }
-}
-
-/// The largest of the parts' maxima and the denominators rescaled to it (`(-inf, 0)` when no
-/// part saw a token, NaN when a part's maximum is NaN). Reads part `w`'s values at `m_at + w·stride`, `l_at + w·stride`.
-#[inline(always)]
-fn merged_max_sum(
-    shm: &Rw<f32>,
-    m_at: usize,
-    l_at: usize,
-    stride: usize,
-    parts: usize,
-) -> (f32, f32) {
-    let mut m_all = f32::NEG_INFINITY;
-    let mut w = 0;
-    while w < parts {
-        m_all = max_keeping_nan(shm.get(m_at + w * stride), m_all);
-        w += 1;
-    }
-    let mut l_all = 0.0f32;
-    if !is_neg_infinity(m_all) {
-        let mut w = 0;
-        while w < parts {
-            let m_w = shm.get(m_at + w * stride);
-            if !is_neg_infinity(m_w) {
-                l_all += shm.get(l_at + w * stride) * exp2_approx(m_w - m_all);
-            }
-            w += 1;
-        }
-    }
-    (m_all, l_all)
 }

@@ -14,6 +14,11 @@ pub mod decode_attention;
 pub mod decode_span;
 // The two-pass sweep of `decode_attention` (the GPU path); its docs are its own `//!`.
 pub mod decode_two_pass;
+// The tensor-core sweep of `decode_attention` (16-bit pools where the wave multiply is
+// hardware); its docs are its own `//!`.
+pub mod decode_mma;
+// How the parts of a decode block merge their softmax states; its docs are its own `//!`.
+pub mod decode_parts;
 // The body of the `qlinear_<b>bit` entries.
 pub mod qlinear;
 // The body of `qlinear_mma_4bit`: qlinear on the wave multiply.

@@ -31,6 +31,9 @@ crate::params! {
         pub q_groups: u32,
         /// Softmax scale on q·k; 0 means 1 / sqrt(head_dim).
         pub scale: f32 = 0.0,
+        /// 1: the tensor-core sweep where it fits (16-bit pool, head dim 128, a port whose wave
+        /// multiply is hardware); 0: never (the two-pass or strided sweep).
+        pub mma: u32 = 1,
     }
 }
 
@@ -165,6 +168,7 @@ impl KernelDef for PagedAttentionDecode {
 
 /// The body: block `(x, y)` serves query-head group `x` of sequence `y`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn paged_attention_decode<T: Element, B: Block>(
     b: &B,
     p: &PagedDecodeParams,
@@ -205,6 +209,17 @@ pub fn paged_attention_decode<T: Element, B: Block>(
     };
     let scale_log2 = p.scale * core::f32::consts::LOG2_E;
     attend_span(
-        b, pool, group, span, scale_log2, &q, &k_pool, &v_pool, &rows, &out, None,
+        b,
+        pool,
+        group,
+        span,
+        scale_log2,
+        p.mma != 0,
+        &q,
+        &k_pool,
+        &v_pool,
+        &rows,
+        &out,
+        None,
     );
 }

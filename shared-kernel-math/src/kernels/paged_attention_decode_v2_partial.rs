@@ -37,6 +37,9 @@ crate::params! {
         pub pages_per_chunk: u32 = 1,
         /// Softmax scale on q·k; 0 means 1 / sqrt(head_dim).
         pub scale: f32 = 0.0,
+        /// 1: the tensor-core sweep where it fits (16-bit pool, head dim 128, a port whose wave
+        /// multiply is hardware); 0: never (the two-pass or strided sweep).
+        pub mma: u32 = 1,
     }
 }
 
@@ -158,6 +161,7 @@ pub fn chunk_tokens(
 
 /// The body: block `(x, y)` serves query-head group `x` of chunk `y`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn paged_attention_decode_v2_partial<T: Element, B: Block>(
     b: &B,
     p: &PagedDecodeV2Params,
@@ -221,6 +225,7 @@ pub fn paged_attention_decode_v2_partial<T: Element, B: Block>(
         group,
         span,
         scale_log2,
+        p.mma != 0,
         &q,
         &k_pool,
         &v_pool,

@@ -5,10 +5,12 @@
 //! (docs/non-finite.md).
 //!
 //! With `m = max lse_i` and `w_i = 2^(lse_i − m)`: `v = Σ w_i v_i / Σ w_i`,
-//! `lse = m + log2 Σ w_i`. Each thread owns dims of one (row, head) and reads the partials
-//! twice, [`MERGE_BATCH`] at a time (independent loads that overlap, where a running maximum
-//! would wait for each load in turn): their maximum `m`, then the weighted sum. No barrier, no
-//! lane operation.
+//! `lse = m + log2 Σ w_i`. A block merges one (row, head): its threads first read the row's
+//! LSEs once each for the maximum `m` (a block reduction), then split the partials among
+//! [`merge_groups`] groups of threads, each group's threads owning dims and reading their
+//! partials `MERGE_BATCH` at a time (independent loads that overlap); the groups' sums meet in
+//! shared memory. A long row (split-KV decode at batch 1 has tens of partials) thus costs a few
+//! dependent loads, not one per partial.
 
 use crate::kernel::shape;
 use crate::{
@@ -95,15 +97,47 @@ impl KernelDef for PagedAttentionMergeStates {
     fn launch(p: &MergeStatesParams) -> Launch {
         Launch {
             grid: [p.heads, p.rows, 1],
-            block: p.head_dim.div_ceil(32).clamp(1, 8) * 32,
+            block: dim_threads(p) * merge_groups(p),
         }
+    }
+
+    fn shared_bytes(p: &MergeStatesParams, _block: u32, _wave: u32) -> usize {
+        4 * merge_groups(p) as usize * (p.head_dim as usize + 1)
+    }
+}
+
+/// Threads of one group: the head dim in warps of 32, at most 8.
+const fn dim_threads(p: &MergeStatesParams) -> u32 {
+    let warps = p.head_dim.div_ceil(32);
+    (if warps < 1 {
+        1
+    } else if warps > 8 {
+        8
+    } else {
+        warps
+    }) * 32
+}
+
+/// Groups a block splits a row's partials among: one per `MERGE_BATCH` partials of an average
+/// row, within 1024 threads.
+pub const fn merge_groups(p: &MergeStatesParams) -> u32 {
+    let rows = if p.rows == 0 { 1 } else { p.rows };
+    let per_row = p.partials.div_ceil(rows);
+    let want = per_row.div_ceil(MERGE_BATCH as u32);
+    let most = 1024 / dim_threads(p);
+    if want < 1 {
+        1
+    } else if want > most {
+        most
+    } else {
+        want
     }
 }
 
 /// Partials a thread reads before using any (their loads are independent, so they overlap).
-const MERGE_BATCH: usize = 16;
+const MERGE_BATCH: usize = 8;
 
-/// The body: block `(x, y)` merges head `x` of output row `y`; threads stride over dims.
+/// The body: block `(x, y)` merges head `x` of output row `y` (see the module docs).
 #[inline(always)]
 pub fn paged_attention_merge_states<T: Element, B: Block>(
     b: &B,
@@ -118,36 +152,49 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     let row = b.block_y() as usize;
     let heads = p.heads as usize;
     let d_len = p.head_dim as usize;
+    let threads = b.size() as usize;
+    // Any block is correct: at most a group per thread; threads past the last whole group
+    // only take part in the reductions.
+    let groups = if (merge_groups(p) as usize) < threads {
+        merge_groups(p) as usize
+    } else {
+        threads
+    };
+    let per_group = threads / groups;
+    let group = b.thread() as usize / per_group;
+    let lane = b.thread() as usize % per_group;
     // A malformed range (refused on the host) reads as empty.
     let first = o_indptr.get(row).max(0) as usize;
     let last = o_indptr.get(row + 1).max(0) as usize;
 
-    // The maximum over the partials that are not empty (NaN wins), then their weights.
+    // The maximum over the partials that are not empty (NaN wins): each LSE read once.
     let mut m = f32::NEG_INFINITY;
-    let mut i = first;
+    let mut i = first + b.thread() as usize;
     while i < last {
-        let lse = lse_batch(&lse_in, i, last, heads, head);
-        let mut u = 0;
-        while u < MERGE_BATCH {
-            if !is_neg_infinity(lse[u]) {
-                m = max_keeping_nan(lse[u], m);
-            }
-            u += 1;
+        let lse = lse_in.get(i * heads + head).to_f32();
+        if !is_neg_infinity(lse) {
+            m = max_keeping_nan(lse, m);
         }
-        i += MERGE_BATCH;
+        i += threads;
     }
-    let mut d = b.thread() as usize;
+    // The block's maximum loses NaNs; a separate flag keeps them.
+    let nan = b.max(if m.is_nan() { 1.0 } else { 0.0 });
+    let m = if nan > 0.0 { f32::NAN } else { b.max(m) };
+
+    // Group `group` sums partials first + group, + groups, … for its dims.
+    let sums = b.shared::<f32>(0, groups * (d_len + 1));
+    let mut d = if group < groups { lane } else { d_len };
     while d < d_len {
         let mut l = 0.0f32;
         let mut acc = 0.0f32;
-        let mut i = first;
+        let mut i = first + group;
         while i < last {
-            let lse = lse_batch(&lse_in, i, last, heads, head);
+            let lse = lse_batch(&lse_in, i, groups, last, heads, head);
             let mut v = [0.0f32; MERGE_BATCH];
             let mut u = 0;
             while u < MERGE_BATCH {
-                if i + u < last {
-                    v[u] = v_in.get(((i + u) * heads + head) * d_len + d).to_f32();
+                if i + u * groups < last {
+                    v[u] = v_in.get(((i + u * groups) * heads + head) * d_len + d).to_f32();
                 }
                 u += 1;
             }
@@ -161,7 +208,28 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
                 }
                 u += 1;
             }
-            i += MERGE_BATCH;
+            i += MERGE_BATCH * groups;
+        }
+        sums.set(group * (d_len + 1) + d, acc);
+        if d == 0 {
+            sums.set(group * (d_len + 1) + d_len, l);
+        }
+        d += per_group;
+    }
+    b.barrier();
+    let mut l = 0.0f32;
+    let mut g = 0;
+    while g < groups {
+        l += sums.get(g * (d_len + 1) + d_len);
+        g += 1;
+    }
+    let mut d = b.thread() as usize;
+    while d < d_len {
+        let mut acc = 0.0f32;
+        let mut g = 0;
+        while g < groups {
+            acc += sums.get(g * (d_len + 1) + d);
+            g += 1;
         }
         // A partial that is not empty gives `l ≥ 1`.
         let out = if is_neg_infinity(m) { 0.0 } else { acc / l };
@@ -177,15 +245,16 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
             };
             lse_out.set(row * heads + head, T::from_f32(lse));
         }
-        d += b.size() as usize;
+        d += threads;
     }
 }
 
-/// The LSEs of partials `i .. i + MERGE_BATCH` (`-inf`, empty, past `last`).
+/// The LSEs of partials `i + u · stride`, `u < MERGE_BATCH` (`-inf`, empty, past `last`).
 #[inline(always)]
 fn lse_batch<T: Element>(
     lse_in: &Src<T>,
     i: usize,
+    stride: usize,
     last: usize,
     heads: usize,
     head: usize,
@@ -193,8 +262,8 @@ fn lse_batch<T: Element>(
     let mut lse = [f32::NEG_INFINITY; MERGE_BATCH];
     let mut u = 0;
     while u < MERGE_BATCH {
-        if i + u < last {
-            lse[u] = lse_in.get((i + u) * heads + head).to_f32();
+        if i + u * stride < last {
+            lse[u] = lse_in.get((i + u * stride) * heads + head).to_f32();
         }
         u += 1;
     }

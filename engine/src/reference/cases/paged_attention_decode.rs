@@ -30,7 +30,7 @@ pub fn v1_case(c: &PagedCase, dtype: DType) -> Case {
             vec![b],
             q,
         ],
-        params: vec![],
+        params: c.sweep_params(),
         fill: vec![
             Fill::normal(0.0, 1.0),
             Fill::normal(0.0, 1.0),

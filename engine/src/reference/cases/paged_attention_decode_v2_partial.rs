@@ -33,7 +33,10 @@ pub fn v2_case(c: &PagedCase, dtype: DType) -> Case {
             vec![chunks.len(), c.heads_q, c.head_dim],
             vec![chunks.len(), c.heads_q],
         ],
-        params: vec![("pages_per_chunk", c.pages_per_chunk.to_string())],
+        params: [("pages_per_chunk", c.pages_per_chunk.to_string())]
+            .into_iter()
+            .chain(c.sweep_params())
+            .collect(),
         fill: vec![
             Fill::normal(0.0, 1.0),
             Fill::normal(0.0, 1.0),

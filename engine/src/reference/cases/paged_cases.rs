@@ -30,6 +30,9 @@ pub struct PagedCase {
     pub requests: Vec<PagedRequest>,
     /// Pages per chunk for the v2 launch.
     pub pages_per_chunk: usize,
+    /// Whether the launches may take the tensor-core sweep (the kernels' `mma` param): cases
+    /// that turn it off keep the two-pass sweep covered where the sweep fits.
+    pub mma: bool,
 }
 
 /// CSR page table of a batch (spec §9.3), as i32 values.
@@ -48,6 +51,15 @@ pub struct CsrTables {
 }
 
 impl PagedCase {
+    /// The launch params the case sets besides the shapes' (the sweep choice).
+    pub fn sweep_params(&self) -> Vec<(&'static str, String)> {
+        if self.mma {
+            vec![]
+        } else {
+            vec![("mma", "0".into())]
+        }
+    }
+
     /// Pages request `r` spans (0 when it sees no token).
     pub fn pages(&self, r: &PagedRequest) -> usize {
         if r.visible == 0 {
@@ -155,7 +167,16 @@ pub fn sim_cases() -> Vec<PagedCase> {
         page_size: ps,
         requests,
         pages_per_chunk: ppc,
+        mma: true,
     };
+    let two_pass = |c: PagedCase| PagedCase {
+        label: format!("{} two-pass", c.label),
+        mma: false,
+        ..c
+    };
+    // The sims take the cases in turns (case i at wave WAVES[i % 4]), so the order places the
+    // tensor-core sweep (16-bit pools at D 128 where the multiply is hardware, waves of 32 and
+    // 64) and the two-pass sweep it replaces there on both waves of a multiply.
     vec![
         case(
             "d64 gqa4 ps16 page-boundary b2",
@@ -167,7 +188,7 @@ pub fn sim_cases() -> Vec<PagedCase> {
             1,
         ),
         case("d80 gqa1 ps32 window", 2, 2, 80, 32, vec![req(40, 30)], 1),
-        case(
+        two_pass(case(
             "d128 gqa8 ps16 empty-in-batch b3",
             8,
             1,
@@ -175,7 +196,7 @@ pub fn sim_cases() -> Vec<PagedCase> {
             16,
             vec![req(20, 3), req(0, 0), req(33, 0)],
             2,
-        ),
+        )),
         case(
             "d96 gqa4 ps16 one-token-window",
             4,
@@ -186,5 +207,34 @@ pub fn sim_cases() -> Vec<PagedCase> {
             1,
         ),
         case("d256 gqa2 ps32 window", 4, 2, 256, 32, vec![req(45, 7)], 3),
+        case(
+            "d128 gqa8 ps16 empty-in-batch b3",
+            8,
+            1,
+            128,
+            16,
+            vec![req(20, 3), req(0, 0), req(33, 0)],
+            2,
+        ),
+        // Three heads per block and a window.
+        case(
+            "d128 gqa3 ps32 window",
+            6,
+            2,
+            128,
+            32,
+            vec![req(100, 20)],
+            3,
+        ),
+        // Tiles past a span, sets with no tile, page crossings inside a tile.
+        case(
+            "d128 gqa4 ps16 tiles b2",
+            8,
+            2,
+            128,
+            16,
+            vec![req(75, 5), req(40, 0)],
+            2,
+        ),
     ]
 }
