@@ -90,11 +90,11 @@ pub struct PagedBenchRow {
 }
 
 impl PagedBenchRow {
-    pub const CSV_HEADER: &'static str = "backend,kernel,arm,context,batch,heads_q,heads_kv,head_dim,pool_dtype,seconds,runs,call_seconds,kv_bytes,gb_per_s,pct_of_copy,pages_per_chunk,chunks";
+    pub const CSV_HEADER: &'static str = "backend,kernel,arm,context,batch,heads_q,heads_kv,head_dim,page_size,pool_dtype,seconds,runs,call_seconds,kv_bytes,gb_per_s,pct_of_copy,pages_per_chunk,chunks";
 
     pub fn csv(&self, cfg: &PagedBenchConfig) -> String {
         format!(
-            "{},paged_decode,{},{},{},{},{},{},{},{:.6e},{},{:.6e},{},{:.3},{:.1},{},{}",
+            "{},paged_decode,{},{},{},{},{},{},{},{},{:.6e},{},{:.6e},{},{:.3},{:.1},{},{}",
             self.backend,
             self.arm.name(),
             self.context,
@@ -102,6 +102,7 @@ impl PagedBenchRow {
             cfg.heads_q,
             cfg.heads_kv,
             cfg.head_dim,
+            cfg.page_size,
             cfg.pool_dtype.name(),
             self.seconds,
             self.runs,
@@ -380,6 +381,7 @@ fn time_kernels(
                 .collect::<Result<Vec<_>, PortError>>()?;
             let p = PagedDecodeV2Params {
                 pages_per_chunk: plan.pages_per_chunk as u32,
+                mma: kiln::paged::mma_param(),
                 ..Default::default()
             };
             let mut sets: Vec<Vec<Arg>> = s

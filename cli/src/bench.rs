@@ -26,7 +26,8 @@ pub struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Paged decode instead: the v1/v2 crossover and the rows of contexts 1K–32K × batch
-    /// 1, 4, 8 (D 128, Hq 32, Hkv 8, f16 pool) for v1, v2 and the fallback, as CSV.
+    /// 1, 4, 8 (D 128, Hq 32, Hkv 8, page 32, f16 pool; --gqa, --head-dims, --page-sizes and
+    /// --dtype (the pool's) run other shapes) for v1, v2 and the fallback, as CSV.
     #[arg(long)]
     paged: bool,
     /// The one-token MoE experts block instead (gate/up → down → K-sum at Qwen3-30B-A3B,
@@ -43,7 +44,7 @@ pub struct Args {
     /// Only these kernels (comma-separated names).
     #[arg(long)]
     kernel: Option<String>,
-    /// Only these dtypes (comma-separated: f32, f16, bf16).
+    /// Only these dtypes (comma-separated: f32, f16, bf16); with --paged, the pools' (default f16).
     #[arg(long, value_delimiter = ',')]
     dtype: Vec<String>,
     /// Only shapes whose label contains one of these texts (comma-separated, e.g. `B1 `).
@@ -59,6 +60,16 @@ pub struct Args {
     /// With --paged: arms to run (comma-separated v1, v2, fallback; default all three).
     #[arg(long, value_delimiter = ',')]
     arms: Vec<String>,
+    /// With --paged: query/KV head counts to run, `Hq/Hkv` (comma-separated; default 32/8,
+    /// e.g. 32/4 for Qwen3, 64/8 for Llama-70B).
+    #[arg(long, value_delimiter = ',')]
+    gqa: Vec<String>,
+    /// With --paged: head dims to run (comma-separated; default 128).
+    #[arg(long, value_delimiter = ',')]
+    head_dims: Vec<usize>,
+    /// With --paged: page sizes to run (comma-separated; default 32).
+    #[arg(long, value_delimiter = ',')]
+    page_sizes: Vec<usize>,
     /// With --paged: skip the v1/v2 crossover measurement.
     #[arg(long)]
     no_crossover: bool,
@@ -104,18 +115,18 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
         }
         println!("# v2 faster from context: {from:?}");
     }
-    let mut cfg = PagedBenchConfig {
+    let mut base = PagedBenchConfig {
         issue: issue(a),
         ..PagedBenchConfig::default()
     };
     if !a.contexts.is_empty() {
-        cfg.contexts = a.contexts.clone();
+        base.contexts = a.contexts.clone();
     }
     if !a.batches.is_empty() {
-        cfg.batches = a.batches.clone();
+        base.batches = a.batches.clone();
     }
     if !a.arms.is_empty() {
-        cfg.arms = a
+        base.arms = a
             .arms
             .iter()
             .map(|s| {
@@ -124,9 +135,66 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
             })
             .collect::<anyhow::Result<_>>()?;
     }
+    let heads: Vec<(usize, usize)> = if a.gqa.is_empty() {
+        vec![(base.heads_q, base.heads_kv)]
+    } else {
+        a.gqa
+            .iter()
+            .map(|s| parse_gqa(s))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let dims = if a.head_dims.is_empty() {
+        vec![base.head_dim]
+    } else {
+        a.head_dims.clone()
+    };
+    let pages = if a.page_sizes.is_empty() {
+        vec![base.page_size]
+    } else {
+        a.page_sizes.clone()
+    };
+    let dtypes: Vec<kiln::DType> = if a.dtype.is_empty() {
+        vec![base.pool_dtype]
+    } else {
+        a.dtype
+            .iter()
+            .map(|s| {
+                kiln::DType::parse(s)
+                    .ok_or_else(|| anyhow::anyhow!("unknown pool dtype `{s}` (f32, f16 or bf16)"))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
     println!("{}", PagedBenchRow::CSV_HEADER);
-    run_paged_decode(dev, &cfg, copy, |r| println!("{}", r.csv(&cfg)))?;
+    for &(heads_q, heads_kv) in &heads {
+        for &head_dim in &dims {
+            for &page_size in &pages {
+                for &pool_dtype in &dtypes {
+                    let cfg = PagedBenchConfig {
+                        heads_q,
+                        heads_kv,
+                        head_dim,
+                        page_size,
+                        pool_dtype,
+                        ..base.clone()
+                    };
+                    run_paged_decode(dev, &cfg, copy, |r| println!("{}", r.csv(&cfg)))?;
+                }
+            }
+        }
+    }
     Ok(())
+}
+
+/// `Hq/Hkv` as two head counts.
+fn parse_gqa(s: &str) -> anyhow::Result<(usize, usize)> {
+    let bad = || anyhow::anyhow!("--gqa takes Hq/Hkv pairs such as 32/8, not `{s}`");
+    let (q, kv) = s.split_once('/').ok_or_else(bad)?;
+    let q: usize = q.trim().parse().map_err(|_| bad())?;
+    let kv: usize = kv.trim().parse().map_err(|_| bad())?;
+    if q == 0 || kv == 0 || !q.is_multiple_of(kv) {
+        return Err(bad());
+    }
+    Ok((q, kv))
 }
 
 fn issue(a: &Args) -> kiln::timing::Issue {

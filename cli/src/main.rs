@@ -37,7 +37,8 @@ enum Cmd {
     /// Runs one kernel on tensors from a safetensors file and writes every output buffer.
     Run(run::Args),
     /// Bandwidth of every kernel × dtype × bench shape against the device's copy bandwidth.
-    Bench(bench::Args),
+    // Boxed: its many options would size every variant.
+    Bench(Box<bench::Args>),
     /// A kernel author's check: WGSL for every dtype × variant validated by naga, then parity
     /// on the cpu and on the sim at waves 4, 8, 32, 64 and several block sizes.
     Check(check::Args),
@@ -73,7 +74,7 @@ fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Ports { json } => ports::print(json),
         Cmd::Parity(a) => parity::main(a),
         Cmd::Run(a) => run::main(a),
-        Cmd::Bench(a) => bench::main(a),
+        Cmd::Bench(a) => bench::main(*a),
         Cmd::Check(a) => check::main(a),
         Cmd::Generate(a) => generate::main(a),
         Cmd::Convert(a) => convert::main(a),
