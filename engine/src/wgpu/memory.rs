@@ -65,9 +65,11 @@ impl Ctx {
 
     /// Submits the held command buffers, if any, as one submission.
     pub(super) fn flush(&self) {
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if !held.is_empty() {
-            self.submit(held);
+            // Under the lock: taken and submitted outside it, another thread's later work
+            // (a readback of what these write) could be submitted first.
+            self.submit(std::mem::take(&mut *held));
         }
     }
 
