@@ -548,7 +548,7 @@ fn k_wave_sum_20(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_pick_21(a_p: array<f32, 4>, i_p: u32) -> f32 {
+fn k_pick_head_21(a_p: array<f32, 4>, i_p: u32) -> f32 {
     var a_m: array<f32, 4> = a_p;
     var v_1: f32 = a_m[0u];
     var j_2: u32 = 1u;
@@ -596,12 +596,12 @@ fn k_finish_23(shm_v: vec2<u32>, layout_p: S_TwoPassLayout, group_p: S_HeadGroup
             o_10 = (o_10 + kiln_get_shared_f32(shm_v, ((layout_p.accs + ((p_11 * g_len_1) * d_len_p)) + i_8)));
             p_11 = (p_11 + 1u);
         }
-        let m_12: f32 = k_pick_21(m_run_m, g_9);
+        let m_12: f32 = k_pick_head_21(m_run_m, g_9);
         var ifv_13: f32;
         if k_is_neg_infinity_22(m_12) {
             ifv_13 = 0e0f;
         } else {
-            ifv_13 = (o_10 / k_pick_21(l_4, g_9));
+            ifv_13 = (o_10 / k_pick_head_21(l_4, g_9));
         }
         let v_14: f32 = ifv_13;
         kiln_set_b7(out_v, (group_p.out_base + i_8), k_nan_unless_finite_10(v_14));

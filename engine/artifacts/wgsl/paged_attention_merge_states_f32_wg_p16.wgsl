@@ -120,45 +120,11 @@ fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     kiln_shared[v.x + i] = bitcast<u32>(x);
 }
 fn k_dim_threads_1() -> u32 {
-    let warps_1: u32 = (kiln_meta[3u] / 32u + select(0u, 1u, kiln_meta[3u] % 32u != 0u));
-    var ifv_2: u32;
-    if (warps_1 < 1u) {
-        ifv_2 = 1u;
-    } else {
-        var ifv_3: u32;
-        if (warps_1 > 8u) {
-            ifv_3 = 8u;
-        } else {
-            ifv_3 = warps_1;
-        }
-        ifv_2 = ifv_3;
-    }
-    return ((ifv_2) * 32u);
+    return (clamp((kiln_meta[3u] / 32u + select(0u, 1u, kiln_meta[3u] % 32u != 0u)), 1u, 8u) * 32u);
 }
 fn k_merge_groups_2() -> u32 {
-    var ifv_1: u32;
-    if (kiln_meta[1u] == 0u) {
-        ifv_1 = 1u;
-    } else {
-        ifv_1 = kiln_meta[1u];
-    }
-    let rows_2: u32 = ifv_1;
-    let per_row_3: u32 = (kiln_meta[0u] / rows_2 + select(0u, 1u, kiln_meta[0u] % rows_2 != 0u));
-    let want_4: u32 = (per_row_3 / K_MERGE_BATCH + select(0u, 1u, per_row_3 % K_MERGE_BATCH != 0u));
-    let most_5: u32 = (1024u / k_dim_threads_1());
-    var ifv_6: u32;
-    if (want_4 < 1u) {
-        ifv_6 = 1u;
-    } else {
-        var ifv_7: u32;
-        if (want_4 > most_5) {
-            ifv_7 = most_5;
-        } else {
-            ifv_7 = want_4;
-        }
-        ifv_6 = ifv_7;
-    }
-    return ifv_6;
+    let per_row_1: u32 = (kiln_meta[0u] / max(kiln_meta[1u], 1u) + select(0u, 1u, kiln_meta[0u] % max(kiln_meta[1u], 1u) != 0u));
+    return clamp((per_row_1 / K_MERGE_BATCH + select(0u, 1u, per_row_1 % K_MERGE_BATCH != 0u)), 1u, (1024u / k_dim_threads_1()));
 }
 fn k_to_f32_3(self_v: f32) -> f32 {
     return self_v;
@@ -376,114 +342,108 @@ fn k_paged_attention_merge_states_24(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_i
     let heads_3: u32 = kiln_meta[2u];
     let d_len_4: u32 = kiln_meta[3u];
     let threads_5: u32 = KILN_BLOCK;
-    var ifv_6: u32;
-    if ((k_merge_groups_2()) < threads_5) {
-        ifv_6 = k_merge_groups_2();
-    } else {
-        ifv_6 = threads_5;
-    }
-    let groups_7: u32 = ifv_6;
-    let per_group_8: u32 = (threads_5 / groups_7);
-    let group_9: u32 = (kiln_thread / per_group_8);
-    let lane_10: u32 = (kiln_thread % per_group_8);
-    let first_11: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, row_2), 0i));
-    let last_12: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, (row_2 + 1u)), 0i));
-    var m_13: f32 = bitcast<f32>(0xff800000u);
-    var i_14: u32 = (first_11 + kiln_thread);
-    while (i_14 < last_12) {
-        let lse_15: f32 = k_to_f32_3(kiln_get_b1(lse_in_v, ((i_14 * heads_3) + head_1)));
-        if !(k_is_neg_infinity_4(lse_15)) {
-            m_13 = k_max_keeping_nan_5(lse_15, m_13);
+    let groups_6: u32 = min((k_merge_groups_2()), threads_5);
+    let per_group_7: u32 = (threads_5 / groups_6);
+    let group_8: u32 = (kiln_thread / per_group_7);
+    let lane_9: u32 = (kiln_thread % per_group_7);
+    let first_10: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, row_2), 0i));
+    let last_11: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, (row_2 + 1u)), 0i));
+    var m_12: f32 = bitcast<f32>(0xff800000u);
+    var i_13: u32 = (first_10 + kiln_thread);
+    while (i_13 < last_11) {
+        let lse_14: f32 = k_to_f32_3(kiln_get_b1(lse_in_v, ((i_13 * heads_3) + head_1)));
+        if !(k_is_neg_infinity_4(lse_14)) {
+            m_12 = k_max_keeping_nan_5(lse_14, m_12);
         }
-        i_14 = (i_14 + threads_5);
+        i_13 = (i_13 + threads_5);
     }
-    var ifv_16: f32;
-    if kiln_is_nan(m_13) {
-        ifv_16 = 1e0f;
+    var ifv_15: f32;
+    if kiln_is_nan(m_12) {
+        ifv_15 = 1e0f;
     } else {
-        ifv_16 = 0e0f;
+        ifv_15 = 0e0f;
     }
-    let nan_17: f32 = k_max_12(ifv_16);
-    var ifv_18: f32;
-    if (nan_17 > 0e0f) {
-        ifv_18 = bitcast<f32>(0x7fc00000u);
+    let nan_16: f32 = k_max_12(ifv_15);
+    var ifv_17: f32;
+    if (nan_16 > 0e0f) {
+        ifv_17 = bitcast<f32>(0x7fc00000u);
     } else {
-        ifv_18 = k_max_12(m_13);
+        ifv_17 = k_max_12(m_12);
     }
-    let m_19: f32 = ifv_18;
-    let sums_20: vec2<u32> = kiln_shared_view(0u, (groups_7 * ((d_len_4 + 1u))));
-    var ifv_21: u32;
-    if (group_9 < groups_7) {
-        ifv_21 = lane_10;
+    let m_18: f32 = ifv_17;
+    let sums_19: vec2<u32> = kiln_shared_view(0u, (groups_6 * ((d_len_4 + 1u))));
+    var ifv_20: u32;
+    if (group_8 < groups_6) {
+        ifv_20 = lane_9;
     } else {
-        ifv_21 = d_len_4;
+        ifv_20 = d_len_4;
     }
-    var d_22: u32 = ifv_21;
-    while (d_22 < d_len_4) {
-        var l_23: f32 = 0e0f;
-        var acc_24: f32 = 0e0f;
-        var i_25: u32 = (first_11 + group_9);
-        while (i_25 < last_12) {
-            var lse_26: array<f32, 8> = k_lse_batch_13(lse_in_v, i_25, groups_7, last_12, heads_3, head_1);
-            var v_27: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var d_21: u32 = ifv_20;
+    while (d_21 < d_len_4) {
+        var l_22: f32 = 0e0f;
+        var acc_23: f32 = 0e0f;
+        var i_24: u32 = (first_10 + group_8);
+        while (i_24 < last_11) {
+            var lse_25: array<f32, 8> = k_lse_batch_13(lse_in_v, i_24, groups_6, last_11, heads_3, head_1);
+            var v_26: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+            var u_27: u32 = 0u;
+            while (u_27 < K_MERGE_BATCH) {
+                if ((i_24 + (u_27 * groups_6)) < last_11) {
+                    v_26[u_27] = k_to_f32_3(kiln_get_b0(v_in_v, (((((((i_24 + (u_27 * groups_6))) * heads_3) + head_1)) * d_len_4) + d_21)));
+                }
+                u_27 = (u_27 + 1u);
+            }
             var u_28: u32 = 0u;
             while (u_28 < K_MERGE_BATCH) {
-                if ((i_25 + (u_28 * groups_7)) < last_12) {
-                    v_27[u_28] = k_to_f32_3(kiln_get_b0(v_in_v, (((((((i_25 + (u_28 * groups_7))) * heads_3) + head_1)) * d_len_4) + d_22)));
+                if !(k_is_neg_infinity_4(lse_25[u_28])) {
+                    let w_29: f32 = k_exp2_approx_17((lse_25[u_28] - m_18));
+                    l_22 = (l_22 + w_29);
+                    acc_23 = k_mul_add_18(w_29, v_26[u_28], acc_23);
                 }
                 u_28 = (u_28 + 1u);
             }
-            var u_29: u32 = 0u;
-            while (u_29 < K_MERGE_BATCH) {
-                if !(k_is_neg_infinity_4(lse_26[u_29])) {
-                    let w_30: f32 = k_exp2_approx_17((lse_26[u_29] - m_19));
-                    l_23 = (l_23 + w_30);
-                    acc_24 = k_mul_add_18(w_30, v_27[u_29], acc_24);
-                }
-                u_29 = (u_29 + 1u);
-            }
-            i_25 = (i_25 + (K_MERGE_BATCH * groups_7));
+            i_24 = (i_24 + (K_MERGE_BATCH * groups_6));
         }
-        kiln_set_shared_f32(sums_20, ((group_9 * ((d_len_4 + 1u))) + d_22), acc_24);
-        if (d_22 == 0u) {
-            kiln_set_shared_f32(sums_20, ((group_9 * ((d_len_4 + 1u))) + d_len_4), l_23);
+        kiln_set_shared_f32(sums_19, ((group_8 * ((d_len_4 + 1u))) + d_21), acc_23);
+        if (d_21 == 0u) {
+            kiln_set_shared_f32(sums_19, ((group_8 * ((d_len_4 + 1u))) + d_len_4), l_22);
         }
-        d_22 = (d_22 + per_group_8);
+        d_21 = (d_21 + per_group_7);
     }
     storageBarrier(); workgroupBarrier();
-    var l_31: f32 = 0e0f;
-    var g_32: u32 = 0u;
-    while (g_32 < groups_7) {
-        l_31 = (l_31 + kiln_get_shared_f32(sums_20, ((g_32 * ((d_len_4 + 1u))) + d_len_4)));
-        g_32 = (g_32 + 1u);
+    var l_30: f32 = 0e0f;
+    var g_31: u32 = 0u;
+    while (g_31 < groups_6) {
+        l_30 = (l_30 + kiln_get_shared_f32(sums_19, ((g_31 * ((d_len_4 + 1u))) + d_len_4)));
+        g_31 = (g_31 + 1u);
     }
-    var d_33: u32 = kiln_thread;
-    while (d_33 < d_len_4) {
-        var acc_34: f32 = 0e0f;
-        var g_35: u32 = 0u;
-        while (g_35 < groups_7) {
-            acc_34 = (acc_34 + kiln_get_shared_f32(sums_20, ((g_35 * ((d_len_4 + 1u))) + d_33)));
-            g_35 = (g_35 + 1u);
+    var d_32: u32 = kiln_thread;
+    while (d_32 < d_len_4) {
+        var acc_33: f32 = 0e0f;
+        var g_34: u32 = 0u;
+        while (g_34 < groups_6) {
+            acc_33 = (acc_33 + kiln_get_shared_f32(sums_19, ((g_34 * ((d_len_4 + 1u))) + d_32)));
+            g_34 = (g_34 + 1u);
         }
-        var ifv_36: f32;
-        if k_is_neg_infinity_4(m_19) {
-            ifv_36 = 0e0f;
+        var ifv_35: f32;
+        if k_is_neg_infinity_4(m_18) {
+            ifv_35 = 0e0f;
         } else {
-            ifv_36 = (acc_34 / l_31);
+            ifv_35 = (acc_33 / l_30);
         }
-        let out_37: f32 = ifv_36;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_33), k_from_f32_20(k_nan_unless_finite_19(out_37)));
-        if (d_33 == 0u) {
-            var ifv_38: f32;
-            if k_is_neg_infinity_4(m_19) {
-                ifv_38 = bitcast<f32>(0xff800000u);
+        let out_36: f32 = ifv_35;
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_32), k_from_f32_20(k_nan_unless_finite_19(out_36)));
+        if (d_32 == 0u) {
+            var ifv_37: f32;
+            if k_is_neg_infinity_4(m_18) {
+                ifv_37 = bitcast<f32>(0xff800000u);
             } else {
-                ifv_38 = (m_19 + k_log2f_23(l_31));
+                ifv_37 = (m_18 + k_log2f_23(l_30));
             }
-            let lse_39: f32 = ifv_38;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_20(lse_39));
+            let lse_38: f32 = ifv_37;
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_20(lse_38));
         }
-        d_33 = (d_33 + threads_5);
+        d_32 = (d_32 + threads_5);
     }
 }
 

@@ -82,7 +82,7 @@ pub fn attend_span<T: Element, B: Block>(
         && v_pool.chunk_aligned::<LANE_DIMS>(0)
         && b.shared::<f32>(0, 0).chunk_aligned::<LANE_DIMS>(0);
     // `B::MMA_NATIVE` first: ports without the multiply (WGSL) never translate its sweep.
-    if B::MMA_NATIVE && allow_mma && aligned && mma_fits(b, k_pool, pool, group.heads) {
+    if B::MMA_NATIVE && allow_mma && aligned && mma_fits::<T, B>(pool, group.heads) {
         attend_mma(
             b, pool, group, span, scale_log2, q, k_pool, v_pool, table, out, lse,
         );

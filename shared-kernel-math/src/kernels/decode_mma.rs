@@ -27,7 +27,7 @@
 //! Tokens past the span read the span's last token and weigh 0.
 
 use super::decode_parts::{acc_at, merge_parts, parts_layout, Parts};
-use super::decode_span::{HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS};
+use super::decode_span::{pick_head, HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS};
 use crate::wave_mma::{mma_classes, mma_groups, mma_sets};
 use crate::{exp2_approx, is_16bit, max_keeping_nan, nan_unless_finite, Block, Dst, Element};
 use crate::{Rw, Src};
@@ -77,15 +77,10 @@ const _: () = assert!(
         && MAX_GROUP_HEADS == 4
 );
 
-/// Whether the sweep runs for block `_b` over a `T` pool (`_k_pool`) of this shape with
-/// `heads` query heads per block (pool alignment aside).
+/// Whether the sweep runs for a `T` pool of this shape with `heads` query heads per block on
+/// block type `B` (pool alignment aside).
 #[inline(always)]
-pub fn mma_fits<T: Element, B: Block>(
-    _b: &B,
-    _k_pool: &Src<T>,
-    pool: PoolShape,
-    heads: usize,
-) -> bool {
+pub fn mma_fits<T: Element, B: Block>(pool: PoolShape, heads: usize) -> bool {
     B::MMA_NATIVE
         && is_16bit::<T>()
         && mma_classes(B::WAVE) as usize == MMA_CLASSES
@@ -247,7 +242,6 @@ fn load_values<T: Element>(
 #[inline(always)]
 fn stage_fragments<T: Element, B: Block>(
     b: &B,
-    _k_pool: &Src<T>,
     frags: &Rw<u32>,
     q: &Src<f32>,
     group: HeadGroup,
@@ -334,7 +328,7 @@ pub fn attend_mma<T: Element, B: Block>(
     let shift = query_shift(b.max(big));
     let down = f32::from_bits((127 - shift) << 23);
     let up = f32::from_bits((127 + shift) << 23);
-    stage_fragments(b, k_pool, frags, q, group, scale_log2 * down);
+    stage_fragments::<T, B>(b, frags, q, group, scale_log2 * down);
     b.barrier();
 
     let g = b.mma_group() as usize;
@@ -348,14 +342,14 @@ pub fn attend_mma<T: Element, B: Block>(
     let lane_tokens = [cols[0], cols[1], MMA_GROUPS + cols[0], MMA_GROUPS + cols[1]];
     let key_tokens = [g, MMA_GROUPS + g];
     // Which gathered maximum (from group `g ^ j`) is the head of each accumulator column.
-    let mut pick = [0usize; 2];
+    let mut from = [0usize; 2];
     let mut t = 0;
     while t < 2 {
         let mut j = MAX_GROUP_HEADS;
         while j > 0 {
             j -= 1;
             if (g ^ j) % h_len == cols[t] % h_len {
-                pick[t] = j;
+                from[t] = j;
             }
         }
         t += 1;
@@ -458,15 +452,7 @@ pub fn attend_mma<T: Element, B: Block>(
         }
         let mut t = 0;
         while t < 2 {
-            let mut tile_top = tops[0];
-            let mut j = 1;
-            while j < MAX_GROUP_HEADS {
-                if j == pick[t] {
-                    tile_top = tops[j];
-                }
-                j += 1;
-            }
-            let m_col = lazy_max(m_cols[t], tile_top);
+            let m_col = lazy_max(m_cols[t], pick_head(tops, from[t]));
             if m_col.to_bits() != m_cols[t].to_bits() {
                 let corr = exp2_approx(m_cols[t] - m_col);
                 let mut v = 0;

@@ -80,3 +80,17 @@ pub fn log_sum(m_all: f32, l_all: f32) -> f32 {
         m_all + libm::log2f(l_all)
     }
 }
+
+/// `a[i]` for `i < MAX_GROUP_HEADS`, read without a dynamic register index.
+#[inline(always)]
+pub fn pick_head(a: [f32; MAX_GROUP_HEADS], i: usize) -> f32 {
+    let mut v = a[0];
+    let mut j = 1;
+    while j < MAX_GROUP_HEADS {
+        if j == i {
+            v = a[j];
+        }
+        j += 1;
+    }
+    v
+}

@@ -19,7 +19,9 @@
 //! Correct for any wave and any block of at least `D / LANE_DIMS` threads, for head dims that
 //! are whole slices and pools that start on 16 bytes (`decode_attention::attend_span` checks).
 
-use super::decode_span::{log_sum, HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS};
+use super::decode_span::{
+    log_sum, pick_head, HeadGroup, PoolShape, TokenSpan, LANE_DIMS, MAX_GROUP_HEADS,
+};
 use crate::{exp2_approx, is_neg_infinity, max_keeping_nan, mul_add, nan_unless_finite};
 use crate::{Block, Dst, Element, Rw, Src};
 
@@ -552,20 +554,6 @@ fn sum_values<T: Element>(
     }
 }
 
-/// `a[i]` for `i < MAX_GROUP_HEADS`, read without a dynamic register index.
-#[inline(always)]
-fn pick(a: [f32; MAX_GROUP_HEADS], i: usize) -> f32 {
-    let mut v = a[0];
-    let mut j = 1;
-    while j < MAX_GROUP_HEADS {
-        if j == i {
-            v = a[j];
-        }
-        j += 1;
-    }
-    v
-}
-
 /// Sums the groups' accumulators and the scorers' denominators (`own_sums`: this lane's
 /// share) through shared memory and writes the normalised rows (zeros for an empty span) and,
 /// when asked, the log-sum-exp.
@@ -616,11 +604,11 @@ fn finish<B: Block>(
             o += shm.get(layout.accs + p * g_len * d_len + i);
             p += 1;
         }
-        let m = pick(m_run, g);
+        let m = pick_head(m_run, g);
         let v = if is_neg_infinity(m) {
             0.0
         } else {
-            o / pick(l, g)
+            o / pick_head(l, g)
         };
         out.set(group.out_base + i, nan_unless_finite(v));
         i += threads;
@@ -628,7 +616,10 @@ fn finish<B: Block>(
     if let Some(lse) = lse {
         let mut g = b.thread() as usize;
         while g < g_len {
-            lse.set(group.lse_base + g, log_sum(pick(m_run, g), pick(l, g)));
+            lse.set(
+                group.lse_base + g,
+                log_sum(pick_head(m_run, g), pick_head(l, g)),
+            );
             g += threads;
         }
     }

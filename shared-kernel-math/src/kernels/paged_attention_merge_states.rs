@@ -107,31 +107,17 @@ impl KernelDef for PagedAttentionMergeStates {
 }
 
 /// Threads of one group: the head dim in warps of 32, at most 8.
-const fn dim_threads(p: &MergeStatesParams) -> u32 {
-    let warps = p.head_dim.div_ceil(32);
-    (if warps < 1 {
-        1
-    } else if warps > 8 {
-        8
-    } else {
-        warps
-    }) * 32
+fn dim_threads(p: &MergeStatesParams) -> u32 {
+    p.head_dim.div_ceil(32).clamp(1, 8) * 32
 }
 
 /// Groups a block splits a row's partials among: one per `MERGE_BATCH` partials of an average
 /// row, within 1024 threads.
-pub const fn merge_groups(p: &MergeStatesParams) -> u32 {
-    let rows = if p.rows == 0 { 1 } else { p.rows };
-    let per_row = p.partials.div_ceil(rows);
-    let want = per_row.div_ceil(MERGE_BATCH as u32);
-    let most = 1024 / dim_threads(p);
-    if want < 1 {
-        1
-    } else if want > most {
-        most
-    } else {
-        want
-    }
+pub fn merge_groups(p: &MergeStatesParams) -> u32 {
+    let per_row = p.partials.div_ceil(p.rows.max(1));
+    per_row
+        .div_ceil(MERGE_BATCH as u32)
+        .clamp(1, 1024 / dim_threads(p))
 }
 
 /// Partials a thread reads before using any (their loads are independent, so they overlap).
@@ -155,11 +141,7 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     let threads = b.size() as usize;
     // Any block is correct: at most a group per thread; threads past the last whole group
     // only take part in the reductions.
-    let groups = if (merge_groups(p) as usize) < threads {
-        merge_groups(p) as usize
-    } else {
-        threads
-    };
+    let groups = (merge_groups(p) as usize).min(threads);
     let per_group = threads / groups;
     let group = b.thread() as usize / per_group;
     let lane = b.thread() as usize % per_group;
