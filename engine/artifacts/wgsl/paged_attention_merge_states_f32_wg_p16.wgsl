@@ -36,7 +36,6 @@ fn kiln_fault_at(buf: u32, index: u32) {
     }
 }
 fn kiln_zero_f32() -> f32 { return 0.0f; }
-fn kiln_zero_u32() -> u32 { return 0u; }
 fn kiln_zero_i32() -> i32 { return 0i; }
 
 fn kiln_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -65,21 +64,6 @@ fn kiln_f32_to_i32(x: f32) -> i32 {
     return i32(x);
 }
 
-// Without subgroups a wave is emulated in workgroup memory: every thread publishes its value
-// and reads its partner's. Callers are in block-uniform control flow (the Block rules).
-var<workgroup> kiln_xchg: array<u32, 1024>;
-fn kiln_shuffle_xor(v: u32, mask: u32) -> u32 {
-    workgroupBarrier();
-    kiln_xchg[kiln_thread] = v;
-    workgroupBarrier();
-    return kiln_xchg[kiln_thread ^ mask];
-}
-
-// The collectives' scratch: scratch_words(block, wave) = 2 * ceil(block / wave) <= 512 for a
-// block of at most 1024 threads and a wave of at least 4.
-var<workgroup> kiln_scratch: array<u32, 512>;
-const KILN_SCRATCH_WORDS: u32 = 512u;
-
 // Kernel shared memory, sized per pipeline; `offset` is in bytes after the scratch.
 var<workgroup> kiln_shared: array<u32, KILN_SHARED_WORDS>;
 fn kiln_shared_view(offset: u32, len: u32) -> vec2<u32> { return vec2<u32>(offset / 4u, len); }
@@ -95,10 +79,6 @@ fn kiln_get_b2(v: vec2<u32>, i: u32) -> i32 {
     if i >= v.y { kiln_fault_at(2u, i); return kiln_zero_i32(); }
     return kiln_buf2[v.x + i];
 }
-fn kiln_get_scratch(v: vec2<u32>, i: u32) -> u32 {
-    if i >= v.y { kiln_fault_at(4294967294u, i); return kiln_zero_u32(); }
-    return kiln_scratch[v.x + i];
-}
 fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
     return bitcast<f32>(kiln_shared[v.x + i]);
@@ -110,10 +90,6 @@ fn kiln_set_b3(v: vec2<u32>, i: u32, x: f32) {
 fn kiln_set_b4(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y { kiln_fault_at(4u, i); return; }
     kiln_buf4[v.x + i] = x;
-}
-fn kiln_set_scratch(v: vec2<u32>, i: u32, x: u32) {
-    if i >= v.y { kiln_fault_at(4294967294u, i); return; }
-    kiln_scratch[v.x + i] = x;
 }
 fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
@@ -129,82 +105,7 @@ fn k_merge_groups_2() -> u32 {
 fn k_to_f32_3(self_v: f32) -> f32 {
     return self_v;
 }
-fn k_is_neg_infinity_4(x_p: f32) -> bool {
-    return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
-}
-fn k_max_keeping_nan_5(a_p: f32, b_p: f32) -> f32 {
-    var ifv_1: f32;
-    if ((a_p > b_p) || kiln_is_nan(a_p)) {
-        ifv_1 = a_p;
-    } else {
-        ifv_1 = b_p;
-    }
-    return ifv_1;
-}
-fn k_max_total_6(a_p: f32, b_p: f32) -> f32 {
-    if kiln_is_nan(a_p) {
-        return b_p;
-    }
-    if kiln_is_nan(b_p) {
-        return a_p;
-    }
-    var ifv_1: f32;
-    if ((b_p > a_p) || (((b_p == a_p) && ((bitcast<u32>(b_p) >> 31u) == 0u)))) {
-        ifv_1 = b_p;
-    } else {
-        ifv_1 = a_p;
-    }
-    return ifv_1;
-}
-fn k_wave_max_7(v_p: f32) -> f32 {
-    var v_1: f32 = v_p;
-    var m_2: u32 = (KILN_WAVE / 2u);
-    while (m_2 > 0u) {
-        v_1 = k_max_total_6(v_1, bitcast<f32>(kiln_shuffle_xor(bitcast<u32>(v_1), m_2)));
-        m_2 = (m_2 / 2u);
-    }
-    return v_1;
-}
-fn k_waves_8() -> u32 {
-    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
-}
-fn k_lane_9() -> u32 {
-    return (kiln_thread % KILN_WAVE);
-}
-fn k_wave_id_10() -> u32 {
-    return (kiln_thread / KILN_WAVE);
-}
-fn k_publish_11(words_p: array<u32, 1>) -> vec2<u32> {
-    var words_m: array<u32, 1> = words_p;
-    let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
-    storageBarrier(); workgroupBarrier();
-    if (k_lane_9() == 0u) {
-        let w_2: u32 = k_wave_id_10();
-        var k_3: u32 = 0u;
-        while (k_3 < 1u) {
-            kiln_set_scratch(s_1, ((1u * w_2) + k_3), words_m[k_3]);
-            k_3 = (k_3 + 1u);
-        }
-    }
-    storageBarrier(); workgroupBarrier();
-    return s_1;
-}
-fn k_max_12(v_p: f32) -> f32 {
-    let w_1: f32 = k_wave_max_7(v_p);
-    let n_2: u32 = k_waves_8();
-    if (n_2 <= 1u) {
-        return w_1;
-    }
-    let s_3: vec2<u32> = k_publish_11(array<u32, 1>(bitcast<u32>(w_1)));
-    var t_4: f32 = bitcast<f32>(kiln_get_scratch(s_3, 0u));
-    var k_5: u32 = 1u;
-    while (k_5 < n_2) {
-        t_4 = k_max_total_6(t_4, bitcast<f32>(kiln_get_scratch(s_3, k_5)));
-        k_5 = (k_5 + 1u);
-    }
-    return t_4;
-}
-fn k_lse_batch_13(lse_in_v: vec2<u32>, i_p: u32, stride_p: u32, last_p: u32, heads_p: u32, head_p: u32) -> array<f32, 8> {
+fn k_lse_batch_4(lse_in_v: vec2<u32>, i_p: u32, stride_p: u32, last_p: u32, heads_p: u32, head_p: u32) -> array<f32, 8> {
     var lse_1: array<f32, 8> = array<f32, 8>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
     var u_2: u32 = 0u;
     while (u_2 < K_MERGE_BATCH) {
@@ -215,7 +116,19 @@ fn k_lse_batch_13(lse_in_v: vec2<u32>, i_p: u32, stride_p: u32, last_p: u32, hea
     }
     return lse_1;
 }
-fn k_truncf_14(x_p: f32) -> f32 {
+fn k_is_neg_infinity_5(x_p: f32) -> bool {
+    return (((bitcast<u32>(x_p) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(x_p) >> 31u) != 0u));
+}
+fn k_max_keeping_nan_6(a_p: f32, b_p: f32) -> f32 {
+    var ifv_1: f32;
+    if ((a_p > b_p) || kiln_is_nan(a_p)) {
+        ifv_1 = a_p;
+    } else {
+        ifv_1 = b_p;
+    }
+    return ifv_1;
+}
+fn k_truncf_7(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -227,8 +140,8 @@ fn k_truncf_14(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_15(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_14(x_p);
+fn k_floorf_8(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_7(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -237,7 +150,7 @@ fn k_floorf_15(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_16(x_p: f32) -> f32 {
+fn k_exp2_poly_9(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -247,7 +160,7 @@ fn k_exp2_poly_16(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_15((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_8((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -274,13 +187,13 @@ fn k_exp2_poly_16(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_17(x_p: f32) -> f32 {
-    return k_exp2_poly_16(x_p);
+fn k_exp2_approx_10(x_p: f32) -> f32 {
+    return k_exp2_poly_9(x_p);
 }
-fn k_mul_add_18(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_11(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_nan_unless_finite_19(x_p: f32) -> f32 {
+fn k_nan_unless_finite_12(x_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
         ifv_1 = x_p;
@@ -289,10 +202,10 @@ fn k_nan_unless_finite_19(x_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_from_f32_20(v_p: f32) -> f32 {
+fn k_from_f32_13(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_log_core_21(f_p: f32) -> f32 {
+fn k_log_core_14(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -302,7 +215,7 @@ fn k_log_core_21(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_22(x_p: f32) -> f32 {
+fn k_logf_15(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -331,12 +244,12 @@ fn k_logf_22(x_p: f32) -> f32 {
     }
     let f_6: f32 = (m_5 - 1e0f);
     let ef_7: f32 = f32(e_3);
-    return (((((ef_7 * K_LN2_LO) + k_log_core_21(f_6))) + f_6) + (ef_7 * K_LN2_HI));
+    return (((((ef_7 * K_LN2_LO) + k_log_core_14(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
-fn k_log2f_23(x_p: f32) -> f32 {
-    return (k_logf_22(x_p) * K_LOG2_E);
+fn k_log2f_16(x_p: f32) -> f32 {
+    return (k_logf_15(x_p) * K_LOG2_E);
 }
-fn k_paged_attention_merge_states_24(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
+fn k_paged_attention_merge_states_17(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
     let head_1: u32 = kiln_block.x;
     let row_2: u32 = kiln_block.y;
     let heads_3: u32 = kiln_meta[2u];
@@ -348,102 +261,134 @@ fn k_paged_attention_merge_states_24(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_i
     let lane_9: u32 = (kiln_thread % per_group_7);
     let first_10: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, row_2), 0i));
     let last_11: u32 = bitcast<u32>(max(kiln_get_b2(o_indptr_v, (row_2 + 1u)), 0i));
-    var m_12: f32 = bitcast<f32>(0xff800000u);
-    var i_13: u32 = (first_10 + kiln_thread);
-    while (i_13 < last_11) {
-        let lse_14: f32 = k_to_f32_3(kiln_get_b1(lse_in_v, ((i_13 * heads_3) + head_1)));
-        if !(k_is_neg_infinity_4(lse_14)) {
-            m_12 = k_max_keeping_nan_5(lse_14, m_12);
-        }
-        i_13 = (i_13 + threads_5);
-    }
-    var ifv_15: f32;
-    if kiln_is_nan(m_12) {
-        ifv_15 = 1e0f;
-    } else {
-        ifv_15 = 0e0f;
-    }
-    let nan_16: f32 = k_max_12(ifv_15);
-    var ifv_17: f32;
-    if (nan_16 > 0e0f) {
-        ifv_17 = bitcast<f32>(0x7fc00000u);
-    } else {
-        ifv_17 = k_max_12(m_12);
-    }
-    let m_18: f32 = ifv_17;
-    let sums_19: vec2<u32> = kiln_shared_view(0u, (groups_6 * ((d_len_4 + 1u))));
-    var ifv_20: u32;
+    let stride_12: u32 = (d_len_4 + 2u);
+    let states_13: vec2<u32> = kiln_shared_view(0u, (groups_6 * stride_12));
+    var ifv_14: u32;
     if (group_8 < groups_6) {
-        ifv_20 = lane_9;
+        ifv_14 = lane_9;
     } else {
-        ifv_20 = d_len_4;
+        ifv_14 = d_len_4;
     }
-    var d_21: u32 = ifv_20;
-    while (d_21 < d_len_4) {
-        var l_22: f32 = 0e0f;
-        var acc_23: f32 = 0e0f;
-        var i_24: u32 = (first_10 + group_8);
-        while (i_24 < last_11) {
-            var lse_25: array<f32, 8> = k_lse_batch_13(lse_in_v, i_24, groups_6, last_11, heads_3, head_1);
-            var v_26: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var d_15: u32 = ifv_14;
+    while (d_15 < d_len_4) {
+        let t_16: f32 = bitcast<f32>(0xff800000u);
+        let t_17: f32 = 0e0f;
+        let t_18: f32 = 0e0f;
+        var m_19: f32 = t_16;
+        var l_20: f32 = t_17;
+        var acc_21: f32 = t_18;
+        var i_22: u32 = (first_10 + group_8);
+        while (i_22 < last_11) {
+            var lse_23: array<f32, 8> = k_lse_batch_4(lse_in_v, i_22, groups_6, last_11, heads_3, head_1);
+            var v_24: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+            var u_25: u32 = 0u;
+            while (u_25 < K_MERGE_BATCH) {
+                if ((i_22 + (u_25 * groups_6)) < last_11) {
+                    v_24[u_25] = k_to_f32_3(kiln_get_b0(v_in_v, (((((((i_22 + (u_25 * groups_6))) * heads_3) + head_1)) * d_len_4) + d_15)));
+                }
+                u_25 = (u_25 + 1u);
+            }
+            var top_26: f32 = m_19;
             var u_27: u32 = 0u;
             while (u_27 < K_MERGE_BATCH) {
-                if ((i_24 + (u_27 * groups_6)) < last_11) {
-                    v_26[u_27] = k_to_f32_3(kiln_get_b0(v_in_v, (((((((i_24 + (u_27 * groups_6))) * heads_3) + head_1)) * d_len_4) + d_21)));
+                if !(k_is_neg_infinity_5(lse_23[u_27])) {
+                    top_26 = k_max_keeping_nan_6(lse_23[u_27], top_26);
                 }
                 u_27 = (u_27 + 1u);
             }
-            var u_28: u32 = 0u;
-            while (u_28 < K_MERGE_BATCH) {
-                if !(k_is_neg_infinity_4(lse_25[u_28])) {
-                    let w_29: f32 = k_exp2_approx_17((lse_25[u_28] - m_18));
-                    l_22 = (l_22 + w_29);
-                    acc_23 = k_mul_add_18(w_29, v_26[u_28], acc_23);
+            if !(k_is_neg_infinity_5(top_26)) {
+                var ifv_28: f32;
+                if k_is_neg_infinity_5(m_19) {
+                    ifv_28 = 0e0f;
+                } else {
+                    ifv_28 = k_exp2_approx_10((m_19 - top_26));
                 }
-                u_28 = (u_28 + 1u);
+                let scale_29: f32 = ifv_28;
+                l_20 = (l_20 * scale_29);
+                acc_21 = (acc_21 * scale_29);
+                m_19 = top_26;
+                var u_30: u32 = 0u;
+                while (u_30 < K_MERGE_BATCH) {
+                    if !(k_is_neg_infinity_5(lse_23[u_30])) {
+                        let w_31: f32 = k_exp2_approx_10((lse_23[u_30] - m_19));
+                        l_20 = (l_20 + w_31);
+                        acc_21 = k_mul_add_11(w_31, v_24[u_30], acc_21);
+                    }
+                    u_30 = (u_30 + 1u);
+                }
             }
-            i_24 = (i_24 + (K_MERGE_BATCH * groups_6));
+            i_22 = (i_22 + (K_MERGE_BATCH * groups_6));
         }
-        kiln_set_shared_f32(sums_19, ((group_8 * ((d_len_4 + 1u))) + d_21), acc_23);
-        if (d_21 == 0u) {
-            kiln_set_shared_f32(sums_19, ((group_8 * ((d_len_4 + 1u))) + d_len_4), l_22);
+        kiln_set_shared_f32(states_13, ((group_8 * stride_12) + d_15), acc_21);
+        if (d_15 == 0u) {
+            kiln_set_shared_f32(states_13, ((group_8 * stride_12) + d_len_4), m_19);
+            kiln_set_shared_f32(states_13, (((group_8 * stride_12) + d_len_4) + 1u), l_20);
         }
-        d_21 = (d_21 + per_group_7);
+        d_15 = (d_15 + per_group_7);
     }
     storageBarrier(); workgroupBarrier();
-    var l_30: f32 = 0e0f;
-    var g_31: u32 = 0u;
-    while (g_31 < groups_6) {
-        l_30 = (l_30 + kiln_get_shared_f32(sums_19, ((g_31 * ((d_len_4 + 1u))) + d_len_4)));
-        g_31 = (g_31 + 1u);
+    var m_32: f32 = bitcast<f32>(0xff800000u);
+    var g_33: u32 = 0u;
+    while (g_33 < groups_6) {
+        let mg_34: f32 = kiln_get_shared_f32(states_13, ((g_33 * stride_12) + d_len_4));
+        if !(k_is_neg_infinity_5(mg_34)) {
+            m_32 = k_max_keeping_nan_6(mg_34, m_32);
+        }
+        g_33 = (g_33 + 1u);
     }
-    var d_32: u32 = kiln_thread;
-    while (d_32 < d_len_4) {
-        var acc_33: f32 = 0e0f;
-        var g_34: u32 = 0u;
-        while (g_34 < groups_6) {
-            acc_33 = (acc_33 + kiln_get_shared_f32(sums_19, ((g_34 * ((d_len_4 + 1u))) + d_32)));
-            g_34 = (g_34 + 1u);
+    let poisoned_35: bool = (kiln_is_nan(m_32) || ((((bitcast<u32>(m_32) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(m_32) >> 31u) == 0u))));
+    let empty_36: bool = k_is_neg_infinity_5(m_32);
+    var l_37: f32 = 0e0f;
+    var g_38: u32 = 0u;
+    while (g_38 < groups_6) {
+        let mg_39: f32 = kiln_get_shared_f32(states_13, ((g_38 * stride_12) + d_len_4));
+        if (!(empty_36) && !(k_is_neg_infinity_5(mg_39))) {
+            l_37 = k_mul_add_11(k_exp2_approx_10((mg_39 - m_32)), kiln_get_shared_f32(states_13, (((g_38 * stride_12) + d_len_4) + 1u)), l_37);
         }
-        var ifv_35: f32;
-        if k_is_neg_infinity_4(m_18) {
-            ifv_35 = 0e0f;
-        } else {
-            ifv_35 = (acc_33 / l_30);
-        }
-        let out_36: f32 = ifv_35;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_32), k_from_f32_20(k_nan_unless_finite_19(out_36)));
-        if (d_32 == 0u) {
-            var ifv_37: f32;
-            if k_is_neg_infinity_4(m_18) {
-                ifv_37 = bitcast<f32>(0xff800000u);
-            } else {
-                ifv_37 = (m_18 + k_log2f_23(l_30));
+        g_38 = (g_38 + 1u);
+    }
+    var d_40: u32 = kiln_thread;
+    while (d_40 < d_len_4) {
+        var acc_41: f32 = 0e0f;
+        var g_42: u32 = 0u;
+        while (g_42 < groups_6) {
+            let mg_43: f32 = kiln_get_shared_f32(states_13, ((g_42 * stride_12) + d_len_4));
+            if (!(empty_36) && !(k_is_neg_infinity_5(mg_43))) {
+                acc_41 = k_mul_add_11(k_exp2_approx_10((mg_43 - m_32)), kiln_get_shared_f32(states_13, ((g_42 * stride_12) + d_40)), acc_41);
             }
-            let lse_38: f32 = ifv_37;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_20(lse_38));
+            g_42 = (g_42 + 1u);
         }
-        d_32 = (d_32 + threads_5);
+        var ifv_44: f32;
+        if poisoned_35 {
+            ifv_44 = bitcast<f32>(0x7fc00000u);
+        } else {
+            var ifv_45: f32;
+            if empty_36 {
+                ifv_45 = 0e0f;
+            } else {
+                ifv_45 = k_nan_unless_finite_12((acc_41 / l_37));
+            }
+            ifv_44 = ifv_45;
+        }
+        let out_46: f32 = ifv_44;
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_40), k_from_f32_13(out_46));
+        if (d_40 == 0u) {
+            var ifv_47: f32;
+            if poisoned_35 {
+                ifv_47 = bitcast<f32>(0x7fc00000u);
+            } else {
+                var ifv_48: f32;
+                if empty_36 {
+                    ifv_48 = bitcast<f32>(0xff800000u);
+                } else {
+                    ifv_48 = (m_32 + k_log2f_16(l_37));
+                }
+                ifv_47 = ifv_48;
+            }
+            let lse_49: f32 = ifv_47;
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_13(lse_49));
+        }
+        d_40 = (d_40 + threads_5);
     }
 }
 
@@ -455,5 +400,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_merge_states_24(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_paged_attention_merge_states_17(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

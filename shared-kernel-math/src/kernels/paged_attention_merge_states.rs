@@ -5,12 +5,12 @@
 //! (docs/non-finite.md).
 //!
 //! With `m = max lse_i` and `w_i = 2^(lse_i − m)`: `v = Σ w_i v_i / Σ w_i`,
-//! `lse = m + log2 Σ w_i`. A block merges one (row, head): its threads first read the row's
-//! LSEs once each for the maximum `m` (a block reduction), then split the partials among
-//! [`merge_groups`] groups of threads, each group's threads owning dims and reading their
-//! partials `MERGE_BATCH` at a time (independent loads that overlap); the groups' sums meet in
-//! shared memory. A long row (split-KV decode at batch 1 has tens of partials) thus costs a few
-//! dependent loads, not one per partial.
+//! `lse = m + log2 Σ w_i`. A block merges one (row, head): it splits the row's partials among
+//! [`merge_groups`] groups of threads, each group's threads owning dims and folding their
+//! partials `MERGE_BATCH` at a time (independent loads that overlap) into a running state
+//! (maximum, denominator, sums); the groups' states meet in shared memory after one barrier.
+//! A long row (split-KV decode at batch 1 has tens of partials) thus costs a few dependent
+//! loads and no block reduction.
 
 use crate::kernel::shape;
 use crate::{
@@ -102,7 +102,7 @@ impl KernelDef for PagedAttentionMergeStates {
     }
 
     fn shared_bytes(p: &MergeStatesParams, _block: u32, _wave: u32) -> usize {
-        4 * merge_groups(p) as usize * (p.head_dim as usize + 1)
+        4 * merge_groups(p) as usize * (p.head_dim as usize + 2)
     }
 }
 
@@ -140,7 +140,7 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     let d_len = p.head_dim as usize;
     let threads = b.size() as usize;
     // Any block is correct: at most a group per thread; threads past the last whole group
-    // only take part in the reductions.
+    // only take part in the final sums.
     let groups = (merge_groups(p) as usize).min(threads);
     let per_group = threads / groups;
     let group = b.thread() as usize / per_group;
@@ -149,26 +149,13 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     let first = o_indptr.get(row).max(0) as usize;
     let last = o_indptr.get(row + 1).max(0) as usize;
 
-    // The maximum over the partials that are not empty (NaN wins): each LSE read once.
-    let mut m = f32::NEG_INFINITY;
-    let mut i = first + b.thread() as usize;
-    while i < last {
-        let lse = lse_in.get(i * heads + head).to_f32();
-        if !is_neg_infinity(lse) {
-            m = max_keeping_nan(lse, m);
-        }
-        i += threads;
-    }
-    // The block's maximum loses NaNs; a separate flag keeps them.
-    let nan = b.max(if m.is_nan() { 1.0 } else { 0.0 });
-    let m = if nan > 0.0 { f32::NAN } else { b.max(m) };
-
-    // Group `group` sums partials first + group, + groups, … for its dims.
-    let sums = b.shared::<f32>(0, groups * (d_len + 1));
+    // Group `group` folds partials first + group, + groups, … into a running state (maximum,
+    // denominator, one sum per dim); a state is `d_len` sums, then its maximum and denominator.
+    let stride = d_len + 2;
+    let states = b.shared::<f32>(0, groups * stride);
     let mut d = if group < groups { lane } else { d_len };
     while d < d_len {
-        let mut l = 0.0f32;
-        let mut acc = 0.0f32;
+        let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0.0f32, 0.0f32);
         let mut i = first + group;
         while i < last {
             let lse = lse_batch(&lse_in, i, groups, last, heads, head);
@@ -180,29 +167,69 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
                 }
                 u += 1;
             }
+            let mut top = m;
             let mut u = 0;
             while u < MERGE_BATCH {
-                // An empty partial is skipped; `+inf` gives `2^(inf − inf)`, NaN, as a NaN does.
                 if !is_neg_infinity(lse[u]) {
-                    let w = exp2_approx(lse[u] - m);
-                    l += w;
-                    acc = mul_add(w, v[u], acc);
+                    top = max_keeping_nan(lse[u], top);
                 }
                 u += 1;
             }
+            // Empty partials (`-inf`) add nothing; until one is not, there is no state.
+            if !is_neg_infinity(top) {
+                let scale = if is_neg_infinity(m) {
+                    0.0
+                } else {
+                    exp2_approx(m - top)
+                };
+                l *= scale;
+                acc *= scale;
+                m = top;
+                let mut u = 0;
+                while u < MERGE_BATCH {
+                    if !is_neg_infinity(lse[u]) {
+                        let w = exp2_approx(lse[u] - m);
+                        l += w;
+                        acc = mul_add(w, v[u], acc);
+                    }
+                    u += 1;
+                }
+            }
             i += MERGE_BATCH * groups;
         }
-        sums.set(group * (d_len + 1) + d, acc);
+        states.set(group * stride + d, acc);
         if d == 0 {
-            sums.set(group * (d_len + 1) + d_len, l);
+            states.set(group * stride + d_len, m);
+            states.set(group * stride + d_len + 1, l);
         }
         d += per_group;
     }
     b.barrier();
+
+    // The groups' states meet: the largest maximum (NaN wins), then the rescaled sums.
+    let mut m = f32::NEG_INFINITY;
+    let mut g = 0;
+    while g < groups {
+        let mg = states.get(g * stride + d_len);
+        if !is_neg_infinity(mg) {
+            m = max_keeping_nan(mg, m);
+        }
+        g += 1;
+    }
+    // A NaN or `+inf` LSE poisons the row (tested by bits: see `is_neg_infinity`).
+    let poisoned = m.is_nan() || (m.is_infinite() && m.is_sign_positive());
+    let empty = is_neg_infinity(m);
     let mut l = 0.0f32;
     let mut g = 0;
     while g < groups {
-        l += sums.get(g * (d_len + 1) + d_len);
+        let mg = states.get(g * stride + d_len);
+        if !empty && !is_neg_infinity(mg) {
+            l = mul_add(
+                exp2_approx(mg - m),
+                states.get(g * stride + d_len + 1),
+                l,
+            );
+        }
         g += 1;
     }
     let mut d = b.thread() as usize;
@@ -210,17 +237,25 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
         let mut acc = 0.0f32;
         let mut g = 0;
         while g < groups {
-            acc += sums.get(g * (d_len + 1) + d);
+            let mg = states.get(g * stride + d_len);
+            if !empty && !is_neg_infinity(mg) {
+                acc = mul_add(exp2_approx(mg - m), states.get(g * stride + d), acc);
+            }
             g += 1;
         }
-        // A partial that is not empty gives `l ≥ 1`.
-        let out = if is_neg_infinity(m) { 0.0 } else { acc / l };
-        v_out.set(
-            (row * heads + head) * d_len + d,
-            T::from_f32(nan_unless_finite(out)),
-        );
+        // The largest partial weighs 1, so `l ≥ 1` when the row has one.
+        let out = if poisoned {
+            f32::NAN
+        } else if empty {
+            0.0
+        } else {
+            nan_unless_finite(acc / l)
+        };
+        v_out.set((row * heads + head) * d_len + d, T::from_f32(out));
         if d == 0 {
-            let lse = if is_neg_infinity(m) {
+            let lse = if poisoned {
+                f32::NAN
+            } else if empty {
                 f32::NEG_INFINITY
             } else {
                 m + libm::log2f(l)
