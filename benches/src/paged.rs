@@ -8,15 +8,17 @@
 //! host; v2 is its partial launch plus, unless the plan is merge-free, the merge. Pools rotate
 //! over enough copies that one pass does not fit the device's last-level cache. The fallback
 //! (and the `call_seconds` column of every arm) is the wall clock of a whole `paged_decode`
-//! call: table validation and upload, launches, completion.
+//! call: table validation and upload, launches, completion. `step_seconds` is what an engine
+//! pays per layer: one step's plan written to the device, then [`STEP_LAYERS`] planned calls
+//! (each over its own pool copy where there are copies) and one wait, by the wall clock.
 
 use kiln::launch::{default_params, Arg};
 use kiln::math::kernels::paged_attention_decode::PagedDecodeParams;
 use kiln::math::kernels::paged_attention_decode_v2_partial::PagedDecodeV2Params;
 use kiln::math::{Bf16, Element, Params, F16};
 use kiln::paged::{
-    paged_decode_with, plan_decode, DecodeArm, DecodePlan, DecodePolicy, KvGeometry, PageTable,
-    PlanConfig,
+    paged_decode_planned, paged_decode_with, plan_decode, DecodeArm, DecodePlan, DecodePolicy,
+    DeviceDecodePlan, KvGeometry, PageTable, PlanConfig,
 };
 use kiln::timing::{time_kernel, Issue};
 use kiln::{DType, Device, KernelId, PortError, Tensor};
@@ -79,6 +81,9 @@ pub struct PagedBenchRow {
     pub runs: usize,
     /// Median wall-clock seconds of a whole `paged_decode` call with this arm forced.
     pub call_seconds: f64,
+    /// Median wall-clock seconds per layer of a planned step (v1 and v2; NaN for the
+    /// fallback, which has no device plan).
+    pub step_seconds: f64,
     /// K and V bytes the decode must read: visible tokens × Hkv × D × 2 × element size.
     pub kv_bytes: u64,
     pub bytes_per_s: f64,
@@ -90,11 +95,11 @@ pub struct PagedBenchRow {
 }
 
 impl PagedBenchRow {
-    pub const CSV_HEADER: &'static str = "backend,kernel,arm,context,batch,heads_q,heads_kv,head_dim,page_size,pool_dtype,seconds,runs,call_seconds,kv_bytes,gb_per_s,pct_of_copy,pages_per_chunk,chunks";
+    pub const CSV_HEADER: &'static str = "backend,kernel,arm,context,batch,heads_q,heads_kv,head_dim,page_size,pool_dtype,seconds,runs,call_seconds,kv_bytes,gb_per_s,pct_of_copy,pages_per_chunk,chunks,step_seconds";
 
     pub fn csv(&self, cfg: &PagedBenchConfig) -> String {
         format!(
-            "{},paged_decode,{},{},{},{},{},{},{},{},{:.6e},{},{:.6e},{},{:.3},{:.1},{},{}",
+            "{},paged_decode,{},{},{},{},{},{},{},{},{:.6e},{},{:.6e},{},{:.3},{:.1},{},{},{:.6e}",
             self.backend,
             self.arm.name(),
             self.context,
@@ -111,7 +116,8 @@ impl PagedBenchRow {
             self.bytes_per_s / 1e9,
             self.pct_of_copy,
             self.pages_per_chunk,
-            self.chunks
+            self.chunks,
+            self.step_seconds
         )
     }
 }
@@ -280,6 +286,38 @@ fn time_call(
     Ok((median(times), n, ppc, chunks))
 }
 
+/// Layers of the decode step whose per-layer wall clock is `step_seconds` (Llama-3.1-8B's).
+pub const STEP_LAYERS: usize = 32;
+
+/// Median wall-clock seconds per layer of a decode step with `arm` forced: the plan written
+/// once, [`STEP_LAYERS`] planned launches over the rotated pools, one wait (one warm-up step).
+fn time_step(
+    dev: &Device,
+    cfg: &PagedBenchConfig,
+    s: &mut Setup,
+    arm: DecodeArm,
+    policy: &DecodePolicy,
+) -> Result<f64, PortError> {
+    let mut plan = DeviceDecodePlan::with_policy(dev, s.geo, s.table.indices.len(), *policy)?;
+    let mut once = |s: &mut Setup| {
+        let t = Instant::now();
+        plan.write_with(dev, &s.table, &s.pools[0].0, Some(arm))?;
+        for layer in 0..STEP_LAYERS {
+            let (k, v) = &s.pools[layer % s.pools.len()];
+            paged_decode_planned(dev, &s.q, k, v, &plan, 0.0, &mut s.out)?;
+        }
+        dev.sync()?;
+        Ok::<_, PortError>(t.elapsed().as_secs_f64() / STEP_LAYERS as f64)
+    };
+    once(s)?;
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < cfg.min_runs || start.elapsed() < cfg.min_time {
+        times.push(once(s)?);
+    }
+    Ok(median(times))
+}
+
 fn invalid(kernel: KernelId, msg: String) -> PortError {
     PortError::InvalidShape {
         kernel: kernel.name(),
@@ -430,25 +468,44 @@ fn time_kernels(
     }
 }
 
-/// One row: the kernel arms timed as launches (and as whole calls), the fallback as whole
-/// calls.
+/// What [`measure`] returns for one row.
+struct Measured {
+    seconds: f64,
+    runs: usize,
+    call_seconds: f64,
+    step_seconds: f64,
+    pages_per_chunk: usize,
+    chunks: usize,
+}
+
+/// One row: the kernel arms timed as launches, as whole calls and as planned steps; the
+/// fallback as whole calls.
 fn measure(
     dev: &Device,
     cfg: &PagedBenchConfig,
     s: &mut Setup,
     arm: DecodeArm,
     policy: &DecodePolicy,
-) -> Result<(f64, usize, f64, usize, usize), PortError> {
-    let (call, call_runs, ppc, chunks) = time_call(dev, cfg, s, arm, policy)?;
+) -> Result<Measured, PortError> {
+    let (call, call_runs, pages_per_chunk, chunks) = time_call(dev, cfg, s, arm, policy)?;
+    let mut m = Measured {
+        seconds: call,
+        runs: call_runs,
+        call_seconds: call,
+        step_seconds: f64::NAN,
+        pages_per_chunk,
+        chunks,
+    };
     if arm == DecodeArm::Fallback {
-        return Ok((call, call_runs, call, ppc, chunks));
+        return Ok(m);
     }
     let plan = match arm {
         DecodeArm::V2 => Some(plan_for(s, policy)?),
         _ => None,
     };
-    let (seconds, runs) = time_kernels(dev, cfg, s, arm, plan.as_ref())?;
-    Ok((seconds, runs, call, ppc, chunks))
+    (m.seconds, m.runs) = time_kernels(dev, cfg, s, arm, plan.as_ref())?;
+    m.step_seconds = time_step(dev, cfg, s, arm, policy)?;
+    Ok(m)
 }
 
 /// The v2 plan the dispatch makes for `s` under `policy`.
@@ -484,22 +541,22 @@ pub fn run_paged_decode(
             let mut s = setup(dev, cfg, context, batch, rotation(dev, cfg, bytes))?;
             let policy = DecodePolicy::for_device(dev, &s.geo);
             for &arm in &cfg.arms {
-                let (seconds, runs, call_seconds, pages_per_chunk, chunks) =
-                    measure(dev, cfg, &mut s, arm, &policy)?;
-                let bytes_per_s = bytes as f64 / seconds;
+                let m = measure(dev, cfg, &mut s, arm, &policy)?;
+                let bytes_per_s = bytes as f64 / m.seconds;
                 let row = PagedBenchRow {
                     backend: dev.backend().name().to_string(),
                     arm,
                     context,
                     batch,
-                    seconds,
-                    runs,
-                    call_seconds,
+                    seconds: m.seconds,
+                    runs: m.runs,
+                    call_seconds: m.call_seconds,
+                    step_seconds: m.step_seconds,
                     kv_bytes: bytes,
                     bytes_per_s,
                     pct_of_copy: 100.0 * bytes_per_s / copy_bytes_per_s,
-                    pages_per_chunk,
-                    chunks,
+                    pages_per_chunk: m.pages_per_chunk,
+                    chunks: m.chunks,
                 };
                 each(&row);
                 rows.push(row);

@@ -341,6 +341,8 @@ fn the_bench_drivers_run_with_either_timer() {
             eprintln!("{}", r.csv(&cfg));
             assert!(r.seconds.is_finite() && r.seconds > 0.0, "{r:?}");
             assert!(r.pct_of_copy.is_finite() && r.pct_of_copy > 0.0, "{r:?}");
+            let planned = r.arm != kiln::paged::DecodeArm::Fallback;
+            assert_eq!(r.step_seconds > 0.0, planned, "{r:?}");
         }
     }
 }
