@@ -270,6 +270,7 @@ fn time_call(
             policy,
             Some(arm),
         )?;
+        dev.sync()?;
         Ok::<_, PortError>((t.elapsed().as_secs_f64(), run))
     };
     let (_, run) = once(s)?;
@@ -384,7 +385,10 @@ fn time_kernels(
                     set
                 })
                 .collect();
-            let p = PagedDecodeParams::default();
+            let p = PagedDecodeParams {
+                mma: kiln::paged::mma_param(),
+                ..Default::default()
+            };
             time_sets(
                 dev,
                 cfg,
