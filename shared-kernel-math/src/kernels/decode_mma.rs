@@ -22,9 +22,8 @@
 //!    and its slots the same tokens, two tokens' values of one dim per pair: one byte permute
 //!    per pair from the lane's 16-byte V loads.
 //!
-//! A tile's K is loaded at its start and the next tile's V as soon as this tile's values are
-//! taken (the loads land where the spent fragments were), so V's latency hides behind the next
-//! tile's scores.
+//! A tile's K and V are loaded together before its first multiply (a tile's bytes in flight
+//! per set; the other sets and blocks on the multiprocessor overlap their math with them).
 //! Tokens past the span read the span's last token and weigh 0.
 
 use super::decode_parts::{acc_at, merge_parts, parts_layout, Parts};
@@ -386,17 +385,13 @@ pub fn attend_mma<T: Element, B: Block>(
         let row = table.get(span.table_base + cur.last_page) as u32 as usize;
         cur.last_at = ((row * bs + last % bs) * pool.heads_kv + group.kv_head) * pool.head_dim;
     }
-    // Tile n + 1's V is loaded once tile n's values are taken: its registers are free then,
-    // and its loads overlap tile n + 1's scores.
-    let mut values = [[0u32; 4]; MMA_VALUE_CHUNKS];
-    if iters > 0 {
-        let at = token_offsets(cur, span, pool, group.kv_head, table, lane_tokens);
-        values = load_values(v_pool, at, g);
-    }
     let mut n = 0;
     while n < iters {
+        // This tile's K and V at once: a tile's bytes in flight per set.
         let at = token_offsets(cur, span, pool, group.kv_head, table, key_tokens);
         let keys = load_keys(k_pool, at, class);
+        let at = token_offsets(cur, span, pool, group.kv_head, table, lane_tokens);
+        let values = load_values(v_pool, at, g);
         let tile_first = cur.first;
         cur.first += stride;
         cur.page += adv_pages;
@@ -405,7 +400,6 @@ pub fn attend_mma<T: Element, B: Block>(
             cur.slot -= bs;
             cur.page += 1;
         }
-        let more = n + 1 < iters;
 
         // Scores of this tile.
         let mut sc = [[[0.0f32; 2]; 2]; 2];
@@ -499,10 +493,6 @@ pub fn attend_mma<T: Element, B: Block>(
             }
             acc[v] = b.wave_mma::<T>(a, weights, acc[v]);
             v += 1;
-        }
-        if more {
-            let at = token_offsets(cur, span, pool, group.kv_head, table, lane_tokens);
-            values = load_values(v_pool, at, g);
         }
         n += 1;
     }

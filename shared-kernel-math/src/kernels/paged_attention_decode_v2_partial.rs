@@ -12,7 +12,7 @@ use super::paged_attention_decode::{
     head_groups, pool_shape, query_shape, resolve_scale, MAX_GRID_DIM,
 };
 use crate::kernel::shape;
-use crate::{Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError, Src};
+use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
 crate::params! {
     /// Params of `paged_attention_decode_v2_partial`.
@@ -46,19 +46,9 @@ crate::params! {
 /// Descriptor of `paged_attention_decode_v2_partial`.
 pub struct PagedAttentionDecodeV2Partial;
 
-/// Threads of a partial block.
-const PARTIAL_BLOCK: u32 = 128;
-
 impl KernelDef for PagedAttentionDecodeV2Partial {
     type Params = PagedDecodeV2Params;
     const NAME: &'static str = "paged_attention_decode_v2_partial";
-
-    /// Three blocks (12 warps) per multiprocessor: the tensor-core sweep's K loads and its
-    /// prefetched V fit the budget, and the split plans count on that many resident blocks.
-    const LAUNCH_BOUND: Option<LaunchBound> = Some(LaunchBound {
-        max_threads: PARTIAL_BLOCK,
-        min_blocks: 3,
-    });
 
     /// Buffers: `q [B, Hq, (1,) D]` f32, `k_pool`/`v_pool [NB, PS, Hkv, D]`, `indices [P]`,
     /// `indptr [B+1]`, `last_page_len [B]`, `first_page_offset [B]`, `request_indices [C]`,
@@ -131,7 +121,7 @@ impl KernelDef for PagedAttentionDecodeV2Partial {
     fn launch(p: &PagedDecodeV2Params) -> Launch {
         Launch {
             grid: [p.heads_kv * p.q_groups, p.chunks, 1],
-            block: PARTIAL_BLOCK,
+            block: 128,
         }
     }
 
