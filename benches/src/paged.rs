@@ -278,13 +278,22 @@ fn time_call(
         .plan
         .as_ref()
         .map_or((0, 0), |p| (p.pages_per_chunk, p.chunks()));
+    let times = repeat_timed(cfg, || Ok(once(s)?.0))?;
+    let n = times.len();
+    Ok((median(times), n, ppc, chunks))
+}
+
+/// Seconds of `run` repeated until both `cfg.min_runs` runs and `cfg.min_time` are reached.
+fn repeat_timed(
+    cfg: &PagedBenchConfig,
+    mut run: impl FnMut() -> Result<f64, PortError>,
+) -> Result<Vec<f64>, PortError> {
     let mut times = Vec::new();
     let start = Instant::now();
     while times.len() < cfg.min_runs || start.elapsed() < cfg.min_time {
-        times.push(once(s)?.0);
+        times.push(run()?);
     }
-    let n = times.len();
-    Ok((median(times), n, ppc, chunks))
+    Ok(times)
 }
 
 /// Layers of the decode step whose per-layer wall clock is `step_seconds` (Llama-3.1-8B's).
@@ -311,12 +320,7 @@ fn time_step(
         Ok::<_, PortError>(t.elapsed().as_secs_f64() / STEP_LAYERS as f64)
     };
     once(s)?;
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < cfg.min_runs || start.elapsed() < cfg.min_time {
-        times.push(once(s)?);
-    }
-    Ok(median(times))
+    Ok(median(repeat_timed(cfg, || once(s))?))
 }
 
 fn invalid(kernel: KernelId, msg: String) -> PortError {
