@@ -143,16 +143,8 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
             .map(|s| parse_gqa(s))
             .collect::<anyhow::Result<_>>()?
     };
-    let dims = if a.head_dims.is_empty() {
-        vec![base.head_dim]
-    } else {
-        a.head_dims.clone()
-    };
-    let pages = if a.page_sizes.is_empty() {
-        vec![base.page_size]
-    } else {
-        a.page_sizes.clone()
-    };
+    let dims = given_or(&a.head_dims, base.head_dim);
+    let pages = given_or(&a.page_sizes, base.page_size);
     let dtypes: Vec<kiln::DType> = if a.dtype.is_empty() {
         vec![base.pool_dtype]
     } else {
@@ -183,6 +175,15 @@ fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The values given on the command line, else the default alone.
+fn given_or(given: &[usize], default: usize) -> Vec<usize> {
+    if given.is_empty() {
+        vec![default]
+    } else {
+        given.to_vec()
+    }
 }
 
 /// `Hq/Hkv` as two head counts.
