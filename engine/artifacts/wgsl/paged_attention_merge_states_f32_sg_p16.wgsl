@@ -19,6 +19,10 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct kiln_tuple_f32_f32 {
+    f0: f32,
+    f1: f32,
+}
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
 const K_LOG2_E: f32 = 1.442695e0f;
@@ -193,7 +197,27 @@ fn k_exp2_approx_10(x_p: f32) -> f32 {
 fn k_mul_add_11(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_nan_unless_finite_12(x_p: f32) -> f32 {
+fn k_merged_max_sum_12(shm_v: vec2<u32>, m_at_p: u32, l_at_p: u32, stride_p: u32, parts_p: u32) -> kiln_tuple_f32_f32 {
+    var m_all_1: f32 = bitcast<f32>(0xff800000u);
+    var w_2: u32 = 0u;
+    while (w_2 < parts_p) {
+        m_all_1 = k_max_keeping_nan_6(kiln_get_shared_f32(shm_v, (m_at_p + (w_2 * stride_p))), m_all_1);
+        w_2 = (w_2 + 1u);
+    }
+    var l_all_3: f32 = 0e0f;
+    if !(k_is_neg_infinity_5(m_all_1)) {
+        var w_4: u32 = 0u;
+        while (w_4 < parts_p) {
+            let m_w_5: f32 = kiln_get_shared_f32(shm_v, (m_at_p + (w_4 * stride_p)));
+            if !(k_is_neg_infinity_5(m_w_5)) {
+                l_all_3 = (l_all_3 + (kiln_get_shared_f32(shm_v, (l_at_p + (w_4 * stride_p))) * k_exp2_approx_10((m_w_5 - m_all_1))));
+            }
+            w_4 = (w_4 + 1u);
+        }
+    }
+    return kiln_tuple_f32_f32(m_all_1, l_all_3);
+}
+fn k_nan_unless_finite_13(x_p: f32) -> f32 {
     var ifv_1: f32;
     if ((bitcast<u32>(x_p) & 0x7f800000u) != 0x7f800000u) {
         ifv_1 = x_p;
@@ -202,10 +226,10 @@ fn k_nan_unless_finite_12(x_p: f32) -> f32 {
     }
     return ifv_1;
 }
-fn k_from_f32_13(v_p: f32) -> f32 {
+fn k_from_f32_14(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_log_core_14(f_p: f32) -> f32 {
+fn k_log_core_15(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -215,7 +239,7 @@ fn k_log_core_14(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_15(x_p: f32) -> f32 {
+fn k_logf_16(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -244,12 +268,21 @@ fn k_logf_15(x_p: f32) -> f32 {
     }
     let f_6: f32 = (m_5 - 1e0f);
     let ef_7: f32 = f32(e_3);
-    return (((((ef_7 * K_LN2_LO) + k_log_core_14(f_6))) + f_6) + (ef_7 * K_LN2_HI));
+    return (((((ef_7 * K_LN2_LO) + k_log_core_15(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
-fn k_log2f_16(x_p: f32) -> f32 {
-    return (k_logf_15(x_p) * K_LOG2_E);
+fn k_log2f_17(x_p: f32) -> f32 {
+    return (k_logf_16(x_p) * K_LOG2_E);
 }
-fn k_paged_attention_merge_states_17(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
+fn k_log_sum_18(m_all_p: f32, l_all_p: f32) -> f32 {
+    var ifv_1: f32;
+    if k_is_neg_infinity_5(m_all_p) {
+        ifv_1 = bitcast<f32>(0xff800000u);
+    } else {
+        ifv_1 = (m_all_p + k_log2f_17(l_all_p));
+    }
+    return ifv_1;
+}
+fn k_paged_attention_merge_states_19(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_indptr_v: vec2<u32>, v_out_v: vec2<u32>, lse_out_v: vec2<u32>) {
     let head_1: u32 = kiln_block.x;
     let row_2: u32 = kiln_block.y;
     let heads_3: u32 = kiln_meta[2u];
@@ -327,68 +360,47 @@ fn k_paged_attention_merge_states_17(v_in_v: vec2<u32>, lse_in_v: vec2<u32>, o_i
         d_15 = (d_15 + per_group_7);
     }
     storageBarrier(); workgroupBarrier();
-    var m_32: f32 = bitcast<f32>(0xff800000u);
-    var g_33: u32 = 0u;
-    while (g_33 < groups_6) {
-        let mg_34: f32 = kiln_get_shared_f32(states_13, ((g_33 * stride_12) + d_len_4));
-        if !(k_is_neg_infinity_5(mg_34)) {
-            m_32 = k_max_keeping_nan_6(mg_34, m_32);
-        }
-        g_33 = (g_33 + 1u);
-    }
-    let poisoned_35: bool = (kiln_is_nan(m_32) || ((((bitcast<u32>(m_32) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(m_32) >> 31u) == 0u))));
-    let empty_36: bool = k_is_neg_infinity_5(m_32);
-    var l_37: f32 = 0e0f;
-    var g_38: u32 = 0u;
-    while (g_38 < groups_6) {
-        let mg_39: f32 = kiln_get_shared_f32(states_13, ((g_38 * stride_12) + d_len_4));
-        if (!(empty_36) && !(k_is_neg_infinity_5(mg_39))) {
-            l_37 = k_mul_add_11(k_exp2_approx_10((mg_39 - m_32)), kiln_get_shared_f32(states_13, (((g_38 * stride_12) + d_len_4) + 1u)), l_37);
-        }
-        g_38 = (g_38 + 1u);
-    }
-    var d_40: u32 = kiln_thread;
-    while (d_40 < d_len_4) {
-        var acc_41: f32 = 0e0f;
-        var g_42: u32 = 0u;
-        while (g_42 < groups_6) {
-            let mg_43: f32 = kiln_get_shared_f32(states_13, ((g_42 * stride_12) + d_len_4));
-            if (!(empty_36) && !(k_is_neg_infinity_5(mg_43))) {
-                acc_41 = k_mul_add_11(k_exp2_approx_10((mg_43 - m_32)), kiln_get_shared_f32(states_13, ((g_42 * stride_12) + d_40)), acc_41);
+    let t_32: kiln_tuple_f32_f32 = k_merged_max_sum_12(states_13, d_len_4, (d_len_4 + 1u), stride_12, groups_6);
+    let m_33: f32 = t_32.f0;
+    let l_34: f32 = t_32.f1;
+    let poisoned_35: bool = (kiln_is_nan(m_33) || ((((bitcast<u32>(m_33) & 0x7fffffffu) == 0x7f800000u) && ((bitcast<u32>(m_33) >> 31u) == 0u))));
+    let empty_36: bool = k_is_neg_infinity_5(m_33);
+    var d_37: u32 = kiln_thread;
+    while (d_37 < d_len_4) {
+        var acc_38: f32 = 0e0f;
+        var g_39: u32 = 0u;
+        while (g_39 < groups_6) {
+            let mg_40: f32 = kiln_get_shared_f32(states_13, ((g_39 * stride_12) + d_len_4));
+            if (!(empty_36) && !(k_is_neg_infinity_5(mg_40))) {
+                acc_38 = k_mul_add_11(k_exp2_approx_10((mg_40 - m_33)), kiln_get_shared_f32(states_13, ((g_39 * stride_12) + d_37)), acc_38);
             }
-            g_42 = (g_42 + 1u);
+            g_39 = (g_39 + 1u);
         }
-        var ifv_44: f32;
+        var ifv_41: f32;
         if poisoned_35 {
-            ifv_44 = bitcast<f32>(0x7fc00000u);
+            ifv_41 = bitcast<f32>(0x7fc00000u);
         } else {
-            var ifv_45: f32;
+            var ifv_42: f32;
             if empty_36 {
-                ifv_45 = 0e0f;
+                ifv_42 = 0e0f;
             } else {
-                ifv_45 = k_nan_unless_finite_12((acc_41 / l_37));
+                ifv_42 = k_nan_unless_finite_13((acc_38 / l_34));
             }
-            ifv_44 = ifv_45;
+            ifv_41 = ifv_42;
         }
-        let out_46: f32 = ifv_44;
-        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_40), k_from_f32_13(out_46));
-        if (d_40 == 0u) {
-            var ifv_47: f32;
+        let out_43: f32 = ifv_41;
+        kiln_set_b3(v_out_v, (((((row_2 * heads_3) + head_1)) * d_len_4) + d_37), k_from_f32_14(out_43));
+        if (d_37 == 0u) {
+            var ifv_44: f32;
             if poisoned_35 {
-                ifv_47 = bitcast<f32>(0x7fc00000u);
+                ifv_44 = bitcast<f32>(0x7fc00000u);
             } else {
-                var ifv_48: f32;
-                if empty_36 {
-                    ifv_48 = bitcast<f32>(0xff800000u);
-                } else {
-                    ifv_48 = (m_32 + k_log2f_16(l_37));
-                }
-                ifv_47 = ifv_48;
+                ifv_44 = k_log_sum_18(m_33, l_34);
             }
-            let lse_49: f32 = ifv_47;
-            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_13(lse_49));
+            let lse_45: f32 = ifv_44;
+            kiln_set_b4(lse_out_v, ((row_2 * heads_3) + head_1), k_from_f32_14(lse_45));
         }
-        d_40 = (d_40 + threads_5);
+        d_37 = (d_37 + threads_5);
     }
 }
 
@@ -400,5 +412,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_paged_attention_merge_states_17(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
+    k_paged_attention_merge_states_19(vec2<u32>(kiln_meta[4u], kiln_meta[5u]), vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]));
 }

@@ -124,9 +124,10 @@ pub fn merge_parts<B: Block>(
 }
 
 /// The largest of the parts' maxima and the denominators rescaled to it (`(-inf, 0)` when no
-/// part saw a token, NaN when a part's maximum is NaN). Reads part `w`'s values at `m_at + w·stride`, `l_at + w·stride`.
+/// part saw a token, NaN when a part's maximum is NaN). Reads part `w`'s values at
+/// `m_at + w·stride`, `l_at + w·stride` (also the merge kernel's thread groups' states).
 #[inline(always)]
-fn merged_max_sum(
+pub fn merged_max_sum(
     shm: &Rw<f32>,
     m_at: usize,
     l_at: usize,

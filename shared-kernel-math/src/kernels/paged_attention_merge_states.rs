@@ -18,6 +18,8 @@ use crate::{
     KernelDef, Launch, ShapeError, Src,
 };
 
+use super::decode_parts::merged_max_sum;
+use super::decode_span::log_sum;
 use super::paged_attention_decode::MAX_GRID_DIM;
 
 crate::params! {
@@ -207,31 +209,10 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
     b.barrier();
 
     // The groups' states meet: the largest maximum (NaN wins), then the rescaled sums.
-    let mut m = f32::NEG_INFINITY;
-    let mut g = 0;
-    while g < groups {
-        let mg = states.get(g * stride + d_len);
-        if !is_neg_infinity(mg) {
-            m = max_keeping_nan(mg, m);
-        }
-        g += 1;
-    }
+    let (m, l) = merged_max_sum(&states, d_len, d_len + 1, stride, groups);
     // A NaN or `+inf` LSE poisons the row (tested by bits: see `is_neg_infinity`).
     let poisoned = m.is_nan() || (m.is_infinite() && m.is_sign_positive());
     let empty = is_neg_infinity(m);
-    let mut l = 0.0f32;
-    let mut g = 0;
-    while g < groups {
-        let mg = states.get(g * stride + d_len);
-        if !empty && !is_neg_infinity(mg) {
-            l = mul_add(
-                exp2_approx(mg - m),
-                states.get(g * stride + d_len + 1),
-                l,
-            );
-        }
-        g += 1;
-    }
     let mut d = b.thread() as usize;
     while d < d_len {
         let mut acc = 0.0f32;
@@ -253,13 +234,7 @@ pub fn paged_attention_merge_states<T: Element, B: Block>(
         };
         v_out.set((row * heads + head) * d_len + d, T::from_f32(out));
         if d == 0 {
-            let lse = if poisoned {
-                f32::NAN
-            } else if empty {
-                f32::NEG_INFINITY
-            } else {
-                m + libm::log2f(l)
-            };
+            let lse = if poisoned { f32::NAN } else { log_sum(m, l) };
             lse_out.set(row * heads + head, T::from_f32(lse));
         }
         d += threads;
