@@ -122,6 +122,56 @@ pub fn bf16(v: f32) -> f32 {
     kiln::math::Bf16::from_f32(v).to_f32()
 }
 
+/// How close (relative) to the midpoint of two bf16 values an f32 reference may lie for either
+/// of them to be its rounding: far above the f32 chains' accumulation-order differences, far
+/// below a bf16 half-step (2^-9).
+const TIE_SLACK: f64 = 1.0 / (1 << 14) as f64;
+
+/// `raw` (the f32 reference) rounded to bf16 once, element by element, except where it lies
+/// within [`TIE_SLACK`] of a rounding boundary and `got` holds the other neighbour: there the
+/// direction is the f32 summation order's, so both are the reference's rounding. Far from a
+/// boundary this is [`bf16`] — one flip at a tie must not cost a small tensor spec §7.9's nrms.
+pub fn rounded_like(raw: &[f32], got: &[f32]) -> Vec<f32> {
+    raw.iter()
+        .zip(got)
+        .map(|(&r, &g)| {
+            let nearest = bf16(r);
+            if !r.is_finite() {
+                return nearest;
+            }
+            // The bf16 values around `r`: toward zero and one step away (same sign).
+            let toward = f32::from_bits(r.to_bits() & 0xffff_0000);
+            let away = f32::from_bits((r.to_bits() & 0xffff_0000) + 0x1_0000);
+            let mid = (toward as f64 + away as f64) / 2.0;
+            let near_tie = (r as f64 - mid).abs() <= TIE_SLACK * (r as f64).abs();
+            if near_tie && (g == toward || g == away) {
+                g
+            } else {
+                nearest
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn either_rounding_counts_only_at_a_tie() {
+        // 714 lies halfway between the bf16 values 712 and 716.
+        assert_eq!(rounded_like(&[714.0], &[716.0]), [716.0]);
+        assert_eq!(rounded_like(&[714.0], &[712.0]), [712.0]);
+        assert_eq!(rounded_like(&[-714.0], &[-716.0]), [-716.0]);
+        // Off the tie the nearest bf16 value is the only rounding.
+        assert_eq!(rounded_like(&[713.0], &[716.0]), [712.0]);
+        assert_eq!(rounded_like(&[715.5], &[712.0]), [716.0]);
+        // A value other than the two neighbours never stands in.
+        assert_eq!(rounded_like(&[714.0], &[720.0]), [712.0]);
+        assert!(rounded_like(&[f32::NAN], &[1.0])[0].is_nan());
+    }
+}
+
 /// `nrms` and `nmax` of spec §0.2.
 pub fn deviation(got: &[f32], want: &[f32]) -> (f64, f64) {
     let g: Vec<f64> = got.iter().map(|&v| v as f64).collect();

@@ -11,7 +11,9 @@ use kiln::ops::{
 };
 use kiln::quant::{quantize, AffineFormat, AffineTensor};
 use kiln::{Backend, DType, Device, PortError, Tensor};
-use kiln_tests::moe_layer::{bf16, dense_reference_f32, deviation, layer, weights, Layer};
+use kiln_tests::moe_layer::{
+    bf16, dense_reference_f32, deviation, layer, rounded_like, weights, Layer,
+};
 use kiln_tests::{assert_invalid, poisoned, ragged_sim_devices, seed, untouched};
 
 /// Spec §7.9's bounds: the fused kernels, and the `gather_qmm` chain (fallback health).
@@ -162,7 +164,7 @@ fn route(h: &HostBlock, logits: &[f32]) -> (Vec<u32>, Vec<f32>) {
     (ids, scores)
 }
 
-/// The all-f32 block: routed experts plus the shared one, rounded to bf16 once.
+/// The all-f32 block: routed experts plus the shared one, before the one rounding.
 fn reference(h: &HostBlock, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec<f32> {
     let tokens = x.len() / h.experts.din;
     let mut out = dense_reference_f32(&h.experts, x, ids, scores);
@@ -170,7 +172,7 @@ fn reference(h: &HostBlock, x: &[f32], ids: &[u32], scores: &[f32]) -> Vec<f32> 
         let own = dense_reference_f32(s, x, &vec![0; tokens], &vec![1.0; tokens]);
         out.iter_mut().zip(own).for_each(|(o, v)| *o += v);
     }
-    out.iter().map(|&v| bf16(v)).collect()
+    out
 }
 
 /// Runs the block on `dev` for `tokens` tokens (on `path`, or the batch's) and checks it
@@ -202,7 +204,7 @@ fn check(
     );
     let got = out.to_f32_vec().unwrap();
     let (ids, scores) = route(h, &device_logits(dev, h, &xt));
-    let want = reference(h, &x, &ids, &scores);
+    let want = rounded_like(&reference(h, &x, &ids, &scores), &got);
     assert!(
         want.iter().any(|&v| v != 0.0),
         "{what}: an all-zero reference"
