@@ -510,6 +510,26 @@ impl<T: Scalar> Dst<T> {
     }
 }
 
+impl<T: Scalar> Dst<T> {
+    /// [`set_chunk`](Dst::set_chunk) without its bounds and alignment checks on GPU targets:
+    /// one wide store. Checked on the host ports, as [`Src::get_chunk_unchecked`].
+    ///
+    /// # Safety
+    /// `i + N <= len()` and `chunk_aligned::<N>(i)`.
+    #[inline(always)]
+    #[cfg_attr(
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+        track_caller
+    )]
+    pub unsafe fn set_chunk_unchecked<const N: usize>(&self, i: usize, v: [T; N]) {
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        // SAFETY: the caller's precondition.
+        return unsafe { store_chunk(self.ptr.add(i), v) };
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        self.set_chunk::<N>(i, v)
+    }
+}
+
 impl<T: Scalar> Rw<T> {
     /// [`get_chunk`](Rw::get_chunk) without its bounds and alignment checks on GPU targets;
     /// checked on the host ports, as [`Src::get_chunk_unchecked`].

@@ -31,6 +31,7 @@ var<private> kiln_grid: vec3<u32>;
 
 struct S_Head {
     first_row: u32,
+    rows: u32,
     step: f32,
     decay: f32,
     skip: f32,
@@ -44,6 +45,7 @@ const K_BLOCK_ROWS: u32 = 32u;
 const K_RUN: u32 = 4u;
 const K_SCALE_F16: u32 = 1u;
 const K_SCALE_F32: u32 = 0u;
+const K_WAVE_ROWS: u32 = 8u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -358,24 +360,14 @@ fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     }
     return ifv_2;
 }
-fn k_lane_16() -> u32 {
+fn k_waves_16() -> u32 {
+    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
+}
+fn k_lane_17() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_17() -> u32 {
+fn k_wave_id_18() -> u32 {
     return (kiln_thread / KILN_WAVE);
-}
-fn k_state_run_18(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
-    var _access_m: array<u32, 2> = _access_p;
-    if (2u == 2u) {
-        return kiln_getchunk4_b7(state_v, at_p);
-    }
-    var s_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var j_2: u32 = 0u;
-    while (j_2 < K_RUN) {
-        s_1[j_2] = kiln_get_b7(state_v, (at_p + j_2));
-        j_2 = (j_2 + 1u);
-    }
-    return s_1;
 }
 fn k_packed_run_19(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
@@ -455,31 +447,7 @@ fn k_packed_run_20(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> a
     }
     return v_1;
 }
-fn k_update_run_21(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
-    var _access_m: array<u32, 2> = _access_p;
-    var old_m: array<f32, 4> = old_p;
-    var bv_m: array<f32, 4> = bv_p;
-    var cv_m: array<f32, 4> = cv_p;
-    var acc_1: f32 = acc_p;
-    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var j_3: u32 = 0u;
-    while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
-        j_3 = (j_3 + 1u);
-    }
-    if (2u == 2u) {
-        kiln_setchunk4_b9(state_out_v, at_p, new_2);
-    } else {
-        var j_4: u32 = 0u;
-        while (j_4 < 4u) {
-            kiln_set_b9(state_out_v, (at_p + j_4), new_2[j_4]);
-            j_4 = (j_4 + 1u);
-        }
-    }
-    return acc_1;
-}
-fn k_wave_sum_22(v_p: f32) -> f32 {
+fn k_wave_sum_21(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -488,7 +456,7 @@ fn k_wave_sum_22(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_f32_to_f16_bits_soft_23(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_22(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -528,77 +496,145 @@ fn k_f32_to_f16_bits_soft_23(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_24(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_23(v_p);
+fn k_f32_to_f16_bits_23(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_22(v_p);
 }
-fn k_from_f32_25(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_24(v_p);
+fn k_from_f32_24(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_23(v_p);
 }
-fn k_waves_26() -> u32 {
-    return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
+fn k_group_rows_25(head_p: S_Head, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+    let ds_1: u32 = kiln_meta[11u];
+    let lane_2: u32 = k_lane_17();
+    let g_3: u32 = (k_wave_id_18() * K_WAVE_ROWS);
+    if (g_3 >= head_p.rows) {
+        return;
+    }
+    let base_4: u32 = (head_p.first_row + g_3);
+    let last_5: u32 = (min(((head_p.rows - g_3)), K_WAVE_ROWS) - 1u);
+    var xs_6: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var i_7: u32 = 0u;
+    while (i_7 < K_WAVE_ROWS) {
+        xs_6[i_7] = k_widen_2(kiln_get_b0(x_v, (base_4 + min(i_7, last_5))));
+        i_7 = (i_7 + 1u);
+    }
+    var acc_8: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    if (lane_2 < (ds_1 / K_RUN)) {
+        let col_9: u32 = (lane_2 * K_RUN);
+        let at0_10: u32 = (((base_4 * ds_1) + col_9));
+        var at_11: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+        var old_12: array<array<f32, 4>, 8> = array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
+        var i_13: u32 = 0u;
+        while (i_13 < K_WAVE_ROWS) {
+            at_11[i_13] = ((at0_10 + ((min(i_13, last_5) * ds_1))));
+            var blk_14: array<f32, 4>;
+            {
+                blk_14 = kiln_getchunk4_b7(state_in_v, at_11[i_13]);
+            }
+            old_12[i_13] = blk_14;
+            i_13 = (i_13 + 1u);
+        }
+        var bv_15: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_9), false);
+        var cv_16: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_9), false);
+        var i_17: u32 = 0u;
+        while (i_17 < K_WAVE_ROWS) {
+            let input_18: f32 = (xs_6[i_17] * head_p.step);
+            var new_19: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+            var j_20: u32 = 0u;
+            while (j_20 < K_RUN) {
+                new_19[j_20] = k_mul_add_12(head_p.decay, old_12[i_17][j_20], (input_18 * bv_15[j_20]));
+                acc_8[i_17] = k_mul_add_12(new_19[j_20], cv_16[j_20], acc_8[i_17]);
+                j_20 = (j_20 + 1u);
+            }
+            if (i_17 <= last_5) {
+                {
+                }
+            }
+            i_17 = (i_17 + 1u);
+        }
+    }
+    var total_21: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var i_22: u32 = 0u;
+    while (i_22 < K_WAVE_ROWS) {
+        total_21[i_22] = k_wave_sum_21(acc_8[i_22]);
+        i_22 = (i_22 + 1u);
+    }
+    if (lane_2 == 0u) {
+        var i_23: u32 = 0u;
+        while (i_23 <= last_5) {
+            kiln_set_b8(out_v, (base_4 + i_23), k_from_f32_24(k_mul_add_12(xs_6[i_23], head_p.skip, total_21[i_23])));
+            i_23 = (i_23 + 1u);
+        }
+    }
 }
-fn k_rows_27(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_state_run_26(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+    var _access_m: array<u32, 2> = _access_p;
+    if (2u == 2u) {
+        return kiln_getchunk4_b7(state_v, at_p);
+    }
+    var s_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_2: u32 = 0u;
+    while (j_2 < K_RUN) {
+        s_1[j_2] = kiln_get_b7(state_v, (at_p + j_2));
+        j_2 = (j_2 + 1u);
+    }
+    return s_1;
+}
+fn k_update_run_27(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+    var _access_m: array<u32, 2> = _access_p;
+    var old_m: array<f32, 4> = old_p;
+    var bv_m: array<f32, 4> = bv_p;
+    var cv_m: array<f32, 4> = cv_p;
+    var acc_1: f32 = acc_p;
+    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
+        j_3 = (j_3 + 1u);
+    }
+    if (2u == 2u) {
+        kiln_setchunk4_b9(state_out_v, at_p, new_2);
+    } else {
+        var j_4: u32 = 0u;
+        while (j_4 < 4u) {
+            kiln_set_b9(state_out_v, (at_p + j_4), new_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    }
+    return acc_1;
+}
+fn k_rows_28(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 2> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_16();
+    let lane_2: u32 = k_lane_17();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
-    let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
-    let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_17());
-    while (r_9 < here_8) {
-        let second_10: bool = ((r_9 + 1u) < here_8);
-        let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
-        var ifv_12: u32;
-        if second_10 {
-            ifv_12 = (row0_11 + 1u);
-        } else {
-            ifv_12 = row0_11;
+    var r_7: u32 = k_wave_id_18();
+    while (r_7 < head_p.rows) {
+        let row_8: u32 = (head_p.first_row + r_7);
+        let xv_9: f32 = k_widen_2(kiln_get_b0(x_v, row_8));
+        let input_10: f32 = (xv_9 * head_p.step);
+        var acc_11: f32 = 0e0f;
+        var u_12: u32 = lane_2;
+        while (u_12 < runs_6) {
+            let col_13: u32 = (u_12 * K_RUN);
+            let at_14: u32 = ((row_8 * ds_1) + col_13);
+            var old_15: array<f32, 4> = k_state_run_26(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_27(access_m, state_out_v, at_14, old_15, head_p, input_10, bv_16, cv_17, acc_11);
+            u_12 = (u_12 + wave_3);
         }
-        let row1_13: u32 = ifv_12;
-        let t_14: f32 = k_widen_2(kiln_get_b0(x_v, row0_11));
-        let t_15: f32 = k_widen_2(kiln_get_b0(x_v, row1_13));
-        let x0_16: f32 = t_14;
-        let x1_17: f32 = t_15;
-        let t_18: f32 = (x0_16 * head_p.step);
-        let t_19: f32 = (x1_17 * head_p.step);
-        let in0_20: f32 = t_18;
-        let in1_21: f32 = t_19;
-        let t_22: f32 = 0e0f;
-        let t_23: f32 = 0e0f;
-        var acc0_24: f32 = t_22;
-        var acc1_25: f32 = t_23;
-        var u_26: u32 = lane_2;
-        while (u_26 < runs_6) {
-            let col_27: u32 = (u_26 * K_RUN);
-            let t_28: u32 = ((row0_11 * ds_1) + col_27);
-            let t_29: u32 = ((row1_13 * ds_1) + col_27);
-            let at0_30: u32 = t_28;
-            let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_18(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_18(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_21(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
-            if second_10 {
-                acc1_25 = k_update_run_21(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
-            }
-            u_26 = (u_26 + wave_3);
-        }
-        let total0_36: f32 = k_wave_sum_22(acc0_24);
-        let total1_37: f32 = k_wave_sum_22(acc1_25);
+        let total_18: f32 = k_wave_sum_21(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_25(k_mul_add_12(x0_16, head_p.skip, total0_36)));
-            if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_25(k_mul_add_12(x1_17, head_p.skip, total1_37)));
-            }
+            kiln_set_b8(out_v, row_8, k_from_f32_24(k_mul_add_12(xv_9, head_p.skip, total_18)));
         }
-        r_9 = (r_9 + (2u * k_waves_26()));
+        r_7 = (r_7 + k_waves_16());
     }
 }
-fn k_state_run_28(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+fn k_state_run_29(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
     var _access_m: array<u32, 1> = _access_p;
     if (1u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -611,7 +647,7 @@ fn k_state_run_28(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> ar
     }
     return s_1;
 }
-fn k_update_run_29(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_30(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 1> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
@@ -635,68 +671,38 @@ fn k_update_run_29(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_1;
 }
-fn k_rows_30(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_31(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 1> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_16();
+    let lane_2: u32 = k_lane_17();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
-    let first_7: u32 = (kiln_block.x * K_BLOCK_ROWS);
-    let here_8: u32 = min((K_BLOCK_ROWS), (kiln_meta[10u] - first_7));
-    var r_9: u32 = (2u * k_wave_id_17());
-    while (r_9 < here_8) {
-        let second_10: bool = ((r_9 + 1u) < here_8);
-        let row0_11: u32 = ((head_p.first_row + first_7) + r_9);
-        var ifv_12: u32;
-        if second_10 {
-            ifv_12 = (row0_11 + 1u);
-        } else {
-            ifv_12 = row0_11;
+    var r_7: u32 = k_wave_id_18();
+    while (r_7 < head_p.rows) {
+        let row_8: u32 = (head_p.first_row + r_7);
+        let xv_9: f32 = k_widen_2(kiln_get_b0(x_v, row_8));
+        let input_10: f32 = (xv_9 * head_p.step);
+        var acc_11: f32 = 0e0f;
+        var u_12: u32 = lane_2;
+        while (u_12 < runs_6) {
+            let col_13: u32 = (u_12 * K_RUN);
+            let at_14: u32 = ((row_8 * ds_1) + col_13);
+            var old_15: array<f32, 4> = k_state_run_29(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_30(access_m, state_out_v, at_14, old_15, head_p, input_10, bv_16, cv_17, acc_11);
+            u_12 = (u_12 + wave_3);
         }
-        let row1_13: u32 = ifv_12;
-        let t_14: f32 = k_widen_2(kiln_get_b0(x_v, row0_11));
-        let t_15: f32 = k_widen_2(kiln_get_b0(x_v, row1_13));
-        let x0_16: f32 = t_14;
-        let x1_17: f32 = t_15;
-        let t_18: f32 = (x0_16 * head_p.step);
-        let t_19: f32 = (x1_17 * head_p.step);
-        let in0_20: f32 = t_18;
-        let in1_21: f32 = t_19;
-        let t_22: f32 = 0e0f;
-        let t_23: f32 = 0e0f;
-        var acc0_24: f32 = t_22;
-        var acc1_25: f32 = t_23;
-        var u_26: u32 = lane_2;
-        while (u_26 < runs_6) {
-            let col_27: u32 = (u_26 * K_RUN);
-            let t_28: u32 = ((row0_11 * ds_1) + col_27);
-            let t_29: u32 = ((row1_13 * ds_1) + col_27);
-            let at0_30: u32 = t_28;
-            let at1_31: u32 = t_29;
-            var old0_32: array<f32, 4> = k_state_run_28(state_in_v, at0_30, access_m);
-            var old1_33: array<f32, 4> = k_state_run_28(state_in_v, at1_31, access_m);
-            var bv_34: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_27), b_wide_4);
-            var cv_35: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_27), c_wide_5);
-            acc0_24 = k_update_run_29(access_m, state_out_v, at0_30, old0_32, head_p, in0_20, bv_34, cv_35, acc0_24);
-            if second_10 {
-                acc1_25 = k_update_run_29(access_m, state_out_v, at1_31, old1_33, head_p, in1_21, bv_34, cv_35, acc1_25);
-            }
-            u_26 = (u_26 + wave_3);
-        }
-        let total0_36: f32 = k_wave_sum_22(acc0_24);
-        let total1_37: f32 = k_wave_sum_22(acc1_25);
+        let total_18: f32 = k_wave_sum_21(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row0_11, k_from_f32_25(k_mul_add_12(x0_16, head_p.skip, total0_36)));
-            if second_10 {
-                kiln_set_b8(out_v, row1_13, k_from_f32_25(k_mul_add_12(x1_17, head_p.skip, total1_37)));
-            }
+            kiln_set_b8(out_v, row_8, k_from_f32_24(k_mul_add_12(xv_9, head_p.skip, total_18)));
         }
-        r_9 = (r_9 + (2u * k_waves_26()));
+        r_7 = (r_7 + k_waves_16());
     }
 }
-fn k_ssm_update_31(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_ssm_update_32(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -706,11 +712,23 @@ fn k_ssm_update_31(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let group_7: u32 = (h_6 / ((heads_2 / kiln_meta[0u])));
     let raw_8: f32 = (k_packed_scale_5(dt_v, kiln_meta[6u], n_1) + k_packed_scale_6(dt_bias_v, kiln_meta[7u], h_6));
     let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_14(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    let head_10: S_Head = S_Head((n_1 * kiln_meta[10u]), step_9, k_exp_11((-(k_exp_11(k_packed_scale_15(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_2(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * kiln_meta[11u]));
-    if (false && false) {
-        k_rows_27(head_10, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+    let t_10: u32 = kiln_meta[10u];
+    let t_11: u32 = kiln_meta[11u];
+    let dh_12: u32 = t_10;
+    let ds_13: u32 = t_11;
+    let first_14: u32 = (kiln_block.x * K_BLOCK_ROWS);
+    let head_15: S_Head = S_Head(((n_1 * dh_12) + first_14), min((K_BLOCK_ROWS), (dh_12 - first_14)), step_9, k_exp_11((-(k_exp_11(k_packed_scale_15(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_2(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * ds_13));
+    let wide_16: bool = (false && false);
+    let head_end_17: u32 = ((((n_1 + 1u)) * dh_12) * ds_13);
+    let straight_18: bool = ((((wide_16 && ((ds_13 / K_RUN) <= KILN_WAVE)) && (head_15.rows <= (k_waves_16() * K_WAVE_ROWS))) && (head_end_17 <= (state_in_v).y)) && (head_end_17 <= (state_out_v).y));
+    if straight_18 {
+        k_group_rows_25(head_15, x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     } else {
-        k_rows_30(head_10, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        if wide_16 {
+            k_rows_28(head_15, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        } else {
+            k_rows_31(head_15, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        }
     }
 }
 
@@ -724,5 +742,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_ssm_update_31(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_32(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

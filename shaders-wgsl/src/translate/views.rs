@@ -67,7 +67,7 @@ impl<'a> Translator<'a> {
                     Ty::Array(Box::new(elem), n),
                 ));
             }
-            ("set_chunk", [Value::Expr(i, it), Value::Expr(a, at_)]) => {
+            ("set_chunk" | "set_chunk_unchecked", [Value::Expr(i, it), Value::Expr(a, at_)]) => {
                 if acc == Access::Read {
                     return Err(Error::at(
                         fcx.file,

@@ -11,9 +11,11 @@
 //! into u32 words (16-bit values two per word, the last word zero-padded). A port is one body
 //! per `T` that reads every input dtype by its code, so no port can read one dtype as another.
 //!
-//! Geometry: a block holds [`BLOCK_ROWS`] rows `(n, d)` of one `n`, its waves two rows at a
-//! time; the lanes stride over a row's state in runs of [`RUN`] columns (16 bytes of f32 state),
-//! so a wave streams its rows in whole contiguous lines, and fold their `Σ_s` with `wave_sum`.
+//! Geometry: a block holds [`BLOCK_ROWS`] rows `(n, d)` of one `n`; the lanes cover a row's
+//! state in runs of [`RUN`] columns (16 bytes of f32 state), so a wave streams its rows in
+//! whole contiguous lines, and fold their `Σ_s` with `wave_sum`. Where a wave's
+//! [`WAVE_ROWS`] rows and a lane's one run cover the block, the update is straight-line
+//! ([`group_rows`]); otherwise the waves take rows one at a time.
 
 use super::affine_codes::{packed_scale, SCALE_BF16, SCALE_F16, SCALE_F32};
 use super::qlinear::scale_words;
@@ -23,12 +25,17 @@ use crate::{
     Src, F16,
 };
 
-/// Rows `(n, d)` one block owns: its waves take them two at a time (two pairs per wave of a
-/// 32-wide GPU, over which the head's prologue is shared).
+/// Rows `(n, d)` one block owns, all of one `n` (so the head's prologue is computed once per
+/// block).
 pub const BLOCK_ROWS: u32 = 32;
 
-/// Threads per block: eight waves of a 32-wide GPU; narrower or wider waves split it otherwise.
-pub const BLOCK_THREADS: u32 = 256;
+/// Threads per block: four waves of a 32-wide GPU, one group of [`WAVE_ROWS`] rows each;
+/// narrower or wider waves split it otherwise.
+pub const BLOCK_THREADS: u32 = 128;
+
+/// Rows a wave updates together on the straight-line path: all their state loads are issued
+/// before any of their math, so one memory latency covers them.
+pub const WAVE_ROWS: usize = 8;
 
 /// State columns a lane reads and writes at once (16 bytes of f32).
 pub const RUN: usize = 4;
@@ -163,12 +170,12 @@ impl KernelDef for SsmUpdate {
         Ok(())
     }
 
-    /// Three blocks per multiprocessor (24 warps on a 32-wide GPU): the state loads in flight
-    /// bound the update, and 85 registers hold two rows' runs without a spill (four blocks
-    /// leave 64 and spill).
+    /// Six blocks per multiprocessor (24 warps on a 32-wide GPU): the state loads in flight
+    /// bound the update, and the 80 registers left hold a group's eight state runs, its `B`
+    /// and `C` runs and row sums without a spill (measured on the H200, session 14's E13).
     const LAUNCH_BOUND: Option<LaunchBound> = Some(LaunchBound {
         max_threads: BLOCK_THREADS,
-        min_blocks: 3,
+        min_blocks: 6,
     });
 
     fn launch(p: &SsmUpdateParams) -> Launch {
@@ -238,8 +245,10 @@ fn packed_run(words: Src<u32>, code: u32, e: usize, wide: bool) -> [f32; RUN] {
 /// What every row of one `n = b·H + h` shares.
 #[derive(Clone, Copy)]
 struct Head {
-    /// Its first row, `n·Dh`.
+    /// The block's first row, `n·Dh + block_x·BLOCK_ROWS`.
     first_row: usize,
+    /// The block's rows (fewer in the head's last block).
+    rows: usize,
     /// `dt'`.
     step: f32,
     /// `dA`.
@@ -300,9 +309,12 @@ fn update_run<const ACCESS: usize>(
     acc
 }
 
-/// The body: the head's shared values, then its rows at 16-byte state access where both state
-/// views allow it (a separate instance, so the compiler never merges the two access paths into
-/// element loads).
+/// The body: the head's shared values, then its rows. A block whose rows take one group of
+/// [`WAVE_ROWS`] per wave and one state run per lane (`Ds ≤ RUN·wave`), with 16-byte state
+/// access, runs [`group_rows`]: straight-line, every load of the group in flight at once,
+/// nothing checked per access. Any other shape, wave or view goes one row at a time
+/// ([`rows`], 16-byte or element access as separate instances so the compiler never merges
+/// the two paths), which never sets the register count.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn ssm_update<T: Element, B: Block>(
@@ -325,26 +337,120 @@ pub fn ssm_update<T: Element, B: Block>(
     let group = h / (heads / p.groups as usize);
     let raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
     let step = softplus(raw).max(p.time_step_min).min(p.time_step_max);
+    let (dh, ds) = (p.head_dim as usize, p.state_dim as usize);
+    let first = b.block_x() as usize * BLOCK_ROWS as usize;
     let head = Head {
-        first_row: n * p.head_dim as usize,
+        first_row: n * dh + first,
+        rows: (BLOCK_ROWS as usize).min(dh - first),
         step,
         decay: exp(-exp(packed_scale(a_log, p.a_log_dtype, h)) * step),
         skip: d.get(h).widen(),
-        bc_row: (batch * p.groups as usize + group) * p.state_dim as usize,
+        bc_row: (batch * p.groups as usize + group) * ds,
     };
-    if state_in.chunk_aligned::<RUN>(0) && state_out.chunk_aligned::<RUN>(0) {
+    let wide = state_in.chunk_aligned::<RUN>(0) && state_out.chunk_aligned::<RUN>(0);
+    // The head's rows end inside both state views (bind sizes them; a longer view is fine).
+    let head_end = (n + 1) * dh * ds;
+    let straight = wide
+        && ds / RUN <= B::WAVE as usize
+        && head.rows <= b.waves() as usize * WAVE_ROWS
+        && head_end <= state_in.len()
+        && head_end <= state_out.len();
+    if straight {
+        group_rows(b, p, head, x, b_in, c_in, state_in, out, state_out);
+    } else if wide {
         rows(b, p, head, [0u32; 2], x, b_in, c_in, state_in, out, state_out);
     } else {
         rows(b, p, head, [0u32; 1], x, b_in, c_in, state_in, out, state_out);
     }
 }
 
-/// Block `(i, n)`'s rows `d = i·BLOCK_ROWS + r`: wave `w` takes rows `2w` and `2w + 1`, then
-/// those `2·waves()` further on, both rows' state loads in flight before either is reduced.
-/// `ACCESS` (the length of `access`: the WGSL translator binds const generics from array
-/// lengths) is 2 for 16-byte state runs, 1 for element access. The row-pair loop's bound and
-/// each row's run loop are the same for every lane of a wave, so every lane reaches each
-/// `wave_sum`.
+/// [`ssm_update`]'s straight-line path: wave `w` takes rows `w·WAVE_ROWS ..` of the block
+/// (rows past the head repeat its last row, computed and never stored), lane `l` state
+/// columns `l·RUN ..`; every state, `B` and `C` run of the group is loaded before any math.
+/// The caller has checked that the group and the run cover the wave's rows and the row, that
+/// both state views are 16-byte aligned and hold the head's rows.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn group_rows<T: Element, B: Block>(
+    b: &B,
+    p: &SsmUpdateParams,
+    head: Head,
+    x: Src<T>,
+    b_in: Src<u32>,
+    c_in: Src<u32>,
+    state_in: Src<f32>,
+    out: Dst<T>,
+    state_out: Dst<f32>,
+) {
+    let ds = p.state_dim as usize;
+    let lane = b.lane() as usize;
+    let g = b.wave_id() as usize * WAVE_ROWS;
+    // Wave-uniform: every lane of a wave reaches its `wave_sum`s or none does.
+    if g >= head.rows {
+        return;
+    }
+    let base = head.first_row + g;
+    let last = (head.rows - g).min(WAVE_ROWS) - 1;
+    let mut xs = [0.0f32; WAVE_ROWS];
+    let mut i = 0;
+    while i < WAVE_ROWS {
+        xs[i] = x.get(base + i.min(last)).widen();
+        i += 1;
+    }
+    let mut acc = [0.0f32; WAVE_ROWS];
+    if lane < ds / RUN {
+        let col = lane * RUN;
+        // bind proves every state index fits a u32: 32-bit offsets, one add per row.
+        let at0 = (base * ds + col) as u32;
+        let mut at = [0usize; WAVE_ROWS];
+        let mut old = [[0.0f32; RUN]; WAVE_ROWS];
+        let mut i = 0;
+        while i < WAVE_ROWS {
+            at[i] = (at0 + (i.min(last) * ds) as u32) as usize;
+            // SAFETY: `at[i] + RUN ≤ (n + 1)·Dh·Ds ≤ len()` and `at[i]` is a multiple of RUN
+            // on an aligned view (the caller's checks).
+            old[i] = unsafe { state_in.get_chunk_unchecked::<RUN>(at[i]) };
+            i += 1;
+        }
+        let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_in.chunk_aligned::<RUN>(0));
+        let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_in.chunk_aligned::<RUN>(0));
+        let mut i = 0;
+        while i < WAVE_ROWS {
+            let input = xs[i] * head.step;
+            let mut new = [0.0f32; RUN];
+            let mut j = 0;
+            while j < RUN {
+                new[j] = mul_add(head.decay, old[i][j], input * bv[j]);
+                acc[i] = mul_add(new[j], cv[j], acc[i]);
+                j += 1;
+            }
+            if i <= last {
+                // SAFETY: as for the loads.
+                unsafe { state_out.set_chunk_unchecked(at[i], new) };
+            }
+            i += 1;
+        }
+    }
+    let mut total = [0.0f32; WAVE_ROWS];
+    let mut i = 0;
+    while i < WAVE_ROWS {
+        total[i] = b.wave_sum(acc[i]);
+        i += 1;
+    }
+    if lane == 0 {
+        let mut i = 0;
+        while i <= last {
+            out.set(base + i, T::from_f32(mul_add(xs[i], head.skip, total[i])));
+            i += 1;
+        }
+    }
+}
+
+/// Block `(i, n)`'s rows one at a time: wave `w` takes rows `w`, `w + waves()`, …, its lanes
+/// striding over the row's runs. `ACCESS` (the length of `access`: the WGSL translator binds
+/// const generics from array lengths) is 2 for 16-byte state runs, 1 for element access. The
+/// row loop's bound and each row's run loop are the same for every lane of a wave, so every
+/// lane reaches each `wave_sum`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn rows<T: Element, B: Block, const ACCESS: usize>(
@@ -365,39 +471,26 @@ fn rows<T: Element, B: Block, const ACCESS: usize>(
     let b_wide = b_in.chunk_aligned::<RUN>(0);
     let c_wide = c_in.chunk_aligned::<RUN>(0);
     let runs = ds / RUN;
-    let first = b.block_x() as usize * BLOCK_ROWS as usize;
-    let here = (BLOCK_ROWS as usize).min(p.head_dim as usize - first);
-    let mut r = 2 * b.wave_id() as usize;
-    while r < here {
-        // The pair's second row, or the first again (computed, not stored) past the block.
-        let second = r + 1 < here;
-        let row0 = head.first_row + first + r;
-        let row1 = if second { row0 + 1 } else { row0 };
-        let (x0, x1) = (x.get(row0).widen(), x.get(row1).widen());
-        let (in0, in1) = (x0 * head.step, x1 * head.step);
-        let (mut acc0, mut acc1) = (0.0f32, 0.0f32);
+    let mut r = b.wave_id() as usize;
+    while r < head.rows {
+        let row = head.first_row + r;
+        let xv = x.get(row).widen();
+        let input = xv * head.step;
+        let mut acc = 0.0f32;
         let mut u = lane;
         while u < runs {
             let col = u * RUN;
-            let (at0, at1) = (row0 * ds + col, row1 * ds + col);
-            let old0 = state_run(state_in, at0, access);
-            let old1 = state_run(state_in, at1, access);
+            let at = row * ds + col;
+            let old = state_run(state_in, at, access);
             let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_wide);
             let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_wide);
-            acc0 = update_run(access, state_out, at0, old0, head, in0, bv, cv, acc0);
-            if second {
-                acc1 = update_run(access, state_out, at1, old1, head, in1, bv, cv, acc1);
-            }
+            acc = update_run(access, state_out, at, old, head, input, bv, cv, acc);
             u += wave;
         }
-        let total0 = b.wave_sum(acc0);
-        let total1 = b.wave_sum(acc1);
+        let total = b.wave_sum(acc);
         if lane == 0 {
-            out.set(row0, T::from_f32(mul_add(x0, head.skip, total0)));
-            if second {
-                out.set(row1, T::from_f32(mul_add(x1, head.skip, total1)));
-            }
+            out.set(row, T::from_f32(mul_add(xv, head.skip, total)));
         }
-        r += 2 * b.waves() as usize;
+        r += b.waves() as usize;
     }
 }
