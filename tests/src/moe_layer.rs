@@ -153,25 +153,6 @@ pub fn rounded_like(raw: &[f32], got: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn either_rounding_counts_only_at_a_tie() {
-        // 714 lies halfway between the bf16 values 712 and 716.
-        assert_eq!(rounded_like(&[714.0], &[716.0]), [716.0]);
-        assert_eq!(rounded_like(&[714.0], &[712.0]), [712.0]);
-        assert_eq!(rounded_like(&[-714.0], &[-716.0]), [-716.0]);
-        // Off the tie the nearest bf16 value is the only rounding.
-        assert_eq!(rounded_like(&[713.0], &[716.0]), [712.0]);
-        assert_eq!(rounded_like(&[715.5], &[712.0]), [716.0]);
-        // A value other than the two neighbours never stands in.
-        assert_eq!(rounded_like(&[714.0], &[720.0]), [712.0]);
-        assert!(rounded_like(&[f32::NAN], &[1.0])[0].is_nan());
-    }
-}
-
 /// `nrms` and `nmax` of spec §0.2.
 pub fn deviation(got: &[f32], want: &[f32]) -> (f64, f64) {
     let g: Vec<f64> = got.iter().map(|&v| v as f64).collect();
@@ -197,4 +178,23 @@ pub fn routing(state: &mut u64, tokens: usize, k: usize, experts: usize) -> (Vec
 /// The bits of each value, for bitwise comparisons.
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn either_rounding_counts_only_at_a_tie() {
+        // 714 lies halfway between the bf16 values 712 and 716.
+        assert_eq!(rounded_like(&[714.0], &[716.0]), [716.0]);
+        assert_eq!(rounded_like(&[714.0], &[712.0]), [712.0]);
+        assert_eq!(rounded_like(&[-714.0], &[-716.0]), [-716.0]);
+        // Off the tie the nearest bf16 value is the only rounding.
+        assert_eq!(rounded_like(&[713.0], &[716.0]), [712.0]);
+        assert_eq!(rounded_like(&[715.5], &[712.0]), [716.0]);
+        // A value other than the two neighbours never stands in.
+        assert_eq!(rounded_like(&[714.0], &[720.0]), [712.0]);
+        assert!(rounded_like(&[f32::NAN], &[1.0])[0].is_nan());
+    }
 }
