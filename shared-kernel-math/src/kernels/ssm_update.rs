@@ -15,7 +15,7 @@
 //! state in runs of [`RUN`] columns (16 bytes of f32 state), so a wave streams its rows in
 //! whole contiguous lines, and fold their `Σ_s` with `wave_sum`. Where a wave's
 //! [`WAVE_ROWS`] rows and a lane's one run cover the block, the update is straight-line
-//! ([`group_rows`]); otherwise the waves take rows one at a time.
+//! (`group_rows`); otherwise the waves take rows one at a time.
 
 use super::affine_codes::{packed_scale, SCALE_BF16, SCALE_F16, SCALE_F32};
 use super::qlinear::scale_words;
@@ -311,9 +311,9 @@ fn update_run<const ACCESS: usize>(
 
 /// The body: the head's shared values, then its rows. A block whose rows take one group of
 /// [`WAVE_ROWS`] per wave and one state run per lane (`Ds ≤ RUN·wave`), with 16-byte state
-/// access, runs [`group_rows`]: straight-line, every load of the group in flight at once,
+/// access, runs `group_rows`: straight-line, every load of the group in flight at once,
 /// nothing checked per access. Any other shape, wave or view goes one row at a time
-/// ([`rows`], 16-byte or element access as separate instances so the compiler never merges
+/// (`rows`, 16-byte or element access as separate instances so the compiler never merges
 /// the two paths), which never sets the register count.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
