@@ -210,6 +210,25 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     unsafe { nvptx::trap() }
 }
 
+/// Programmatic dependent launch (sm_90+): the engine may launch this grid while the stream's
+/// previous kernel is still running (the engine's cuda backend checks that the module has this wait), so every entry
+/// first lets the next grid launch (its blocks then wait here, resident, for this one) and then
+/// waits until the previous grid has finished and its writes are visible, before touching
+/// memory. Before sm_90 there is no such launch and this is empty.
+#[inline(always)]
+fn wait_for_prior_grid() {
+    #[cfg(target_feature = "sm_90")]
+    // SAFETY: both instructions only order this grid against its neighbours in the stream;
+    // without `nomem` the compiler keeps every memory access after them.
+    unsafe {
+        core::arch::asm!(
+            "griddepcontrol.launch_dependents;",
+            "griddepcontrol.wait;",
+            options(nostack)
+        );
+    }
+}
+
 /// One entry per kernel × dtype, named `<kernel>_<dtype>`.
 macro_rules! cuda_entries {
     ($( $name:ident : $id:ident [$($dt:ident),*] $bufs:tt ; )*) => {
@@ -239,6 +258,7 @@ macro_rules! cuda_entry {
             ) {
                 #[allow(dead_code)]
                 type T = kiln_math::elem!($dt);
+                wait_for_prior_grid();
                 $(
                     // SAFETY: see the entry's contract.
                     let $b = unsafe {

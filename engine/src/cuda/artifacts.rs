@@ -43,6 +43,23 @@ pub(crate) fn module(kernel: KernelId, target: &str) -> Option<&'static PtxModul
         .find(|m| m.kernel == kernel.name() && m.target == target)
 }
 
+/// Set to `1` to launch the kernels of modules that wait for the previous grid while that grid
+/// still runs (programmatic dependent launch, sm_90; off by default until measured on
+/// hardware); anything else launches every kernel fully serialized after the one before it.
+pub(crate) const PDL_ENV: &str = "KILN_CUDA_PDL";
+
+/// What every entry of an sm_90 module built by `shaders-cuda` executes before touching memory:
+/// it waits there for the stream's previous grid, so that grid may still be running when this
+/// one is launched (programmatic dependent launch). A module without it (sm_80, or a
+/// `KILN_CUDA_PTX` replacement built before it) is launched serialized.
+pub(crate) const PDL_WAIT: &str = "griddepcontrol.wait";
+
+/// Whether every entry of the PTX text waits for the previous grid ([`PDL_WAIT`] in each).
+pub(crate) fn waits_for_prior_grid(text: &str) -> bool {
+    let mut entries = text.split(".visible .entry ").skip(1).peekable();
+    entries.peek().is_some() && entries.all(|e| e.contains(PDL_WAIT))
+}
+
 /// Whether the PTX text defines the entry `symbol`.
 pub(crate) fn has_entry(text: &str, symbol: &str) -> bool {
     text.contains(&format!(".visible .entry {symbol}("))
@@ -100,4 +117,63 @@ pub(crate) fn slot(kernel: KernelId) -> Slot {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each entry of `text` (its name and the text up to the next entry).
+    fn entries(text: &str) -> impl Iterator<Item = (&str, &str)> {
+        text.split(".visible .entry ")
+            .skip(1)
+            .map(|e| (e.split('(').next().unwrap_or(""), e))
+    }
+
+    #[test]
+    fn a_module_overlaps_only_when_every_entry_waits() {
+        let wait = format!(".visible .entry a_f32(\n{{\n{PDL_WAIT};\nret;\n}}\n");
+        let plain = ".visible .entry a_f16(\n{\nret;\n}\n";
+        assert!(waits_for_prior_grid(&wait));
+        assert!(waits_for_prior_grid(&format!("{wait}{wait}")));
+        assert!(!waits_for_prior_grid(&format!("{wait}{plain}")));
+        assert!(!waits_for_prior_grid(plain));
+        assert!(!waits_for_prior_grid("// no entries"));
+    }
+
+    /// The sm_90 entries wait before any load or store that another grid can see (global or
+    /// generic), so a grid launched during its predecessor reads nothing that predecessor
+    /// writes, and writes nothing it reads; sm_80 has no such instruction and no such launch.
+    #[test]
+    fn every_sm90_entry_waits_for_the_prior_grid_before_touching_memory() {
+        for m in PTX_MODULES {
+            for (name, body) in entries(m.text) {
+                let wait = body.find(PDL_WAIT);
+                if m.target != "sm_90" {
+                    assert!(wait.is_none(), "{}/{name}: waits on {}", m.target, m.target);
+                    continue;
+                }
+                let wait = wait.unwrap_or_else(|| panic!("sm_90/{name}: no {PDL_WAIT}"));
+                let first_access = body
+                    .match_indices("\tld.")
+                    .chain(body.match_indices("\tst."))
+                    .chain(body.match_indices("\tatom."))
+                    .chain(body.match_indices("\tred."))
+                    .filter(|(i, s)| {
+                        let space = &body[i + s.len()..];
+                        !["param", "local", "shared"]
+                            .iter()
+                            .any(|p| space.starts_with(p))
+                    })
+                    .map(|(i, _)| i)
+                    .min();
+                if let Some(first) = first_access {
+                    assert!(
+                        wait < first,
+                        "sm_90/{name}: a memory access precedes {PDL_WAIT}"
+                    );
+                }
+            }
+        }
+    }
 }

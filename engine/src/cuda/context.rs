@@ -45,6 +45,16 @@ pub(super) fn is_sticky(e: &DriverError) -> bool {
 struct KernelModule {
     handle: sys::CUmodule,
     text: &'static str,
+    /// Its entries may be launched while the stream's previous kernel still runs.
+    overlaps: bool,
+}
+
+/// A resolved entry: the function and whether it is launched with programmatic stream
+/// serialization (its module waits for the previous grid, and the device runs such launches).
+#[derive(Clone, Copy)]
+pub(super) struct Function {
+    pub(super) handle: sys::CUfunction,
+    pub(super) overlaps: bool,
 }
 
 /// A context with kiln's modules loaded into it.
@@ -57,7 +67,7 @@ pub(crate) struct Loaded {
     pub(super) max_shared: usize,
     pub(super) l2_bytes: usize,
     pub(super) multiprocessors: usize,
-    functions: Mutex<HashMap<String, usize>>,
+    functions: Mutex<HashMap<String, (usize, bool)>>,
     /// Set once a kernel faulted: the context is then unusable for the rest of the process.
     fault: Mutex<Option<String>>,
 }
@@ -112,6 +122,10 @@ impl Loaded {
             Some(path) => Some(artifacts::ptx_from_file(&path)?),
             None => None,
         };
+        // Programmatic dependent launch needs sm_90 (the entries' wait is built for it alone);
+        // opt-in until measured on hardware.
+        let overlaps =
+            cc >= (9, 0) && std::env::var(artifacts::PDL_ENV).is_ok_and(|v| v.trim() == "1");
         let mut modules = Vec::new();
         let mut replaced = false;
         for &kernel in kiln_math::KernelId::ALL {
@@ -142,7 +156,11 @@ impl Loaded {
                         error_name(&err)
                     )
                 })?;
-            modules.push(KernelModule { handle, text });
+            modules.push(KernelModule {
+                handle,
+                text,
+                overlaps: overlaps && artifacts::waits_for_prior_grid(text),
+            });
         }
         if replacement.is_some() && !replaced {
             return Err(format!(
@@ -190,10 +208,13 @@ impl Loaded {
             .map_err(|e| other("cuCtxSetCurrent", e))
     }
 
-    pub(super) fn function(&self, symbol: &str) -> Result<sys::CUfunction, DeviceError> {
+    pub(super) fn function(&self, symbol: &str) -> Result<Function, DeviceError> {
         let mut fns = self.functions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&f) = fns.get(symbol) {
-            return Ok(f as sys::CUfunction);
+        if let Some(&(f, overlaps)) = fns.get(symbol) {
+            return Ok(Function {
+                handle: f as sys::CUfunction,
+                overlaps,
+            });
         }
         let module = self
             .modules
@@ -206,8 +227,11 @@ impl Loaded {
         // SAFETY: the module is loaded for the process.
         let f = unsafe { result::module::get_function(module.handle, name) }
             .map_err(|e| other(&format!("cuModuleGetFunction({symbol})"), e))?;
-        fns.insert(symbol.to_string(), f as usize);
-        Ok(f)
+        fns.insert(symbol.to_string(), (f as usize, module.overlaps));
+        Ok(Function {
+            handle: f,
+            overlaps: module.overlaps,
+        })
     }
 
     /// Turns an error of a launch, or of a synchronisation after `kernel` was enqueued, into a

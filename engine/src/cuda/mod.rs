@@ -16,7 +16,7 @@ mod stream;
 
 pub(crate) use artifacts::slot;
 
-use context::{loaded, other, Loaded};
+use context::{loaded, other, Function, Loaded};
 use memory::CudaMem;
 use stream::Stream;
 
@@ -75,6 +75,44 @@ fn driver_present() -> Result<(), String> {
     }
 }
 
+/// Launches `f` allowed to start while the stream's previous kernel still runs (programmatic
+/// stream serialization): its blocks may become resident during that kernel's last blocks and
+/// wait at their entry (`griddepcontrol.wait`) until it has finished and its writes are visible,
+/// so the launch latency and block scheduling of the two overlap.
+///
+/// # Safety
+/// As `cuLaunchKernel`: `args` match `f`'s signature and point at live values; `f`'s module
+/// waits for the previous grid in every entry (`artifacts::waits_for_prior_grid`).
+unsafe fn launch_overlapping(
+    f: sys::CUfunction,
+    l: &GpuLaunch,
+    stream: sys::CUstream,
+    args: &mut [*mut c_void],
+) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: a plain C union of which one member is set; zero is a valid bit pattern for all.
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let config = sys::CUlaunchConfig {
+        gridDimX: l.grid[0],
+        gridDimY: l.grid[1],
+        gridDimZ: l.grid[2],
+        blockDimX: l.block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: l.shared as u32,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract; `config` and `attr` outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()) }.result()
+}
+
 impl CudaGpu {
     fn on(shared: Arc<Loaded>, stream: Arc<CudaStream>) -> CudaGpu {
         CudaGpu {
@@ -102,7 +140,10 @@ impl CudaGpu {
                 detail: "not a cuda port".into(),
             });
         };
-        let f = self.shared().function(symbol)?;
+        let Function {
+            handle: f,
+            overlaps,
+        } = self.shared().function(symbol)?;
         if l.shared > self.shared().max_shared {
             return Err(DeviceError::Launch {
                 kernel,
@@ -150,19 +191,31 @@ impl CudaGpu {
         for w in words.iter_mut() {
             args.push(w as *mut u64 as *mut c_void);
         }
-        // SAFETY: the arguments match the entry's signature (generated from the same list);
-        // the buffers are live allocations at least as long as their views (checked above).
-        unsafe {
-            result::launch_kernel(
-                f,
-                (l.grid[0], l.grid[1], l.grid[2]),
-                (l.block, 1, 1),
-                l.shared as u32,
-                self.stream.raw(),
-                &mut args,
-            )
-        }
-        .map_err(|e| self.shared().launch_error(kernel, "cuLaunchKernel", e))?;
+        // The arguments match the entry's signature (generated from the same list); the
+        // buffers are live allocations at least as long as their views (checked above).
+        let launched = if overlaps {
+            // SAFETY: as above, and `overlaps` says every entry of `f`'s module waits for the
+            // previous grid.
+            unsafe { launch_overlapping(f, l, self.stream.raw(), &mut args) }
+        } else {
+            // SAFETY: as above.
+            unsafe {
+                result::launch_kernel(
+                    f,
+                    (l.grid[0], l.grid[1], l.grid[2]),
+                    (l.block, 1, 1),
+                    l.shared as u32,
+                    self.stream.raw(),
+                    &mut args,
+                )
+            }
+        };
+        let call = if overlaps {
+            "cuLaunchKernelEx"
+        } else {
+            "cuLaunchKernel"
+        };
+        launched.map_err(|e| self.shared().launch_error(kernel, call, e))?;
         *self
             .stream
             .last_kernel
@@ -251,7 +304,7 @@ impl GpuDevice for CudaGpu {
         let limit = self
             .enter()
             .and_then(|()| self.shared().function(symbol))
-            .and_then(|f| {
+            .and_then(|Function { handle: f, .. }| {
                 // SAFETY: `f` was resolved from the loaded module.
                 unsafe {
                     result::function::get_function_attribute(
@@ -274,7 +327,7 @@ impl GpuDevice for CudaGpu {
             return None;
         };
         self.enter().ok()?;
-        let f = self.shared().function(symbol).ok()?;
+        let f = self.shared().function(symbol).ok()?.handle;
         if shared > 48 * 1024 {
             // Occupancy counts the dynamic shared memory the launch will opt into.
             // SAFETY: `f` is a function of the loaded module.
