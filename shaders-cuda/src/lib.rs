@@ -210,11 +210,11 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     unsafe { nvptx::trap() }
 }
 
-/// Programmatic dependent launch (sm_90+): the engine may launch this grid while the stream's
-/// previous kernel is still running (the engine's cuda backend checks that the module has this wait), so every entry
-/// first lets the next grid launch (its blocks then wait here, resident, for this one) and then
-/// waits until the previous grid has finished and its writes are visible, before touching
-/// memory. Before sm_90 there is no such launch and this is empty.
+/// Programmatic dependent launch (sm_90+): the engine may launch a grid whose module has this
+/// wait while the stream's previous kernel still runs, so every entry first lets the next grid
+/// launch (its blocks then wait here, resident, for this one) and then waits until the
+/// previous grid has finished and its writes are visible, before touching memory. Before
+/// sm_90 there is no such launch and this is empty.
 #[inline(always)]
 fn wait_for_prior_grid() {
     #[cfg(target_feature = "sm_90")]

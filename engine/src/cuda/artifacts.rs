@@ -54,10 +54,17 @@ pub(crate) const PDL_ENV: &str = "KILN_CUDA_PDL";
 /// `KILN_CUDA_PTX` replacement built before it) is launched serialized.
 pub(crate) const PDL_WAIT: &str = "griddepcontrol.wait";
 
+/// Each entry of the PTX text: its name and its text up to the next entry.
+fn entries(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    text.split(".visible .entry ")
+        .skip(1)
+        .map(|e| (e.split('(').next().unwrap_or(""), e))
+}
+
 /// Whether every entry of the PTX text waits for the previous grid ([`PDL_WAIT`] in each).
 pub(crate) fn waits_for_prior_grid(text: &str) -> bool {
-    let mut entries = text.split(".visible .entry ").skip(1).peekable();
-    entries.peek().is_some() && entries.all(|e| e.contains(PDL_WAIT))
+    let mut all = entries(text).peekable();
+    all.peek().is_some() && all.all(|(_, body)| body.contains(PDL_WAIT))
 }
 
 /// Whether the PTX text defines the entry `symbol`.
@@ -122,13 +129,6 @@ pub(crate) fn slot(kernel: KernelId) -> Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Each entry of `text` (its name and the text up to the next entry).
-    fn entries(text: &str) -> impl Iterator<Item = (&str, &str)> {
-        text.split(".visible .entry ")
-            .skip(1)
-            .map(|e| (e.split('(').next().unwrap_or(""), e))
-    }
 
     #[test]
     fn a_module_overlaps_only_when_every_entry_waits() {

@@ -193,13 +193,14 @@ impl CudaGpu {
         }
         // The arguments match the entry's signature (generated from the same list); the
         // buffers are live allocations at least as long as their views (checked above).
-        let launched = if overlaps {
+        let (launched, call) = if overlaps {
             // SAFETY: as above, and `overlaps` says every entry of `f`'s module waits for the
             // previous grid.
-            unsafe { launch_overlapping(f, l, self.stream.raw(), &mut args) }
+            let r = unsafe { launch_overlapping(f, l, self.stream.raw(), &mut args) };
+            (r, "cuLaunchKernelEx")
         } else {
             // SAFETY: as above.
-            unsafe {
+            let r = unsafe {
                 result::launch_kernel(
                     f,
                     (l.grid[0], l.grid[1], l.grid[2]),
@@ -208,12 +209,8 @@ impl CudaGpu {
                     self.stream.raw(),
                     &mut args,
                 )
-            }
-        };
-        let call = if overlaps {
-            "cuLaunchKernelEx"
-        } else {
-            "cuLaunchKernel"
+            };
+            (r, "cuLaunchKernel")
         };
         launched.map_err(|e| self.shared().launch_error(kernel, call, e))?;
         *self
