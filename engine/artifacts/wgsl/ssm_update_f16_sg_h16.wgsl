@@ -32,10 +32,16 @@ var<private> kiln_grid: vec3<u32>;
 struct S_Head {
     first_row: u32,
     rows: u32,
+    bc_row: u32,
+}
+struct S_Prologue {
     step: f32,
     decay: f32,
     skip: f32,
-    bc_row: u32,
+}
+struct kiln_tuple_a4f32_f32 {
+    f0: array<f32, 4>,
+    f1: f32,
 }
 struct kiln_tuple_f32_f32 {
     f0: f32,
@@ -188,275 +194,16 @@ fn kiln_setchunk4_b9(v: vec2<u32>, i: u32, c: array<f32, 4>) {
     if i >= v.y || v.y - i < 4u { kiln_fault_at(9u, i + 4u); return; }
     for (var j = 0u; j < 4u; j++) { kiln_set_b9_u(v, i + j, c[j]); }
 }
-fn k_f16_bits_to_f32_soft_1(h_p: u32) -> f32 {
-    let sign_1: u32 = ((((h_p & 32768u))) << 16u);
-    let exp_2: u32 = ((((h_p >> 10u)) & 31u));
-    let man_3: u32 = ((h_p & 1023u));
-    var ifv_4: u32;
-    if (exp_2 == 0u) {
-        var ifv_5: u32;
-        if (man_3 == 0u) {
-            ifv_5 = sign_1;
-        } else {
-            var e_6: u32 = 113u;
-            var m_7: u32 = man_3;
-            while ((m_7 & 1024u) == 0u) {
-                m_7 = (m_7 << 1u);
-                e_6 = (e_6 - 1u);
-            }
-            ifv_5 = ((sign_1 | ((e_6 << 23u))) | ((((m_7 & 1023u)) << 13u)));
-        }
-        ifv_4 = ifv_5;
-    } else {
-        var ifv_8: u32;
-        if (exp_2 == 31u) {
-            ifv_8 = ((sign_1 | 2139095040u) | ((man_3 << 13u)));
-        } else {
-            ifv_8 = ((sign_1 | ((((exp_2 + 112u)) << 23u))) | ((man_3 << 13u)));
-        }
-        ifv_4 = ifv_8;
-    }
-    let bits_9: u32 = ifv_4;
-    return bitcast<f32>(bits_9);
-}
-fn k_widen_2(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_1(self_v);
-}
-fn k_to_f32_3(self_v: u32) -> f32 {
-    return bitcast<f32>(((self_v) << 16u));
-}
-fn k_widen_4(self_v: u32) -> f32 {
-    return k_to_f32_3(self_v);
-}
-fn k_packed_scale_5(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    if (code_p == K_SCALE_F32) {
-        return bitcast<f32>(kiln_get_b5(words_v, e_p));
-    }
-    let half_1: u32 = (((kiln_get_b5(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_2((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_4((half_1 & 0xffffu));
-    }
-    return ifv_2;
-}
-fn k_packed_scale_6(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    if (code_p == K_SCALE_F32) {
-        return bitcast<f32>(kiln_get_b6(words_v, e_p));
-    }
-    let half_1: u32 = (((kiln_get_b6(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_2((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_4((half_1 & 0xffffu));
-    }
-    return ifv_2;
-}
-fn k_truncf_7(x_p: f32) -> f32 {
-    let bits_1: u32 = bitcast<u32>(x_p);
-    let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
-    if (e_2 >= 23i) {
-        return x_p;
-    }
-    if (e_2 < 0i) {
-        return bitcast<f32>((bits_1 & 2147483648u));
-    }
-    let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
-    return bitcast<f32>((bits_1 & ~(mask_3)));
-}
-fn k_floorf_8(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_7(x_p);
-    var ifv_2: f32;
-    if (t_1 > x_p) {
-        ifv_2 = (t_1 - 1e0f);
-    } else {
-        ifv_2 = t_1;
-    }
-    return ifv_2;
-}
-fn k_exp2_poly_9(x_p: f32) -> f32 {
-    if kiln_is_nan(x_p) {
-        return x_p;
-    }
-    if (x_p < -(1.26e2f)) {
-        return 0e0f;
-    }
-    if (x_p >= 1.28e2f) {
-        return bitcast<f32>(0x7f800000u);
-    }
-    let n_1: f32 = k_floorf_8((x_p + 5e-1f));
-    let f_2: f32 = (x_p - n_1);
-    var p_3: f32 = 1.5252734e-5f;
-    p_3 = ((p_3 * f_2) + 1.540353e-4f);
-    p_3 = ((p_3 * f_2) + 1.3333558e-3f);
-    p_3 = ((p_3 * f_2) + 9.618129e-3f);
-    p_3 = ((p_3 * f_2) + 5.550411e-2f);
-    p_3 = ((p_3 * f_2) + 2.402265e-1f);
-    p_3 = ((p_3 * f_2) + bitcast<f32>(0x3f317218u));
-    p_3 = ((p_3 * f_2) + 1e0f);
-    let top_4: bool = (n_1 > 1.27e2f);
-    var ifv_5: i32;
-    if top_4 {
-        ifv_5 = 127i;
-    } else {
-        ifv_5 = kiln_f32_to_i32(n_1);
-    }
-    let e_6: i32 = ifv_5;
-    let r_7: f32 = (p_3 * bitcast<f32>(((bitcast<u32>(((e_6 + 127i)))) << 23u)));
-    var ifv_8: f32;
-    if top_4 {
-        ifv_8 = (r_7 * 2e0f);
-    } else {
-        ifv_8 = r_7;
-    }
-    return ifv_8;
-}
-fn k_exp2_approx_10(x_p: f32) -> f32 {
-    return k_exp2_poly_9(x_p);
-}
-fn k_exp_11(x_p: f32) -> f32 {
-    return k_exp2_approx_10((x_p * bitcast<f32>(0x3fb8aa3bu)));
-}
-fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
-    return ((a_p * b_p) + c_p);
-}
-fn k_ln_1p_unit_13(x_p: f32) -> f32 {
-    var q_1: f32 = -(3.176057e-3f);
-    q_1 = k_mul_add_12(q_1, x_p, 1.9542526e-2f);
-    q_1 = k_mul_add_12(q_1, x_p, -(5.637361e-2f));
-    q_1 = k_mul_add_12(q_1, x_p, 1.05436236e-1f);
-    q_1 = k_mul_add_12(q_1, x_p, -(1.5269667e-1f));
-    q_1 = k_mul_add_12(q_1, x_p, 1.9663274e-1f);
-    q_1 = k_mul_add_12(q_1, x_p, -(2.4951616e-1f));
-    q_1 = k_mul_add_12(q_1, x_p, 3.332971e-1f);
-    q_1 = k_mul_add_12(q_1, x_p, -(4.9999893e-1f));
-    q_1 = k_mul_add_12(q_1, x_p, 1e0f);
-    return (x_p * q_1);
-}
-fn k_softplus_14(z_p: f32) -> f32 {
-    var ifv_1: kiln_tuple_f32_f32;
-    if (z_p > 0e0f) {
-        ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
-    } else {
-        ifv_1 = kiln_tuple_f32_f32(0e0f, z_p);
-    }
-    let t_2: kiln_tuple_f32_f32 = ifv_1;
-    let pos_3: f32 = t_2.f0;
-    let neg_abs_4: f32 = t_2.f1;
-    return (pos_3 + k_ln_1p_unit_13(k_exp_11(neg_abs_4)));
-}
-fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
-    if (code_p == K_SCALE_F32) {
-        return bitcast<f32>(kiln_get_b1(words_v, e_p));
-    }
-    let half_1: u32 = (((kiln_get_b1(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_2((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_4((half_1 & 0xffffu));
-    }
-    return ifv_2;
-}
-fn k_waves_16() -> u32 {
+fn k_waves_1() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_17() -> u32 {
+fn k_lane_2() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_18() -> u32 {
+fn k_wave_id_3() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_packed_run_19(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
-    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    if (code_p == K_SCALE_F32) {
-        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
-        if wide_p {
-            w_2 = kiln_getchunk4_b2(words_v, e_p);
-        } else {
-            var j_3: u32 = 0u;
-            while (j_3 < K_RUN) {
-                w_2[j_3] = kiln_get_b2(words_v, (e_p + j_3));
-                j_3 = (j_3 + 1u);
-            }
-        }
-        var j_4: u32 = 0u;
-        while (j_4 < K_RUN) {
-            v_1[j_4] = bitcast<f32>(w_2[j_4]);
-            j_4 = (j_4 + 1u);
-        }
-    } else {
-        let f16_5: bool = (code_p == K_SCALE_F16);
-        var k_6: u32 = 0u;
-        while (k_6 < (K_RUN / 2u)) {
-            let word_7: u32 = kiln_get_b2(words_v, ((e_p / 2u) + k_6));
-            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
-            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
-            let lo_10: u32 = t_8;
-            let hi_11: u32 = t_9;
-            if f16_5 {
-                v_1[(2u * k_6)] = k_widen_2(lo_10);
-                v_1[((2u * k_6) + 1u)] = k_widen_2(hi_11);
-            } else {
-                v_1[(2u * k_6)] = k_widen_4(lo_10);
-                v_1[((2u * k_6) + 1u)] = k_widen_4(hi_11);
-            }
-            k_6 = (k_6 + 1u);
-        }
-    }
-    return v_1;
-}
-fn k_packed_run_20(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
-    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    if (code_p == K_SCALE_F32) {
-        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
-        if wide_p {
-            w_2 = kiln_getchunk4_b3(words_v, e_p);
-        } else {
-            var j_3: u32 = 0u;
-            while (j_3 < K_RUN) {
-                w_2[j_3] = kiln_get_b3(words_v, (e_p + j_3));
-                j_3 = (j_3 + 1u);
-            }
-        }
-        var j_4: u32 = 0u;
-        while (j_4 < K_RUN) {
-            v_1[j_4] = bitcast<f32>(w_2[j_4]);
-            j_4 = (j_4 + 1u);
-        }
-    } else {
-        let f16_5: bool = (code_p == K_SCALE_F16);
-        var k_6: u32 = 0u;
-        while (k_6 < (K_RUN / 2u)) {
-            let word_7: u32 = kiln_get_b3(words_v, ((e_p / 2u) + k_6));
-            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
-            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
-            let lo_10: u32 = t_8;
-            let hi_11: u32 = t_9;
-            if f16_5 {
-                v_1[(2u * k_6)] = k_widen_2(lo_10);
-                v_1[((2u * k_6) + 1u)] = k_widen_2(hi_11);
-            } else {
-                v_1[(2u * k_6)] = k_widen_4(lo_10);
-                v_1[((2u * k_6) + 1u)] = k_widen_4(hi_11);
-            }
-            k_6 = (k_6 + 1u);
-        }
-    }
-    return v_1;
-}
-fn k_wave_sum_21(v_p: f32) -> f32 {
-    var v_1: f32 = v_p;
-    var m_2: u32 = (KILN_WAVE / 2u);
-    while (m_2 > 0u) {
-        v_1 = (v_1 + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2)));
-        m_2 = (m_2 / 2u);
-    }
-    return v_1;
-}
-fn k_f32_to_f16_bits_soft_22(v_p: f32) -> u32 {
+fn k_f32_to_f16_bits_soft_4(v_p: f32) -> u32 {
     let b_1: u32 = bitcast<u32>(v_p);
     let sign_2: u32 = (((((b_1 >> 16u)) & 32768u)) & 0xffffu);
     let exp_3: i32 = bitcast<i32>(((((b_1 >> 23u)) & 255u)));
@@ -496,77 +243,357 @@ fn k_f32_to_f16_bits_soft_22(v_p: f32) -> u32 {
     }
     return (sign_2 | (r_13 & 0xffffu));
 }
-fn k_f32_to_f16_bits_23(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_soft_22(v_p);
+fn k_f32_to_f16_bits_5(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_soft_4(v_p);
 }
-fn k_from_f32_24(v_p: f32) -> u32 {
-    return k_f32_to_f16_bits_23(v_p);
+fn k_from_f32_6(v_p: f32) -> u32 {
+    return k_f32_to_f16_bits_5(v_p);
 }
-fn k_group_rows_25(head_p: S_Head, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_f16_bits_to_f32_soft_7(h_p: u32) -> f32 {
+    let sign_1: u32 = ((((h_p & 32768u))) << 16u);
+    let exp_2: u32 = ((((h_p >> 10u)) & 31u));
+    let man_3: u32 = ((h_p & 1023u));
+    var ifv_4: u32;
+    if (exp_2 == 0u) {
+        var ifv_5: u32;
+        if (man_3 == 0u) {
+            ifv_5 = sign_1;
+        } else {
+            var e_6: u32 = 113u;
+            var m_7: u32 = man_3;
+            while ((m_7 & 1024u) == 0u) {
+                m_7 = (m_7 << 1u);
+                e_6 = (e_6 - 1u);
+            }
+            ifv_5 = ((sign_1 | ((e_6 << 23u))) | ((((m_7 & 1023u)) << 13u)));
+        }
+        ifv_4 = ifv_5;
+    } else {
+        var ifv_8: u32;
+        if (exp_2 == 31u) {
+            ifv_8 = ((sign_1 | 2139095040u) | ((man_3 << 13u)));
+        } else {
+            ifv_8 = ((sign_1 | ((((exp_2 + 112u)) << 23u))) | ((man_3 << 13u)));
+        }
+        ifv_4 = ifv_8;
+    }
+    let bits_9: u32 = ifv_4;
+    return bitcast<f32>(bits_9);
+}
+fn k_widen_8(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_7(self_v);
+}
+fn k_to_f32_9(self_v: u32) -> f32 {
+    return bitcast<f32>(((self_v) << 16u));
+}
+fn k_widen_10(self_v: u32) -> f32 {
+    return k_to_f32_9(self_v);
+}
+fn k_packed_scale_11(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+    if (code_p == K_SCALE_F32) {
+        return bitcast<f32>(kiln_get_b5(words_v, e_p));
+    }
+    let half_1: u32 = (((kiln_get_b5(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
+    var ifv_2: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_2 = k_widen_8((half_1 & 0xffffu));
+    } else {
+        ifv_2 = k_widen_10((half_1 & 0xffffu));
+    }
+    return ifv_2;
+}
+fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+    if (code_p == K_SCALE_F32) {
+        return bitcast<f32>(kiln_get_b6(words_v, e_p));
+    }
+    let half_1: u32 = (((kiln_get_b6(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
+    var ifv_2: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_2 = k_widen_8((half_1 & 0xffffu));
+    } else {
+        ifv_2 = k_widen_10((half_1 & 0xffffu));
+    }
+    return ifv_2;
+}
+fn k_truncf_13(x_p: f32) -> f32 {
+    let bits_1: u32 = bitcast<u32>(x_p);
+    let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
+    if (e_2 >= 23i) {
+        return x_p;
+    }
+    if (e_2 < 0i) {
+        return bitcast<f32>((bits_1 & 2147483648u));
+    }
+    let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
+    return bitcast<f32>((bits_1 & ~(mask_3)));
+}
+fn k_floorf_14(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_13(x_p);
+    var ifv_2: f32;
+    if (t_1 > x_p) {
+        ifv_2 = (t_1 - 1e0f);
+    } else {
+        ifv_2 = t_1;
+    }
+    return ifv_2;
+}
+fn k_exp2_poly_15(x_p: f32) -> f32 {
+    if kiln_is_nan(x_p) {
+        return x_p;
+    }
+    if (x_p < -(1.26e2f)) {
+        return 0e0f;
+    }
+    if (x_p >= 1.28e2f) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    let n_1: f32 = k_floorf_14((x_p + 5e-1f));
+    let f_2: f32 = (x_p - n_1);
+    var p_3: f32 = 1.5252734e-5f;
+    p_3 = ((p_3 * f_2) + 1.540353e-4f);
+    p_3 = ((p_3 * f_2) + 1.3333558e-3f);
+    p_3 = ((p_3 * f_2) + 9.618129e-3f);
+    p_3 = ((p_3 * f_2) + 5.550411e-2f);
+    p_3 = ((p_3 * f_2) + 2.402265e-1f);
+    p_3 = ((p_3 * f_2) + bitcast<f32>(0x3f317218u));
+    p_3 = ((p_3 * f_2) + 1e0f);
+    let top_4: bool = (n_1 > 1.27e2f);
+    var ifv_5: i32;
+    if top_4 {
+        ifv_5 = 127i;
+    } else {
+        ifv_5 = kiln_f32_to_i32(n_1);
+    }
+    let e_6: i32 = ifv_5;
+    let r_7: f32 = (p_3 * bitcast<f32>(((bitcast<u32>(((e_6 + 127i)))) << 23u)));
+    var ifv_8: f32;
+    if top_4 {
+        ifv_8 = (r_7 * 2e0f);
+    } else {
+        ifv_8 = r_7;
+    }
+    return ifv_8;
+}
+fn k_exp2_approx_16(x_p: f32) -> f32 {
+    return k_exp2_poly_15(x_p);
+}
+fn k_exp_17(x_p: f32) -> f32 {
+    return k_exp2_approx_16((x_p * bitcast<f32>(0x3fb8aa3bu)));
+}
+fn k_mul_add_18(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_ln_1p_unit_19(x_p: f32) -> f32 {
+    var q_1: f32 = -(3.176057e-3f);
+    q_1 = k_mul_add_18(q_1, x_p, 1.9542526e-2f);
+    q_1 = k_mul_add_18(q_1, x_p, -(5.637361e-2f));
+    q_1 = k_mul_add_18(q_1, x_p, 1.05436236e-1f);
+    q_1 = k_mul_add_18(q_1, x_p, -(1.5269667e-1f));
+    q_1 = k_mul_add_18(q_1, x_p, 1.9663274e-1f);
+    q_1 = k_mul_add_18(q_1, x_p, -(2.4951616e-1f));
+    q_1 = k_mul_add_18(q_1, x_p, 3.332971e-1f);
+    q_1 = k_mul_add_18(q_1, x_p, -(4.9999893e-1f));
+    q_1 = k_mul_add_18(q_1, x_p, 1e0f);
+    return (x_p * q_1);
+}
+fn k_softplus_20(z_p: f32) -> f32 {
+    var ifv_1: kiln_tuple_f32_f32;
+    if (z_p > 0e0f) {
+        ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
+    } else {
+        ifv_1 = kiln_tuple_f32_f32(0e0f, z_p);
+    }
+    let t_2: kiln_tuple_f32_f32 = ifv_1;
+    let pos_3: f32 = t_2.f0;
+    let neg_abs_4: f32 = t_2.f1;
+    return (pos_3 + k_ln_1p_unit_19(k_exp_17(neg_abs_4)));
+}
+fn k_packed_scale_21(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+    if (code_p == K_SCALE_F32) {
+        return bitcast<f32>(kiln_get_b1(words_v, e_p));
+    }
+    let half_1: u32 = (((kiln_get_b1(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
+    var ifv_2: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_2 = k_widen_8((half_1 & 0xffffu));
+    } else {
+        ifv_2 = k_widen_10((half_1 & 0xffffu));
+    }
+    return ifv_2;
+}
+fn k_prologue_22(n_p: u32, a_log_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>) -> S_Prologue {
+    let h_1: u32 = (n_p % kiln_meta[9u]);
+    let raw_2: f32 = (k_packed_scale_11(dt_v, kiln_meta[6u], n_p) + k_packed_scale_12(dt_bias_v, kiln_meta[7u], h_1));
+    let step_3: f32 = kiln_fmin(kiln_fmax(k_softplus_20(raw_2), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
+    return S_Prologue(step_3, k_exp_17((-(k_exp_17(k_packed_scale_21(a_log_v, kiln_meta[3u], h_1))) * step_3)), k_widen_8(kiln_get_b4(d_v, h_1)));
+}
+fn k_packed_run_23(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    if (code_p == K_SCALE_F32) {
+        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
+        if wide_p {
+            w_2 = kiln_getchunk4_b2(words_v, e_p);
+        } else {
+            var j_3: u32 = 0u;
+            while (j_3 < K_RUN) {
+                w_2[j_3] = kiln_get_b2(words_v, (e_p + j_3));
+                j_3 = (j_3 + 1u);
+            }
+        }
+        var j_4: u32 = 0u;
+        while (j_4 < K_RUN) {
+            v_1[j_4] = bitcast<f32>(w_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    } else {
+        let f16_5: bool = (code_p == K_SCALE_F16);
+        var k_6: u32 = 0u;
+        while (k_6 < (K_RUN / 2u)) {
+            let word_7: u32 = kiln_get_b2(words_v, ((e_p / 2u) + k_6));
+            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
+            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
+            let lo_10: u32 = t_8;
+            let hi_11: u32 = t_9;
+            if f16_5 {
+                v_1[(2u * k_6)] = k_widen_8(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_8(hi_11);
+            } else {
+                v_1[(2u * k_6)] = k_widen_10(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_10(hi_11);
+            }
+            k_6 = (k_6 + 1u);
+        }
+    }
+    return v_1;
+}
+fn k_packed_run_24(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+    var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    if (code_p == K_SCALE_F32) {
+        var w_2: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
+        if wide_p {
+            w_2 = kiln_getchunk4_b3(words_v, e_p);
+        } else {
+            var j_3: u32 = 0u;
+            while (j_3 < K_RUN) {
+                w_2[j_3] = kiln_get_b3(words_v, (e_p + j_3));
+                j_3 = (j_3 + 1u);
+            }
+        }
+        var j_4: u32 = 0u;
+        while (j_4 < K_RUN) {
+            v_1[j_4] = bitcast<f32>(w_2[j_4]);
+            j_4 = (j_4 + 1u);
+        }
+    } else {
+        let f16_5: bool = (code_p == K_SCALE_F16);
+        var k_6: u32 = 0u;
+        while (k_6 < (K_RUN / 2u)) {
+            let word_7: u32 = kiln_get_b3(words_v, ((e_p / 2u) + k_6));
+            let t_8: u32 = (((word_7 & 65535u)) & 0xffffu);
+            let t_9: u32 = (((word_7 >> 16u)) & 0xffffu);
+            let lo_10: u32 = t_8;
+            let hi_11: u32 = t_9;
+            if f16_5 {
+                v_1[(2u * k_6)] = k_widen_8(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_8(hi_11);
+            } else {
+                v_1[(2u * k_6)] = k_widen_10(lo_10);
+                v_1[((2u * k_6) + 1u)] = k_widen_10(hi_11);
+            }
+            k_6 = (k_6 + 1u);
+        }
+    }
+    return v_1;
+}
+fn k_run_math_25(decay_p: f32, old_p: array<f32, 4>, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> kiln_tuple_a4f32_f32 {
+    var old_m: array<f32, 4> = old_p;
+    var bv_m: array<f32, 4> = bv_p;
+    var cv_m: array<f32, 4> = cv_p;
+    var acc_1: f32 = acc_p;
+    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
+    var j_3: u32 = 0u;
+    while (j_3 < 4u) {
+        new_2[j_3] = k_mul_add_18(decay_p, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_18(new_2[j_3], cv_m[j_3], acc_1);
+        j_3 = (j_3 + 1u);
+    }
+    return kiln_tuple_a4f32_f32(new_2, acc_1);
+}
+fn k_wave_sum_26(v_p: f32) -> f32 {
+    var v_1: f32 = v_p;
+    var m_2: u32 = (KILN_WAVE / 2u);
+    while (m_2 > 0u) {
+        v_1 = (v_1 + bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2)));
+        m_2 = (m_2 / 2u);
+    }
+    return v_1;
+}
+fn k_group_rows_27(n_p: u32, head_p: S_Head, x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_17();
-    let g_3: u32 = (k_wave_id_18() * K_WAVE_ROWS);
+    let lane_2: u32 = k_lane_2();
+    let g_3: u32 = (k_wave_id_3() * K_WAVE_ROWS);
     if (g_3 >= head_p.rows) {
         return;
     }
     let base_4: u32 = (head_p.first_row + g_3);
     let last_5: u32 = (min(((head_p.rows - g_3)), K_WAVE_ROWS) - 1u);
-    var xs_6: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var i_7: u32 = 0u;
-    while (i_7 < K_WAVE_ROWS) {
-        xs_6[i_7] = k_widen_2(kiln_get_b0(x_v, (base_4 + min(i_7, last_5))));
-        i_7 = (i_7 + 1u);
-    }
-    var acc_8: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    if (lane_2 < (ds_1 / K_RUN)) {
-        let col_9: u32 = (lane_2 * K_RUN);
-        let at0_10: u32 = (((base_4 * ds_1) + col_9));
-        var at_11: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
-        var old_12: array<array<f32, 4>, 8> = array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
-        var i_13: u32 = 0u;
-        while (i_13 < K_WAVE_ROWS) {
-            at_11[i_13] = ((at0_10 + ((min(i_13, last_5) * ds_1))));
-            var blk_14: array<f32, 4>;
+    let active_6: bool = (lane_2 < (ds_1 / K_RUN));
+    let col_7: u32 = (lane_2 * K_RUN);
+    var at_8: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    var old_9: array<array<f32, 4>, 8> = array<array<f32, 4>, 8>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f));
+    if active_6 {
+        let at0_10: u32 = (((base_4 * ds_1) + col_7));
+        var i_11: u32 = 0u;
+        while (i_11 < K_WAVE_ROWS) {
+            at_8[i_11] = ((at0_10 + ((min(i_11, last_5) * ds_1))));
+            var blk_12: array<f32, 4>;
             {
-                blk_14 = kiln_getchunk4_b7(state_in_v, at_11[i_13]);
+                blk_12 = kiln_getchunk4_b7(state_in_v, at_8[i_11]);
             }
-            old_12[i_13] = blk_14;
-            i_13 = (i_13 + 1u);
+            old_9[i_11] = blk_12;
+            i_11 = (i_11 + 1u);
         }
-        var bv_15: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_9), false);
-        var cv_16: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_9), false);
-        var i_17: u32 = 0u;
-        while (i_17 < K_WAVE_ROWS) {
-            let input_18: f32 = (xs_6[i_17] * head_p.step);
-            var new_19: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-            var j_20: u32 = 0u;
-            while (j_20 < K_RUN) {
-                new_19[j_20] = k_mul_add_12(head_p.decay, old_12[i_17][j_20], (input_18 * bv_15[j_20]));
-                acc_8[i_17] = k_mul_add_12(new_19[j_20], cv_16[j_20], acc_8[i_17]);
-                j_20 = (j_20 + 1u);
-            }
-            if (i_17 <= last_5) {
+    }
+    var xs_13: array<u32, 8> = array<u32, 8>(k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f), k_from_f32_6(0e0f));
+    var i_14: u32 = 0u;
+    while (i_14 < K_WAVE_ROWS) {
+        xs_13[i_14] = kiln_get_b0(x_v, (base_4 + min(i_14, last_5)));
+        i_14 = (i_14 + 1u);
+    }
+    let pro_15: S_Prologue = k_prologue_22(n_p, a_log_v, d_v, dt_v, dt_bias_v);
+    var acc_16: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    if active_6 {
+        var bv_17: array<f32, 4> = k_packed_run_23(b_in_v, kiln_meta[4u], (head_p.bc_row + col_7), false);
+        var cv_18: array<f32, 4> = k_packed_run_24(c_in_v, kiln_meta[5u], (head_p.bc_row + col_7), false);
+        var i_19: u32 = 0u;
+        while (i_19 < K_WAVE_ROWS) {
+            let input_20: f32 = (k_widen_8(xs_13[i_19]) * pro_15.step);
+            let t_21: kiln_tuple_a4f32_f32 = k_run_math_25(pro_15.decay, old_9[i_19], input_20, bv_17, cv_18, acc_16[i_19]);
+            var new_22: array<f32, 4> = t_21.f0;
+            let sum_23: f32 = t_21.f1;
+            acc_16[i_19] = sum_23;
+            if (i_19 <= last_5) {
                 {
                 }
             }
-            i_17 = (i_17 + 1u);
+            i_19 = (i_19 + 1u);
         }
     }
-    var total_21: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
-    var i_22: u32 = 0u;
-    while (i_22 < K_WAVE_ROWS) {
-        total_21[i_22] = k_wave_sum_21(acc_8[i_22]);
-        i_22 = (i_22 + 1u);
+    var total_24: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var i_25: u32 = 0u;
+    while (i_25 < K_WAVE_ROWS) {
+        total_24[i_25] = k_wave_sum_26(acc_16[i_25]);
+        i_25 = (i_25 + 1u);
     }
     if (lane_2 == 0u) {
-        var i_23: u32 = 0u;
-        while (i_23 <= last_5) {
-            kiln_set_b8(out_v, (base_4 + i_23), k_from_f32_24(k_mul_add_12(xs_6[i_23], head_p.skip, total_21[i_23])));
-            i_23 = (i_23 + 1u);
+        var i_26: u32 = 0u;
+        while (i_26 <= last_5) {
+            kiln_set_b8(out_v, (base_4 + i_26), k_from_f32_6(k_mul_add_18(k_widen_8(xs_13[i_26]), pro_15.skip, total_24[i_26])));
+            i_26 = (i_26 + 1u);
         }
     }
 }
-fn k_state_run_26(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+fn k_state_run_28(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
     var _access_m: array<u32, 2> = _access_p;
     if (2u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -579,19 +606,14 @@ fn k_state_run_26(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> ar
     }
     return s_1;
 }
-fn k_update_run_27(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_29(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 2> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
     var cv_m: array<f32, 4> = cv_p;
-    var acc_1: f32 = acc_p;
-    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var j_3: u32 = 0u;
-    while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
-        j_3 = (j_3 + 1u);
-    }
+    let t_1: kiln_tuple_a4f32_f32 = k_run_math_25(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
+    var new_2: array<f32, 4> = t_1.f0;
+    let acc_3: f32 = t_1.f1;
     if (2u == 2u) {
         kiln_setchunk4_b9(state_out_v, at_p, new_2);
     } else {
@@ -601,40 +623,40 @@ fn k_update_run_27(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
             j_4 = (j_4 + 1u);
         }
     }
-    return acc_1;
+    return acc_3;
 }
-fn k_rows_28(head_p: S_Head, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_30(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 2> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_17();
+    let lane_2: u32 = k_lane_2();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
-    var r_7: u32 = k_wave_id_18();
+    var r_7: u32 = k_wave_id_3();
     while (r_7 < head_p.rows) {
         let row_8: u32 = (head_p.first_row + r_7);
-        let xv_9: f32 = k_widen_2(kiln_get_b0(x_v, row_8));
-        let input_10: f32 = (xv_9 * head_p.step);
+        let xv_9: f32 = k_widen_8(kiln_get_b0(x_v, row_8));
+        let input_10: f32 = (xv_9 * pro_p.step);
         var acc_11: f32 = 0e0f;
         var u_12: u32 = lane_2;
         while (u_12 < runs_6) {
             let col_13: u32 = (u_12 * K_RUN);
             let at_14: u32 = ((row_8 * ds_1) + col_13);
-            var old_15: array<f32, 4> = k_state_run_26(state_in_v, at_14, access_m);
-            var bv_16: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
-            var cv_17: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
-            acc_11 = k_update_run_27(access_m, state_out_v, at_14, old_15, head_p, input_10, bv_16, cv_17, acc_11);
+            var old_15: array<f32, 4> = k_state_run_28(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_23(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_24(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_29(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
             u_12 = (u_12 + wave_3);
         }
-        let total_18: f32 = k_wave_sum_21(acc_11);
+        let total_18: f32 = k_wave_sum_26(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row_8, k_from_f32_24(k_mul_add_12(xv_9, head_p.skip, total_18)));
+            kiln_set_b8(out_v, row_8, k_from_f32_6(k_mul_add_18(xv_9, pro_p.skip, total_18)));
         }
-        r_7 = (r_7 + k_waves_16());
+        r_7 = (r_7 + k_waves_1());
     }
 }
-fn k_state_run_29(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+fn k_state_run_31(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
     var _access_m: array<u32, 1> = _access_p;
     if (1u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -647,19 +669,14 @@ fn k_state_run_29(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> ar
     }
     return s_1;
 }
-fn k_update_run_30(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, head_p: S_Head, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_32(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 1> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
     var cv_m: array<f32, 4> = cv_p;
-    var acc_1: f32 = acc_p;
-    var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
-    var j_3: u32 = 0u;
-    while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_12(head_p.decay, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_12(new_2[j_3], cv_m[j_3], acc_1);
-        j_3 = (j_3 + 1u);
-    }
+    let t_1: kiln_tuple_a4f32_f32 = k_run_math_25(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
+    var new_2: array<f32, 4> = t_1.f0;
+    let acc_3: f32 = t_1.f1;
     if (1u == 2u) {
         kiln_setchunk4_b9(state_out_v, at_p, new_2);
     } else {
@@ -669,40 +686,40 @@ fn k_update_run_30(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
             j_4 = (j_4 + 1u);
         }
     }
-    return acc_1;
+    return acc_3;
 }
-fn k_rows_31(head_p: S_Head, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_33(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 1> = access_p;
     let ds_1: u32 = kiln_meta[11u];
-    let lane_2: u32 = k_lane_17();
+    let lane_2: u32 = k_lane_2();
     let wave_3: u32 = KILN_WAVE;
     let b_wide_4: bool = false;
     let c_wide_5: bool = false;
     let runs_6: u32 = (ds_1 / K_RUN);
-    var r_7: u32 = k_wave_id_18();
+    var r_7: u32 = k_wave_id_3();
     while (r_7 < head_p.rows) {
         let row_8: u32 = (head_p.first_row + r_7);
-        let xv_9: f32 = k_widen_2(kiln_get_b0(x_v, row_8));
-        let input_10: f32 = (xv_9 * head_p.step);
+        let xv_9: f32 = k_widen_8(kiln_get_b0(x_v, row_8));
+        let input_10: f32 = (xv_9 * pro_p.step);
         var acc_11: f32 = 0e0f;
         var u_12: u32 = lane_2;
         while (u_12 < runs_6) {
             let col_13: u32 = (u_12 * K_RUN);
             let at_14: u32 = ((row_8 * ds_1) + col_13);
-            var old_15: array<f32, 4> = k_state_run_29(state_in_v, at_14, access_m);
-            var bv_16: array<f32, 4> = k_packed_run_19(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
-            var cv_17: array<f32, 4> = k_packed_run_20(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
-            acc_11 = k_update_run_30(access_m, state_out_v, at_14, old_15, head_p, input_10, bv_16, cv_17, acc_11);
+            var old_15: array<f32, 4> = k_state_run_31(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_23(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_24(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_32(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
             u_12 = (u_12 + wave_3);
         }
-        let total_18: f32 = k_wave_sum_21(acc_11);
+        let total_18: f32 = k_wave_sum_26(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row_8, k_from_f32_24(k_mul_add_12(xv_9, head_p.skip, total_18)));
+            kiln_set_b8(out_v, row_8, k_from_f32_6(k_mul_add_18(xv_9, pro_p.skip, total_18)));
         }
-        r_7 = (r_7 + k_waves_16());
+        r_7 = (r_7 + k_waves_1());
     }
 }
-fn k_ssm_update_32(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_ssm_update_34(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -710,25 +727,24 @@ fn k_ssm_update_32(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let batch_5: u32 = t_3;
     let h_6: u32 = t_4;
     let group_7: u32 = (h_6 / ((heads_2 / kiln_meta[0u])));
-    let raw_8: f32 = (k_packed_scale_5(dt_v, kiln_meta[6u], n_1) + k_packed_scale_6(dt_bias_v, kiln_meta[7u], h_6));
-    let step_9: f32 = kiln_fmin(kiln_fmax(k_softplus_14(raw_8), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    let t_10: u32 = kiln_meta[10u];
-    let t_11: u32 = kiln_meta[11u];
-    let dh_12: u32 = t_10;
-    let ds_13: u32 = t_11;
-    let first_14: u32 = (kiln_block.x * K_BLOCK_ROWS);
-    let head_15: S_Head = S_Head(((n_1 * dh_12) + first_14), min((K_BLOCK_ROWS), (dh_12 - first_14)), step_9, k_exp_11((-(k_exp_11(k_packed_scale_15(a_log_v, kiln_meta[3u], h_6))) * step_9)), k_widen_2(kiln_get_b4(d_v, h_6)), ((((batch_5 * kiln_meta[0u]) + group_7)) * ds_13));
-    let wide_16: bool = (false && false);
-    let head_end_17: u32 = ((((n_1 + 1u)) * dh_12) * ds_13);
-    let straight_18: bool = ((((wide_16 && ((ds_13 / K_RUN) <= KILN_WAVE)) && (head_15.rows <= (k_waves_16() * K_WAVE_ROWS))) && (head_end_17 <= (state_in_v).y)) && (head_end_17 <= (state_out_v).y));
-    if straight_18 {
-        k_group_rows_25(head_15, x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+    let t_8: u32 = kiln_meta[10u];
+    let t_9: u32 = kiln_meta[11u];
+    let dh_10: u32 = t_8;
+    let ds_11: u32 = t_9;
+    let first_12: u32 = (kiln_block.x * K_BLOCK_ROWS);
+    let head_13: S_Head = S_Head(((n_1 * dh_10) + first_12), min((K_BLOCK_ROWS), (dh_10 - first_12)), ((((batch_5 * kiln_meta[0u]) + group_7)) * ds_11));
+    let wide_14: bool = (false && false);
+    let head_end_15: u32 = ((((n_1 + 1u)) * dh_10) * ds_11);
+    let straight_16: bool = ((((wide_14 && ((ds_11 / K_RUN) <= KILN_WAVE)) && (head_13.rows <= (k_waves_1() * K_WAVE_ROWS))) && (head_end_15 <= (state_in_v).y)) && (head_end_15 <= (state_out_v).y));
+    if straight_16 {
+        k_group_rows_27(n_1, head_13, x_v, a_log_v, b_in_v, c_in_v, d_v, dt_v, dt_bias_v, state_in_v, out_v, state_out_v);
+        return;
+    }
+    let pro_17: S_Prologue = k_prologue_22(n_1, a_log_v, d_v, dt_v, dt_bias_v);
+    if wide_14 {
+        k_rows_30(head_13, pro_17, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     } else {
-        if wide_16 {
-            k_rows_28(head_15, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
-        } else {
-            k_rows_31(head_15, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
-        }
+        k_rows_33(head_13, pro_17, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     }
 }
 
@@ -742,5 +758,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_ssm_update_32(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_34(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

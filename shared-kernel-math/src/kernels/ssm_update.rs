@@ -242,21 +242,47 @@ fn packed_run(words: Src<u32>, code: u32, e: usize, wide: bool) -> [f32; RUN] {
     v
 }
 
-/// What every row of one `n = b·H + h` shares.
+/// Where the rows of one block of `n = b·H + h` are (no loads needed).
 #[derive(Clone, Copy)]
 struct Head {
     /// The block's first row, `n·Dh + block_x·BLOCK_ROWS`.
     first_row: usize,
     /// The block's rows (fewer in the head's last block).
     rows: usize,
+    /// The first element of its group's row of `B` and `C`.
+    bc_row: usize,
+}
+
+/// What every row of one `n` shares from its loads: `dt'`, `dA` and `D[h]`.
+#[derive(Clone, Copy)]
+struct Prologue {
     /// `dt'`.
     step: f32,
     /// `dA`.
     decay: f32,
     /// `D[h]`.
     skip: f32,
-    /// The first element of its group's row of `B` and `C`.
-    bc_row: usize,
+}
+
+/// The head's prologue: `dt'` (softplus, clipped), `dA = exp(−exp(A_log[h])·dt')` and `D[h]`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn prologue<T: Element>(
+    p: &SsmUpdateParams,
+    n: usize,
+    a_log: Src<u32>,
+    d: Src<T>,
+    dt: Src<u32>,
+    dt_bias: Src<u32>,
+) -> Prologue {
+    let h = n % p.heads as usize;
+    let raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
+    let step = softplus(raw).max(p.time_step_min).min(p.time_step_max);
+    Prologue {
+        step,
+        decay: exp(-exp(packed_scale(a_log, p.a_log_dtype, h)) * step),
+        skip: d.get(h).widen(),
+    }
 }
 
 /// The run of [`RUN`] f32 state values at element `at`: one 16-byte load when `ACCESS` is 2,
@@ -275,6 +301,27 @@ fn state_run<const ACCESS: usize>(state: Src<f32>, at: usize, _access: [u32; ACC
     s
 }
 
+/// One run's new state, `decay·old + input·B`, and `acc + Σ new·C` (both paths' one order).
+#[inline(always)]
+fn run_math(
+    decay: f32,
+    old: [f32; RUN],
+    input: f32,
+    bv: [f32; RUN],
+    cv: [f32; RUN],
+    acc: f32,
+) -> ([f32; RUN], f32) {
+    let mut acc = acc;
+    let mut new = [0.0f32; RUN];
+    let mut j = 0;
+    while j < RUN {
+        new[j] = mul_add(decay, old[j], input * bv[j]);
+        acc = mul_add(new[j], cv[j], acc);
+        j += 1;
+    }
+    (new, acc)
+}
+
 /// One run of a row: the new state (stored) and its `Σ state'·C` added to `acc`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -283,20 +330,13 @@ fn update_run<const ACCESS: usize>(
     state_out: Dst<f32>,
     at: usize,
     old: [f32; RUN],
-    head: Head,
+    decay: f32,
     input: f32,
     bv: [f32; RUN],
     cv: [f32; RUN],
     acc: f32,
 ) -> f32 {
-    let mut acc = acc;
-    let mut new = [0.0f32; RUN];
-    let mut j = 0;
-    while j < RUN {
-        new[j] = mul_add(head.decay, old[j], input * bv[j]);
-        acc = mul_add(new[j], cv[j], acc);
-        j += 1;
-    }
+    let (new, acc) = run_math(decay, old, input, bv, cv, acc);
     if ACCESS == 2 {
         state_out.set_chunk(at, new);
     } else {
@@ -309,10 +349,10 @@ fn update_run<const ACCESS: usize>(
     acc
 }
 
-/// The body: the head's shared values, then its rows. A block whose rows take one group of
-/// [`WAVE_ROWS`] per wave and one state run per lane (`Ds ≤ RUN·wave`), with 16-byte state
-/// access, runs `group_rows`: straight-line, every load of the group in flight at once,
-/// nothing checked per access. Any other shape, wave or view goes one row at a time
+/// The body: the block's rows and the head's shared values (its prologue). A block whose rows
+/// take one group of [`WAVE_ROWS`] per wave and one state run per lane (`Ds ≤ RUN·wave`), with
+/// 16-byte state access, runs `group_rows`: straight-line, every load of the group (the
+/// prologue's too) in flight at once, nothing checked per state access. Any other shape, wave or view goes one row at a time
 /// (`rows`, 16-byte or element access as separate instances so the compiler never merges
 /// the two paths), which never sets the register count.
 #[allow(clippy::too_many_arguments)]
@@ -335,16 +375,11 @@ pub fn ssm_update<T: Element, B: Block>(
     let heads = p.heads as usize;
     let (batch, h) = (n / heads, n % heads);
     let group = h / (heads / p.groups as usize);
-    let raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
-    let step = softplus(raw).max(p.time_step_min).min(p.time_step_max);
     let (dh, ds) = (p.head_dim as usize, p.state_dim as usize);
     let first = b.block_x() as usize * BLOCK_ROWS as usize;
     let head = Head {
         first_row: n * dh + first,
         rows: (BLOCK_ROWS as usize).min(dh - first),
-        step,
-        decay: exp(-exp(packed_scale(a_log, p.a_log_dtype, h)) * step),
-        skip: d.get(h).widen(),
         bc_row: (batch * p.groups as usize + group) * ds,
     };
     let wide = state_in.chunk_aligned::<RUN>(0) && state_out.chunk_aligned::<RUN>(0);
@@ -356,17 +391,24 @@ pub fn ssm_update<T: Element, B: Block>(
         && head_end <= state_in.len()
         && head_end <= state_out.len();
     if straight {
-        group_rows(b, p, head, x, b_in, c_in, state_in, out, state_out);
-    } else if wide {
-        rows(b, p, head, [0u32; 2], x, b_in, c_in, state_in, out, state_out);
+        group_rows(
+            b, p, n, head, x, a_log, b_in, c_in, d, dt, dt_bias, state_in, out, state_out,
+        );
+        return;
+    }
+    let pro = prologue(p, n, a_log, d, dt, dt_bias);
+    if wide {
+        rows(b, p, head, pro, [0u32; 2], x, b_in, c_in, state_in, out, state_out);
     } else {
-        rows(b, p, head, [0u32; 1], x, b_in, c_in, state_in, out, state_out);
+        rows(b, p, head, pro, [0u32; 1], x, b_in, c_in, state_in, out, state_out);
     }
 }
 
 /// [`ssm_update`]'s straight-line path: wave `w` takes rows `w·WAVE_ROWS ..` of the block
 /// (rows past the head repeat its last row, computed and never stored), lane `l` state
-/// columns `l·RUN ..`; every state, `B` and `C` run of the group is loaded before any math.
+/// columns `l·RUN ..`. The group's state runs are loaded first, then `x`, the prologue's
+/// values and `B`/`C`: nothing that waits on a load (the prologue's math, a 16-bit `x`
+/// widened) comes before the state loads are issued, so one memory latency covers them all.
 /// The caller has checked that the group and the run cover the wave's rows and the row, that
 /// both state views are 16-byte aligned and hold the head's rows.
 #[allow(clippy::too_many_arguments)]
@@ -374,10 +416,15 @@ pub fn ssm_update<T: Element, B: Block>(
 fn group_rows<T: Element, B: Block>(
     b: &B,
     p: &SsmUpdateParams,
+    n: usize,
     head: Head,
     x: Src<T>,
+    a_log: Src<u32>,
     b_in: Src<u32>,
     c_in: Src<u32>,
+    d: Src<T>,
+    dt: Src<u32>,
+    dt_bias: Src<u32>,
     state_in: Src<f32>,
     out: Dst<T>,
     state_out: Dst<f32>,
@@ -391,19 +438,13 @@ fn group_rows<T: Element, B: Block>(
     }
     let base = head.first_row + g;
     let last = (head.rows - g).min(WAVE_ROWS) - 1;
-    let mut xs = [0.0f32; WAVE_ROWS];
-    let mut i = 0;
-    while i < WAVE_ROWS {
-        xs[i] = x.get(base + i.min(last)).widen();
-        i += 1;
-    }
-    let mut acc = [0.0f32; WAVE_ROWS];
-    if lane < ds / RUN {
-        let col = lane * RUN;
+    let active = lane < ds / RUN;
+    let col = lane * RUN;
+    let mut at = [0usize; WAVE_ROWS];
+    let mut old = [[0.0f32; RUN]; WAVE_ROWS];
+    if active {
         // bind proves every state index fits a u32: 32-bit offsets, one add per row.
         let at0 = (base * ds + col) as u32;
-        let mut at = [0usize; WAVE_ROWS];
-        let mut old = [[0.0f32; RUN]; WAVE_ROWS];
         let mut i = 0;
         while i < WAVE_ROWS {
             at[i] = (at0 + (i.min(last) * ds) as u32) as usize;
@@ -412,18 +453,23 @@ fn group_rows<T: Element, B: Block>(
             old[i] = unsafe { state_in.get_chunk_unchecked::<RUN>(at[i]) };
             i += 1;
         }
+    }
+    let mut xs = [T::from_f32(0.0); WAVE_ROWS];
+    let mut i = 0;
+    while i < WAVE_ROWS {
+        xs[i] = x.get(base + i.min(last));
+        i += 1;
+    }
+    let pro = prologue(p, n, a_log, d, dt, dt_bias);
+    let mut acc = [0.0f32; WAVE_ROWS];
+    if active {
         let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_in.chunk_aligned::<RUN>(0));
         let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_in.chunk_aligned::<RUN>(0));
         let mut i = 0;
         while i < WAVE_ROWS {
-            let input = xs[i] * head.step;
-            let mut new = [0.0f32; RUN];
-            let mut j = 0;
-            while j < RUN {
-                new[j] = mul_add(head.decay, old[i][j], input * bv[j]);
-                acc[i] = mul_add(new[j], cv[j], acc[i]);
-                j += 1;
-            }
+            let input = xs[i].widen() * pro.step;
+            let (new, sum) = run_math(pro.decay, old[i], input, bv, cv, acc[i]);
+            acc[i] = sum;
             if i <= last {
                 // SAFETY: as for the loads.
                 unsafe { state_out.set_chunk_unchecked(at[i], new) };
@@ -440,7 +486,7 @@ fn group_rows<T: Element, B: Block>(
     if lane == 0 {
         let mut i = 0;
         while i <= last {
-            out.set(base + i, T::from_f32(mul_add(xs[i], head.skip, total[i])));
+            out.set(base + i, T::from_f32(mul_add(xs[i].widen(), pro.skip, total[i])));
             i += 1;
         }
     }
@@ -457,6 +503,7 @@ fn rows<T: Element, B: Block, const ACCESS: usize>(
     b: &B,
     p: &SsmUpdateParams,
     head: Head,
+    pro: Prologue,
     access: [u32; ACCESS],
     x: Src<T>,
     b_in: Src<u32>,
@@ -475,7 +522,7 @@ fn rows<T: Element, B: Block, const ACCESS: usize>(
     while r < head.rows {
         let row = head.first_row + r;
         let xv = x.get(row).widen();
-        let input = xv * head.step;
+        let input = xv * pro.step;
         let mut acc = 0.0f32;
         let mut u = lane;
         while u < runs {
@@ -484,12 +531,12 @@ fn rows<T: Element, B: Block, const ACCESS: usize>(
             let old = state_run(state_in, at, access);
             let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_wide);
             let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_wide);
-            acc = update_run(access, state_out, at, old, head, input, bv, cv, acc);
+            acc = update_run(access, state_out, at, old, pro.decay, input, bv, cv, acc);
             u += wave;
         }
         let total = b.wave_sum(acc);
         if lane == 0 {
-            out.set(row, T::from_f32(mul_add(xv, head.skip, total)));
+            out.set(row, T::from_f32(mul_add(xv, pro.skip, total)));
         }
         r += b.waves() as usize;
     }
