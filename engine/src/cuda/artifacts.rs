@@ -151,7 +151,7 @@ mod tests {
             for (name, body) in entries(m.text) {
                 let wait = body.find(PDL_WAIT);
                 if m.target != "sm_90" {
-                    assert!(wait.is_none(), "{}/{name}: waits on {}", m.target, m.target);
+                    assert!(wait.is_none(), "{}/{name}: has {PDL_WAIT}", m.target);
                     continue;
                 }
                 let wait = wait.unwrap_or_else(|| panic!("sm_90/{name}: no {PDL_WAIT}"));

@@ -123,7 +123,7 @@ impl Loaded {
             None => None,
         };
         // Programmatic dependent launch needs sm_90 (the entries' wait is built for it alone);
-        // opt-in until measured on hardware.
+        // opt-in: it slowed a replayed decode graph (`artifacts::PDL_ENV` says why).
         let overlaps =
             cc >= (9, 0) && std::env::var(artifacts::PDL_ENV).is_ok_and(|v| v.trim() == "1");
         let mut modules = Vec::new();

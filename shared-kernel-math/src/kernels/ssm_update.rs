@@ -171,8 +171,9 @@ impl KernelDef for SsmUpdate {
     }
 
     /// Six blocks per multiprocessor (24 warps on a 32-wide GPU): the state loads in flight
-    /// bound the update, and the 80 registers left hold a group's eight state runs, its `B`
-    /// and `C` runs and row sums without a spill (measured on the H200, session 14's E13).
+    /// bound the update, and the 80 registers a thread may keep at that occupancy (65536 / 768,
+    /// in steps of 8) hold a group's eight state runs, its `B` and `C` runs and row sums
+    /// without a spill.
     const LAUNCH_BOUND: Option<LaunchBound> = Some(LaunchBound {
         max_threads: BLOCK_THREADS,
         min_blocks: 6,
@@ -265,7 +266,6 @@ struct Prologue {
 }
 
 /// The head's prologue: `dt'` (softplus, clipped), `dA = exp(−exp(A_log[h])·dt')` and `D[h]`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn prologue<T: Element>(
     p: &SsmUpdateParams,
@@ -352,9 +352,9 @@ fn update_run<const ACCESS: usize>(
 /// The body: the block's rows and the head's shared values (its prologue). A block whose rows
 /// take one group of [`WAVE_ROWS`] per wave and one state run per lane (`Ds ≤ RUN·wave`), with
 /// 16-byte state access, runs `group_rows`: straight-line, every load of the group (the
-/// prologue's too) in flight at once, nothing checked per state access. Any other shape, wave or view goes one row at a time
-/// (`rows`, 16-byte or element access as separate instances so the compiler never merges
-/// the two paths), which never sets the register count.
+/// prologue's too) in flight at once, nothing checked per state access. Any other shape, wave
+/// or view goes one row at a time (`rows`, 16-byte or element access as separate instances so
+/// the compiler never merges the two paths), which never sets the register count.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn ssm_update<T: Element, B: Block>(
