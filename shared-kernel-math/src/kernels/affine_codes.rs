@@ -27,6 +27,36 @@ pub fn stream_code(words: Src<u32>, first: usize, bits: u32, index: usize) -> u3
     v & ((1u32 << bits) - 1)
 }
 
+/// The word of packed words of dtype `code` that holds value `e`, loaded without a bounds
+/// check on GPUs and not yet decoded: a kernel that issues all its loads before it waits on
+/// one ([`packed_scale`] is the checked load and decode).
+///
+/// # Safety
+/// Value `e` of dtype `code` lies inside `words`.
+#[inline(always)]
+pub unsafe fn packed_word_unchecked(words: Src<u32>, code: u32, e: usize) -> u32 {
+    // SAFETY: the caller's precondition.
+    unsafe { words.get_unchecked(if code == SCALE_F32 { e } else { e / 2 }) }
+}
+
+/// Value `e` of dtype `code` from the word that holds it, widened exactly; both 16-bit
+/// decodes are computed and one is selected, so the decode has no branch to split a kernel's
+/// loads around.
+#[inline(always)]
+pub fn unpack_scale(word: u32, code: u32, e: usize) -> f32 {
+    let half = ((word >> ((e % 2) as u32 * 16)) & 0xffff) as u16;
+    let narrow = if code == SCALE_F16 {
+        F16(half).widen()
+    } else {
+        Bf16(half).widen()
+    };
+    if code == SCALE_F32 {
+        f32::from_bits(word)
+    } else {
+        narrow
+    }
+}
+
 /// Value `e` of packed scale or bias words of the `scale_dtype` code `code` (f32 one per word;
 /// f16 or bf16 two per word, the lower half first), widened exactly to f32.
 #[inline(always)]

@@ -17,12 +17,12 @@
 //! [`WAVE_ROWS`] rows and a lane's one run cover the block, the update is straight-line
 //! (`group_rows`); otherwise the waves take rows one at a time.
 
-use super::affine_codes::{packed_scale, SCALE_BF16, SCALE_F16, SCALE_F32};
+use super::affine_codes::{packed_word_unchecked, unpack_scale, SCALE_BF16, SCALE_F32};
 use super::qlinear::scale_words;
 use crate::kernel::shape;
 use crate::{
-    exp2_approx, ln_1p_unit, mul_add, Bf16, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
-    Src, F16,
+    exp2_approx, ln_1p_unit, mul_add, Block, Dst, Element, KernelDef, Launch, LaunchBound, ShapeError,
+    Src,
 };
 
 /// Rows `(n, d)` one block owns, all of one `n` (so the head's prologue is computed once per
@@ -170,13 +170,14 @@ impl KernelDef for SsmUpdate {
         Ok(())
     }
 
-    /// Six blocks per multiprocessor (24 warps on a 32-wide GPU): the state loads in flight
-    /// bound the update, and the 80 registers a thread may keep at that occupancy (65536 / 768,
-    /// in steps of 8) hold a group's eight state runs, its `B` and `C` runs and row sums
-    /// without a spill.
+    /// Five blocks per multiprocessor (20 warps on a 32-wide GPU): the state loads in flight
+    /// bound the update, and the 96 registers a thread may keep at that occupancy hold a
+    /// group's eight state runs with every other load it issues before its math (`B`, `C`, `x`,
+    /// the prologue's words) without a spill; at six blocks (80 registers) that order spilled
+    /// and ran slower than five (docs/results/s34-h100-2026-12-07.md).
     const LAUNCH_BOUND: Option<LaunchBound> = Some(LaunchBound {
         max_threads: BLOCK_THREADS,
-        min_blocks: 6,
+        min_blocks: 5,
     });
 
     fn launch(p: &SsmUpdateParams) -> Launch {
@@ -207,36 +208,64 @@ pub fn softplus(z: f32) -> f32 {
 /// one dtype test per run.
 #[inline(always)]
 fn packed_run(words: Src<u32>, code: u32, e: usize, wide: bool) -> [f32; RUN] {
+    let mut w = [0u32; RUN];
+    if code == SCALE_F32 && wide {
+        w = words.get_chunk::<RUN>(e);
+    } else {
+        let mut j = 0;
+        while j < RUN {
+            w[j] = words.get(run_word(code, e, j));
+            j += 1;
+        }
+    }
+    widen_run(code, w)
+}
+
+/// The word [`packed_run`] reads as the run's `j`-th: `e + j` of f32; of 16-bit values word
+/// `e/2 + j` for the run's two words and the second again after them (a run reads `RUN` words
+/// whatever the dtype, so its loads need no branch).
+#[inline(always)]
+fn run_word(code: u32, e: usize, j: usize) -> usize {
+    if code == SCALE_F32 {
+        e + j
+    } else {
+        e / 2 + j.min(RUN / 2 - 1)
+    }
+}
+
+/// [`packed_run`]'s words loaded without a branch, for the straight-line path to issue with
+/// its other loads before it decodes any.
+///
+/// # Safety
+/// Values `e..e + RUN` of dtype `code` lie inside `words`.
+#[inline(always)]
+unsafe fn packed_run_words(words: Src<u32>, code: u32, e: usize) -> [u32; RUN] {
+    let mut w = [0u32; RUN];
+    let mut j = 0;
+    while j < RUN {
+        // SAFETY: `run_word` stays inside the run's words (the caller's precondition).
+        w[j] = unsafe { words.get_unchecked(run_word(code, e, j)) };
+        j += 1;
+    }
+    w
+}
+
+/// The run of [`RUN`] values of dtype `code` from its words `w` (as [`run_word`] reads them),
+/// widened exactly.
+#[inline(always)]
+fn widen_run(code: u32, w: [u32; RUN]) -> [f32; RUN] {
     let mut v = [0.0f32; RUN];
     if code == SCALE_F32 {
-        let mut w = [0u32; RUN];
-        if wide {
-            w = words.get_chunk::<RUN>(e);
-        } else {
-            let mut j = 0;
-            while j < RUN {
-                w[j] = words.get(e + j);
-                j += 1;
-            }
-        }
         let mut j = 0;
         while j < RUN {
             v[j] = f32::from_bits(w[j]);
             j += 1;
         }
     } else {
-        let f16 = code == SCALE_F16;
         let mut k = 0;
         while k < RUN / 2 {
-            let word = words.get(e / 2 + k);
-            let (lo, hi) = ((word & 0xffff) as u16, (word >> 16) as u16);
-            if f16 {
-                v[2 * k] = F16(lo).widen();
-                v[2 * k + 1] = F16(hi).widen();
-            } else {
-                v[2 * k] = Bf16(lo).widen();
-                v[2 * k + 1] = Bf16(hi).widen();
-            }
+            v[2 * k] = unpack_scale(w[k], code, 0);
+            v[2 * k + 1] = unpack_scale(w[k], code, 1);
             k += 1;
         }
     }
@@ -275,13 +304,41 @@ fn prologue<T: Element>(
     dt: Src<u32>,
     dt_bias: Src<u32>,
 ) -> Prologue {
+    let words = prologue_words(p, n, a_log, dt, dt_bias);
+    prologue_from(p, n, words, d.get(n % p.heads as usize).widen())
+}
+
+/// The words the prologue decodes for `n`, `[dt, dt_bias, A_log]`, loaded and not yet used.
+#[inline(always)]
+fn prologue_words(
+    p: &SsmUpdateParams,
+    n: usize,
+    a_log: Src<u32>,
+    dt: Src<u32>,
+    dt_bias: Src<u32>,
+) -> [u32; 3] {
     let h = n % p.heads as usize;
-    let raw = packed_scale(dt, p.dt_dtype, n) + packed_scale(dt_bias, p.dt_bias_dtype, h);
+    // SAFETY: bind checked `dt` holds B·H values and `dt_bias`, `a_log` H, so `n < B·H` and
+    // `h < H` are inside them.
+    unsafe {
+        [
+            packed_word_unchecked(dt, p.dt_dtype, n),
+            packed_word_unchecked(dt_bias, p.dt_bias_dtype, h),
+            packed_word_unchecked(a_log, p.a_log_dtype, h),
+        ]
+    }
+}
+
+/// The prologue from [`prologue_words`]' words and `D[h]` widened.
+#[inline(always)]
+fn prologue_from(p: &SsmUpdateParams, n: usize, words: [u32; 3], skip: f32) -> Prologue {
+    let h = n % p.heads as usize;
+    let raw = unpack_scale(words[0], p.dt_dtype, n) + unpack_scale(words[1], p.dt_bias_dtype, h);
     let step = softplus(raw).max(p.time_step_min).min(p.time_step_max);
     Prologue {
         step,
-        decay: exp(-exp(packed_scale(a_log, p.a_log_dtype, h)) * step),
-        skip: d.get(h).widen(),
+        decay: exp(-exp(unpack_scale(words[2], p.a_log_dtype, h)) * step),
+        skip,
     }
 }
 
@@ -406,9 +463,9 @@ pub fn ssm_update<T: Element, B: Block>(
 
 /// [`ssm_update`]'s straight-line path: wave `w` takes rows `w·WAVE_ROWS ..` of the block
 /// (rows past the head repeat its last row, computed and never stored), lane `l` state
-/// columns `l·RUN ..`. The group's state runs are loaded first, then `x`, the prologue's
-/// values and `B`/`C`: nothing that waits on a load (the prologue's math, a 16-bit `x`
-/// widened) comes before the state loads are issued, so one memory latency covers them all.
+/// columns `l·RUN ..`. The group's state runs are loaded first, then `x`, the words of `B`/`C`
+/// and the prologue's: nothing that waits on a load (a 16-bit value's decode, the prologue's
+/// math) comes before the last load is issued, so one memory latency covers them all.
 /// The caller has checked that the group and the run cover the wave's rows and the row, that
 /// both state views are 16-byte aligned and hold the head's rows.
 #[allow(clippy::too_many_arguments)]
@@ -454,17 +511,33 @@ fn group_rows<T: Element, B: Block>(
             i += 1;
         }
     }
+    // Then every other load, none behind a branch (a bounds check's trap is one), before any
+    // value is decoded: a decode waits on its load and would hold back the loads after it.
     let mut xs = [T::from_f32(0.0); WAVE_ROWS];
     let mut i = 0;
     while i < WAVE_ROWS {
-        xs[i] = x.get(base + i.min(last));
+        // SAFETY: the group's rows (repeating its last) are rows of the head, inside `x`.
+        xs[i] = unsafe { x.get_unchecked(base + i.min(last)) };
         i += 1;
     }
-    let pro = prologue(p, n, a_log, d, dt, dt_bias);
+    let (mut b_words, mut c_words) = ([0u32; RUN], [0u32; RUN]);
+    if active {
+        let at = head.bc_row + col;
+        // SAFETY: bind checked `b` and `c` hold B·G·Ds values; the lane's run is inside its
+        // group's row of them.
+        unsafe {
+            b_words = packed_run_words(b_in, p.b_dtype, at);
+            c_words = packed_run_words(c_in, p.c_dtype, at);
+        }
+    }
+    let words = prologue_words(p, n, a_log, dt, dt_bias);
+    // SAFETY: bind checked `d` holds H values.
+    let skip = unsafe { d.get_unchecked(n % p.heads as usize) };
+    let pro = prologue_from(p, n, words, skip.widen());
     let mut acc = [0.0f32; WAVE_ROWS];
     if active {
-        let bv = packed_run(b_in, p.b_dtype, head.bc_row + col, b_in.chunk_aligned::<RUN>(0));
-        let cv = packed_run(c_in, p.c_dtype, head.bc_row + col, c_in.chunk_aligned::<RUN>(0));
+        let bv = widen_run(p.b_dtype, b_words);
+        let cv = widen_run(p.c_dtype, c_words);
         let mut i = 0;
         while i < WAVE_ROWS {
             let input = xs[i].widen() * pro.step;
