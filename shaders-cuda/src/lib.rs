@@ -210,22 +210,21 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
     unsafe { nvptx::trap() }
 }
 
-/// Programmatic dependent launch (sm_90+): the engine may launch a grid whose module has this
-/// wait while the stream's previous kernel still runs, so every entry first lets the next grid
-/// launch (its blocks then wait here, resident, for this one) and then waits until the
-/// previous grid has finished and its writes are visible, before touching memory. Before
-/// sm_90 there is no such launch and this is empty.
+/// Programmatic dependent launch (sm_90+): the engine launches a grid whose module has this
+/// wait while the stream's previous kernel still runs, so every entry waits here until the
+/// previous grid has finished and its writes are visible, before touching memory. No entry
+/// triggers its dependents early: the next grid's blocks launch as this grid's blocks exit,
+/// onto the multiprocessors they free (triggering at entry instead filled the device with
+/// waiting blocks and slowed a replayed decode graph 2.8% on an H100; at exit it kept the
+/// 0.25 µs a small launch saves and ran that graph 0.6% faster, results/s34-h100-2026-12-07.md).
+/// Before sm_90 there is no such launch and this is empty.
 #[inline(always)]
 fn wait_for_prior_grid() {
     #[cfg(target_feature = "sm_90")]
-    // SAFETY: both instructions only order this grid against its neighbours in the stream;
-    // without `nomem` the compiler keeps every memory access after them.
+    // SAFETY: the instruction only orders this grid against its predecessor in the stream;
+    // without `nomem` the compiler keeps every memory access after it.
     unsafe {
-        core::arch::asm!(
-            "griddepcontrol.launch_dependents;",
-            "griddepcontrol.wait;",
-            options(nostack)
-        );
+        core::arch::asm!("griddepcontrol.wait;", options(nostack));
     }
 }
 

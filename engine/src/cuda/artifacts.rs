@@ -43,10 +43,11 @@ pub(crate) fn module(kernel: KernelId, target: &str) -> Option<&'static PtxModul
         .find(|m| m.kernel == kernel.name() && m.target == target)
 }
 
-/// Set to `1` to launch the kernels of modules that wait for the previous grid while that grid
-/// still runs (programmatic dependent launch, sm_90; off by default: with every entry letting
-/// its dependents launch at once, a replayed decode graph ran 2.8% slower on an H100); anything
-/// else launches every kernel fully serialized after the one before it.
+/// Set to `0` to launch every kernel fully serialized after the one before it. Otherwise (the
+/// default) the kernels of modules that wait for the previous grid launch while that grid still
+/// runs (programmatic dependent launch, sm_90): on an H100 that saved ~0.25 µs per small
+/// launch, 0.6% of a replayed Llama-3.1-8B decode step and 5.8% of an eager one
+/// (docs/results/s34-h100-2026-12-07.md).
 pub(crate) const PDL_ENV: &str = "KILN_CUDA_PDL";
 
 /// What every entry of an sm_90 module built by `shaders-cuda` executes before touching memory:
@@ -144,7 +145,8 @@ mod tests {
 
     /// The sm_90 entries wait before any load or store that another grid can see (global or
     /// generic), so a grid launched during its predecessor reads nothing that predecessor
-    /// writes, and writes nothing it reads; sm_80 has no such instruction and no such launch.
+    /// writes, and writes nothing it reads, and none lets its dependents launch before its
+    /// blocks exit; sm_80 has no such instruction and no such launch.
     #[test]
     fn every_sm90_entry_waits_for_the_prior_grid_before_touching_memory() {
         for m in PTX_MODULES {
@@ -155,6 +157,11 @@ mod tests {
                     continue;
                 }
                 let wait = wait.unwrap_or_else(|| panic!("sm_90/{name}: no {PDL_WAIT}"));
+                // Dependents launch as blocks exit: an early trigger slowed replayed graphs.
+                assert!(
+                    !body.contains("griddepcontrol.launch_dependents"),
+                    "sm_90/{name}: triggers its dependents before it exits"
+                );
                 let first_access = body
                     .match_indices("\tld.")
                     .chain(body.match_indices("\tst."))

@@ -123,9 +123,9 @@ impl Loaded {
             None => None,
         };
         // Programmatic dependent launch needs sm_90 (the entries' wait is built for it alone);
-        // opt-in: it slowed a replayed decode graph (`artifacts::PDL_ENV` says why).
+        // on unless `artifacts::PDL_ENV` is 0.
         let overlaps =
-            cc >= (9, 0) && std::env::var(artifacts::PDL_ENV).is_ok_and(|v| v.trim() == "1");
+            cc >= (9, 0) && !std::env::var(artifacts::PDL_ENV).is_ok_and(|v| v.trim() == "0");
         let mut modules = Vec::new();
         let mut replaced = false;
         for &kernel in kiln_math::KernelId::ALL {
