@@ -67,7 +67,10 @@ fn kiln_setchunk8_b4(v: vec2<u32>, i: u32, c: array<u32, 8>) {
     if i >= v.y || v.y - i < 8u { kiln_fault_at(4u, i + 8u); return; }
     for (var j = 0u; j < 8u; j++) { kiln_set_b4_u(v, i + j, c[j]); }
 }
-fn k_f16_bits_to_f32_soft_1(h_p: u32) -> f32 {
+fn k_half_of_1(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_2(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -98,42 +101,37 @@ fn k_f16_bits_to_f32_soft_1(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_2(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_1(self_v);
+fn k_widen_3(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_2(self_v);
 }
-fn k_to_f32_3(self_v: u32) -> f32 {
+fn k_to_f32_4(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_4(self_v: u32) -> f32 {
-    return k_to_f32_3(self_v);
+fn k_widen_5(self_v: u32) -> f32 {
+    return k_to_f32_4(self_v);
 }
-fn k_packed_scale_5(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_6(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_3(half_p);
+    } else {
+        ifv_1 = k_widen_5(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_7(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_2((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_4((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_6(k_half_of_1(kiln_get_b2(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_6(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_8(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_2((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_4((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_6(k_half_of_1(kiln_get_b3(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_stream_code_7(words_v: vec2<u32>, first_p: u32, bits_p: u32, index_p: u32) -> u32 {
+fn k_stream_code_9(words_v: vec2<u32>, first_p: u32, bits_p: u32, index_p: u32) -> u32 {
     let bit_1: u32 = (index_p * bits_p);
     let word_2: u32 = (first_p + (bit_1 / 32u));
     let shift_3: u32 = ((bit_1 % 32u));
@@ -143,10 +141,10 @@ fn k_stream_code_7(words_v: vec2<u32>, first_p: u32, bits_p: u32, index_p: u32) 
     }
     return (v_4 & ((((1u << bits_p)) - 1u)));
 }
-fn k_mul_add_8(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_10(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_f32_to_bf16_bits_9(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_11(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -162,13 +160,13 @@ fn k_f32_to_bf16_bits_9(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_10(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_9(v_p);
+fn k_from_f32_12(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_11(v_p);
 }
-fn k_from_f32_pair_11(a_p: f32, b_p: f32) -> array<u32, 2> {
-    return array<u32, 2>(k_f32_to_bf16_bits_9(a_p), k_f32_to_bf16_bits_9(b_p));
+fn k_from_f32_pair_13(a_p: f32, b_p: f32) -> array<u32, 2> {
+    return array<u32, 2>(k_f32_to_bf16_bits_11(a_p), k_f32_to_bf16_bits_11(b_p));
 }
-fn k_embedding_affine_12(ids_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_embedding_affine_14(ids_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>) {
     let d_1: u32 = kiln_meta[1u];
     let group_log2_2: u32 = u32(countTrailingZeros(kiln_meta[4u]));
     let row_3: u32 = kiln_block.x;
@@ -190,19 +188,19 @@ fn k_embedding_affine_12(ids_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>
         var v_13: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
         if known_5 {
             let e_14: u32 = (first_group_9 + ((c_12 >> group_log2_2)));
-            let s_15: f32 = k_packed_scale_5(scales_v, kiln_meta[5u], e_14);
-            let o_16: f32 = k_packed_scale_6(biases_v, kiln_meta[5u], e_14);
+            let s_15: f32 = k_packed_scale_7(scales_v, kiln_meta[5u], e_14);
+            let o_16: f32 = k_packed_scale_8(biases_v, kiln_meta[5u], e_14);
             var j_17: u32 = 0u;
             while (j_17 < K_CHUNK) {
-                let q_18: f32 = f32(k_stream_code_7(w_q_v, first_word_8, kiln_meta[3u], (c_12 + j_17)));
-                v_13[j_17] = k_mul_add_8(s_15, q_18, o_16);
+                let q_18: f32 = f32(k_stream_code_9(w_q_v, first_word_8, kiln_meta[3u], (c_12 + j_17)));
+                v_13[j_17] = k_mul_add_10(s_15, q_18, o_16);
                 j_17 = (j_17 + 1u);
             }
         }
-        var t_19: array<u32, 8> = array<u32, 8>(k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f), k_from_f32_10(0e0f));
+        var t_19: array<u32, 8> = array<u32, 8>(k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f), k_from_f32_12(0e0f));
         var j_20: u32 = 0u;
         while (j_20 < K_CHUNK) {
-            var pair_21: array<u32, 2> = k_from_f32_pair_11(v_13[j_20], v_13[(j_20 + 1u)]);
+            var pair_21: array<u32, 2> = k_from_f32_pair_13(v_13[j_20], v_13[(j_20 + 1u)]);
             t_19[j_20] = pair_21[0u];
             t_19[(j_20 + 1u)] = pair_21[1u];
             j_20 = (j_20 + 2u);
@@ -228,5 +226,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_embedding_affine_12(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
+    k_embedding_affine_14(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]));
 }

@@ -174,7 +174,10 @@ fn k_load_words_5(w_q_v: vec2<u32>, at_p: u32, wide_p: bool, zero_p: array<u32, 
     }
     return w_1;
 }
-fn k_f16_bits_to_f32_soft_6(h_p: u32) -> f32 {
+fn k_half_of_6(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_7(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -205,56 +208,51 @@ fn k_f16_bits_to_f32_soft_6(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_7(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_6(self_v);
+fn k_widen_8(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_7(self_v);
 }
-fn k_to_f32_8(self_v: u32) -> f32 {
+fn k_to_f32_9(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_9(self_v: u32) -> f32 {
-    return k_to_f32_8(self_v);
+fn k_widen_10(self_v: u32) -> f32 {
+    return k_to_f32_9(self_v);
 }
-fn k_packed_scale_10(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_11(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_8(half_p);
+    } else {
+        ifv_1 = k_widen_10(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b4(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b4(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_7((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_11(k_half_of_6(kiln_get_b4(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_11(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b5(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b5(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_7((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_11(k_half_of_6(kiln_get_b5(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_mul_add_12(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_span_scale_13(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let sc_1: f32 = (k_packed_scale_10(scales_v, scale_dtype_p, e_p) * levels_p);
-    return kiln_tuple_f32_f32(sc_1, k_mul_add_12(sc_1, 5e-1f, k_packed_scale_11(biases_v, scale_dtype_p, e_p)));
+fn k_span_scale_15(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_12(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_14(sc_1, 5e-1f, k_packed_scale_13(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_scales_14(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+fn k_unit_scales_16(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
     let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
-    let t_2: kiln_tuple_f32_f32 = k_span_scale_13(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
     let first_scale_3: f32 = t_2.f0;
     let first_mid_4: f32 = t_2.f1;
     var ifv_5: kiln_tuple_f32_f32;
     if split_p {
-        ifv_5 = k_span_scale_13(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+        ifv_5 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
         ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
@@ -263,7 +261,7 @@ fn k_unit_scales_14(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels
     let second_mid_8: f32 = t_6.f1;
     return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_x_chunk_15(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
+fn k_x_chunk_17(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     var ifv_1: array<u32, 8>;
     if wide_p {
         ifv_1 = kiln_getchunk8_b0(x_v, at_p);
@@ -278,21 +276,21 @@ fn k_x_chunk_15(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<u32, 8> {
     }
     return ifv_1;
 }
-fn k_unit_x_16(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 4> {
+fn k_unit_x_18(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 4> {
     var xs_1: array<array<f32, 8>, 4> = array<array<f32, 8>, 4>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f));
     var c_2: u32 = 0u;
     while (c_2 < 4u) {
-        var xc_3: array<u32, 8> = k_x_chunk_15(x_v, (at_p + (c_2 * K_X_CHUNK)), wide_p);
+        var xc_3: array<u32, 8> = k_x_chunk_17(x_v, (at_p + (c_2 * K_X_CHUNK)), wide_p);
         var j_4: u32 = 0u;
         while (j_4 < K_X_CHUNK) {
-            xs_1[c_2][j_4] = k_widen_9(xc_3[j_4]);
+            xs_1[c_2][j_4] = k_widen_10(xc_3[j_4]);
             j_4 = (j_4 + 1u);
         }
         c_2 = (c_2 + 1u);
     }
     return xs_1;
 }
-fn k_code_float_17(w_p: array<u32, 8>, i_p: u32) -> f32 {
+fn k_code_float_19(w_p: array<u32, 8>, i_p: u32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     let bit_1: u32 = (i_p * 8u);
     let word_2: u32 = (bit_1 / 32u);
@@ -311,50 +309,50 @@ fn k_code_float_17(w_p: array<u32, 8>, i_p: u32) -> f32 {
     let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
     return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_chunk_dot_18(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+fn k_chunk_dot_20(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
     var w_m: array<u32, 8> = w_p;
     var x_m: array<f32, 8> = x_p;
     var dot_1: f32 = 0e0f;
     var sum_2: f32 = 0e0f;
     var j_3: u32 = 0u;
     while (j_3 < 8u) {
-        let centred_4: f32 = (k_code_float_17(w_m, (first_p + j_3)) - 1.5e0f);
-        dot_1 = k_mul_add_12(centred_4, x_m[j_3], dot_1);
+        let centred_4: f32 = (k_code_float_19(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_14(centred_4, x_m[j_3], dot_1);
         sum_2 = (sum_2 + x_m[j_3]);
         j_3 = (j_3 + 1u);
     }
     return kiln_tuple_f32_f32(dot_1, sum_2);
 }
-fn k_fold_19(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let with_mid_1: f32 = k_mul_add_12(mid_p, sum_p, acc_p);
-    return k_mul_add_12(sc_p, dot_p, with_mid_1);
+fn k_fold_21(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_14(mid_p, sum_p, acc_p);
+    return k_mul_add_14(sc_p, dot_p, with_mid_1);
 }
-fn k_unit_dot_20(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
+fn k_unit_dot_22(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     var xs_m: array<array<f32, 8>, 4> = xs_p;
-    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[0u], 0u);
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[0u], 0u);
     let d0_2: f32 = t_1.f0;
     let s0_3: f32 = t_1.f1;
-    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[1u], 8u);
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[1u], 8u);
     let d1_5: f32 = t_4.f0;
     let s1_6: f32 = t_4.f1;
-    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[2u], (2u * 8u));
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[2u], (2u * 8u));
     let d2_8: f32 = t_7.f0;
     let s2_9: f32 = t_7.f1;
-    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[3u], (3u * 8u));
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[3u], (3u * 8u));
     let d3_11: f32 = t_10.f0;
     let s3_12: f32 = t_10.f1;
     var ifv_13: f32;
     if split_p {
-        let acc_14: f32 = k_fold_19(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
-        ifv_13 = k_fold_19(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
+        let acc_14: f32 = k_fold_21(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_21(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
     } else {
         let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
-        ifv_13 = k_fold_19(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+        ifv_13 = k_fold_21(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
     }
     return ifv_13;
 }
-fn k_wave_sum_21(v_p: f32) -> f32 {
+fn k_wave_sum_23(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -363,7 +361,7 @@ fn k_wave_sum_21(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_f32_to_bf16_bits_22(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_24(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -379,13 +377,13 @@ fn k_f32_to_bf16_bits_22(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_23(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_22(v_p);
+fn k_from_f32_25(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_24(v_p);
 }
-fn k_waves_24() -> u32 {
+fn k_waves_26() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_block_rows_25(lhs_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>, experts_v: vec2<u32>, x_at_v: vec2<u32>, slots_p: S_SlotTile, bits_p: array<u32, 8>, wide_p: bool) {
+fn k_block_rows_27(lhs_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>, experts_v: vec2<u32>, x_at_v: vec2<u32>, slots_p: S_SlotTile, bits_p: array<u32, 8>, wide_p: bool) {
     var bits_m: array<u32, 8> = bits_p;
     let size_1: u32 = KILN_BLOCK;
     let sums_2: vec2<u32> = kiln_shared_view(0u, (size_1 * kiln_meta[11u]));
@@ -418,12 +416,12 @@ fn k_block_rows_25(lhs_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, bias
                     if (e_20 != loaded_16) {
                         let w_row_21: u32 = ((e_20 * n_4) + row_13);
                         w_17 = k_load_words_5(w_q_v, ((((w_row_21 * units_6) + u_15)) * 8u), wide_p, bits_m);
-                        spans_18 = k_unit_scales_14(split_8, kiln_meta[10u], kiln_meta[6u], levels_9, scales_v, biases_v, (w_row_21 * groups_per_row_7), (u_15 * K_UNIT));
+                        spans_18 = k_unit_scales_16(split_8, kiln_meta[10u], kiln_meta[6u], levels_9, scales_v, biases_v, (w_row_21 * groups_per_row_7), (u_15 * K_UNIT));
                         loaded_16 = e_20;
                     }
-                    var xs_22: array<array<f32, 8>, 4> = k_unit_x_16(lhs_v, (kiln_get_shared_u32(x_at_v, j_19) + (u_15 * K_UNIT)), wide_p);
+                    var xs_22: array<array<f32, 8>, 4> = k_unit_x_18(lhs_v, (kiln_get_shared_u32(x_at_v, j_19) + (u_15 * K_UNIT)), wide_p);
                     let at_23: u32 = ((j_19 * size_1) + mine_3);
-                    kiln_set_shared_f32(sums_2, at_23, k_unit_dot_20(w_17, xs_22, spans_18, split_8, kiln_get_shared_f32(sums_2, at_23)));
+                    kiln_set_shared_f32(sums_2, at_23, k_unit_dot_22(w_17, xs_22, spans_18, split_8, kiln_get_shared_f32(sums_2, at_23)));
                 }
                 j_19 = (j_19 + 1u);
             }
@@ -431,16 +429,16 @@ fn k_block_rows_25(lhs_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, bias
         }
         var j_24: u32 = 0u;
         while (j_24 < slots_p.here) {
-            let total_25: f32 = k_wave_sum_21(kiln_get_shared_f32(sums_2, ((j_24 * size_1) + mine_3)));
+            let total_25: f32 = k_wave_sum_23(kiln_get_shared_f32(sums_2, ((j_24 * size_1) + mine_3)));
             if (k_lane_2() == 0u) {
-                kiln_set_b6(out_v, ((((slots_p.first + j_24)) * n_4) + row_13), k_from_f32_23(total_25));
+                kiln_set_b6(out_v, ((((slots_p.first + j_24)) * n_4) + row_13), k_from_f32_25(total_25));
             }
             j_24 = (j_24 + 1u);
         }
-        r_12 = (r_12 + k_waves_24());
+        r_12 = (r_12 + k_waves_26());
     }
 }
-fn k_gather_qmm_26(lhs_v: vec2<u32>, lhs_idx_v: vec2<u32>, rhs_idx_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>, bits_p: array<u32, 8>) {
+fn k_gather_qmm_28(lhs_v: vec2<u32>, lhs_idx_v: vec2<u32>, rhs_idx_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let tile_1: u32 = kiln_meta[11u];
     let first_slot_2: u32 = (kiln_block.x * tile_1);
@@ -474,13 +472,13 @@ fn k_gather_qmm_26(lhs_v: vec2<u32>, lhs_idx_v: vec2<u32>, rhs_idx_v: vec2<u32>,
     let wide_14: bool = ((select(8u == 0u, 8u % 4u == 0u, 4u != 0u) && false) && false);
     let slots_15: S_SlotTile = S_SlotTile(first_slot_2, slots_here_3);
     if wide_14 {
-        k_block_rows_25(lhs_v, w_q_v, scales_v, biases_v, out_v, experts_6, x_at_7, slots_15, bits_m, true);
+        k_block_rows_27(lhs_v, w_q_v, scales_v, biases_v, out_v, experts_6, x_at_7, slots_15, bits_m, true);
     } else {
-        k_block_rows_25(lhs_v, w_q_v, scales_v, biases_v, out_v, experts_6, x_at_7, slots_15, bits_m, false);
+        k_block_rows_27(lhs_v, w_q_v, scales_v, biases_v, out_v, experts_6, x_at_7, slots_15, bits_m, false);
     }
 }
-fn k_gather_qmm_8bit_27(lhs_v: vec2<u32>, lhs_idx_v: vec2<u32>, rhs_idx_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>) {
-    k_gather_qmm_26(lhs_v, lhs_idx_v, rhs_idx_v, w_q_v, scales_v, biases_v, out_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_gather_qmm_8bit_29(lhs_v: vec2<u32>, lhs_idx_v: vec2<u32>, rhs_idx_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, out_v: vec2<u32>) {
+    k_gather_qmm_28(lhs_v, lhs_idx_v, rhs_idx_v, w_q_v, scales_v, biases_v, out_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -491,5 +489,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_gather_qmm_8bit_27(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]));
+    k_gather_qmm_8bit_29(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]));
 }

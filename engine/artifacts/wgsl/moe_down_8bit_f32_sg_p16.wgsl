@@ -178,7 +178,10 @@ fn k_unit_x_8(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 4
     }
     return xs_1;
 }
-fn k_f16_bits_to_f32_soft_9(h_p: u32) -> f32 {
+fn k_half_of_9(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_10(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -209,56 +212,51 @@ fn k_f16_bits_to_f32_soft_9(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_10(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_9(self_v);
+fn k_widen_11(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_10(self_v);
 }
-fn k_to_f32_11(self_v: u32) -> f32 {
+fn k_to_f32_12(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_12(self_v: u32) -> f32 {
-    return k_to_f32_11(self_v);
+fn k_widen_13(self_v: u32) -> f32 {
+    return k_to_f32_12(self_v);
 }
-fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_14(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_11(half_p);
+    } else {
+        ifv_1 = k_widen_13(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_14(k_half_of_9(kiln_get_b2(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_14(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_10((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_14(k_half_of_9(kiln_get_b3(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_mul_add_15(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_17(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_span_scale_16(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let sc_1: f32 = (k_packed_scale_13(scales_v, scale_dtype_p, e_p) * levels_p);
-    return kiln_tuple_f32_f32(sc_1, k_mul_add_15(sc_1, 5e-1f, k_packed_scale_14(biases_v, scale_dtype_p, e_p)));
+fn k_span_scale_18(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_15(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_17(sc_1, 5e-1f, k_packed_scale_16(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_scales_17(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+fn k_unit_scales_19(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
     let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
-    let t_2: kiln_tuple_f32_f32 = k_span_scale_16(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_18(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
     let first_scale_3: f32 = t_2.f0;
     let first_mid_4: f32 = t_2.f1;
     var ifv_5: kiln_tuple_f32_f32;
     if split_p {
-        ifv_5 = k_span_scale_16(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+        ifv_5 = k_span_scale_18(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
         ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
@@ -267,7 +265,7 @@ fn k_unit_scales_17(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels
     let second_mid_8: f32 = t_6.f1;
     return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_code_float_18(w_p: array<u32, 8>, i_p: u32) -> f32 {
+fn k_code_float_20(w_p: array<u32, 8>, i_p: u32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     let bit_1: u32 = (i_p * 8u);
     let word_2: u32 = (bit_1 / 32u);
@@ -286,50 +284,50 @@ fn k_code_float_18(w_p: array<u32, 8>, i_p: u32) -> f32 {
     let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
     return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_chunk_dot_19(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+fn k_chunk_dot_21(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
     var w_m: array<u32, 8> = w_p;
     var x_m: array<f32, 8> = x_p;
     var dot_1: f32 = 0e0f;
     var sum_2: f32 = 0e0f;
     var j_3: u32 = 0u;
     while (j_3 < 8u) {
-        let centred_4: f32 = (k_code_float_18(w_m, (first_p + j_3)) - 1.5e0f);
-        dot_1 = k_mul_add_15(centred_4, x_m[j_3], dot_1);
+        let centred_4: f32 = (k_code_float_20(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_17(centred_4, x_m[j_3], dot_1);
         sum_2 = (sum_2 + x_m[j_3]);
         j_3 = (j_3 + 1u);
     }
     return kiln_tuple_f32_f32(dot_1, sum_2);
 }
-fn k_fold_20(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let with_mid_1: f32 = k_mul_add_15(mid_p, sum_p, acc_p);
-    return k_mul_add_15(sc_p, dot_p, with_mid_1);
+fn k_fold_22(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_17(mid_p, sum_p, acc_p);
+    return k_mul_add_17(sc_p, dot_p, with_mid_1);
 }
-fn k_unit_dot_21(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
+fn k_unit_dot_23(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     var xs_m: array<array<f32, 8>, 4> = xs_p;
-    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_19(w_m, xs_m[0u], 0u);
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[0u], 0u);
     let d0_2: f32 = t_1.f0;
     let s0_3: f32 = t_1.f1;
-    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_19(w_m, xs_m[1u], 8u);
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[1u], 8u);
     let d1_5: f32 = t_4.f0;
     let s1_6: f32 = t_4.f1;
-    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_19(w_m, xs_m[2u], (2u * 8u));
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[2u], (2u * 8u));
     let d2_8: f32 = t_7.f0;
     let s2_9: f32 = t_7.f1;
-    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_19(w_m, xs_m[3u], (3u * 8u));
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[3u], (3u * 8u));
     let d3_11: f32 = t_10.f0;
     let s3_12: f32 = t_10.f1;
     var ifv_13: f32;
     if split_p {
-        let acc_14: f32 = k_fold_20(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
-        ifv_13 = k_fold_20(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
+        let acc_14: f32 = k_fold_22(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_22(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
     } else {
         let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
-        ifv_13 = k_fold_20(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+        ifv_13 = k_fold_22(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
     }
     return ifv_13;
 }
-fn k_unit_pair_22(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: array<u32, 8>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 8>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
+fn k_unit_pair_24(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: array<u32, 8>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 8>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
     var one_m: array<u32, 8> = one_p;
     var other_m: array<u32, 8> = other_p;
     let col_1: u32 = (u_p * K_UNIT);
@@ -340,19 +338,19 @@ fn k_unit_pair_22(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: ar
     let log2_6: u32 = t_4;
     let dtype_7: u32 = t_5;
     var xs_8: array<array<f32, 8>, 4> = k_unit_x_8(x_v, (x_at_p + col_1), wide_p);
-    let spans_9: S_UnitScales = k_unit_scales_17(split_2, log2_6, dtype_7, levels_3, one_scales_v, one_biases_v, groups_at_p, col_1);
-    let first_10: f32 = k_unit_dot_21(one_m, xs_8, spans_9, split_2, acc_p.f0);
+    let spans_9: S_UnitScales = k_unit_scales_19(split_2, log2_6, dtype_7, levels_3, one_scales_v, one_biases_v, groups_at_p, col_1);
+    let first_10: f32 = k_unit_dot_23(one_m, xs_8, spans_9, split_2, acc_p.f0);
     var ifv_11: f32;
     if two_p {
-        let spans_12: S_UnitScales = k_unit_scales_17(split_2, log2_6, dtype_7, levels_3, other_scales_v, other_biases_v, groups_at_p, col_1);
-        ifv_11 = k_unit_dot_21(other_m, xs_8, spans_12, split_2, acc_p.f1);
+        let spans_12: S_UnitScales = k_unit_scales_19(split_2, log2_6, dtype_7, levels_3, other_scales_v, other_biases_v, groups_at_p, col_1);
+        ifv_11 = k_unit_dot_23(other_m, xs_8, spans_12, split_2, acc_p.f1);
     } else {
         ifv_11 = acc_p.f1;
     }
     let second_13: f32 = ifv_11;
     return kiln_tuple_f32_f32(first_10, second_13);
 }
-fn k_lane_sums_23(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 8>, wide_p: bool) -> kiln_tuple_f32_f32 {
+fn k_lane_sums_25(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 8>, wide_p: bool) -> kiln_tuple_f32_f32 {
     var bits_m: array<u32, 8> = bits_p;
     let units_1: u32 = (cols_p / K_UNIT);
     let words_at_2: u32 = ((row_p * units_1) * 8u);
@@ -384,15 +382,15 @@ fn k_lane_sums_23(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, 
                 later_two_15 = k_load_words_5(two_q_v, (words_at_2 + (later_10 * 8u)), wide_p, bits_m);
             }
         }
-        acc_8 = k_unit_pair_22(x_v, x_at_p, u_9, wide_p, first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
+        acc_8 = k_unit_pair_24(x_v, x_at_p, u_9, wide_p, first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         if has_later_11 {
-            acc_8 = k_unit_pair_22(x_v, x_at_p, later_10, wide_p, later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
+            acc_8 = k_unit_pair_24(x_v, x_at_p, later_10, wide_p, later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         }
         u_9 = (u_9 + step_7);
     }
     return acc_8;
 }
-fn k_wave_sum_24(v_p: f32) -> f32 {
+fn k_wave_sum_26(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -401,13 +399,13 @@ fn k_wave_sum_24(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_from_f32_25(v_p: f32) -> f32 {
+fn k_from_f32_27(v_p: f32) -> f32 {
     return v_p;
 }
-fn k_waves_26() -> u32 {
+fn k_waves_28() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_down_27(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>, bits_p: array<u32, 8>) {
+fn k_moe_down_29(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let dff_2: u32 = kiln_meta[4u];
@@ -427,13 +425,13 @@ fn k_moe_down_27(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<
         if known_7 {
             var ifv_15: kiln_tuple_f32_f32;
             if wide_4 {
-                ifv_15 = k_lane_sums_23(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, true);
+                ifv_15 = k_lane_sums_25(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, true);
             } else {
-                ifv_15 = k_lane_sums_23(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, false);
+                ifv_15 = k_lane_sums_25(act_g_v, x_at_3, kiln_meta[4u], down_q_v, down_scales_v, down_biases_v, down_q_v, down_scales_v, down_biases_v, row_13, false, bits_m, false);
             }
             sums_14 = ifv_15;
         }
-        let d_16: f32 = k_wave_sum_24(sums_14.f0);
+        let d_16: f32 = k_wave_sum_26(sums_14.f0);
         if (k_lane_3() == 0u) {
             var ifv_17: f32;
             if known_7 {
@@ -442,13 +440,13 @@ fn k_moe_down_27(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<
                 ifv_17 = 0e0f;
             }
             let s_18: f32 = ifv_17;
-            kiln_set_b6(partial_v, ((slot_1 * din_8) + h_12), k_from_f32_25((s_18 * d_16)));
+            kiln_set_b6(partial_v, ((slot_1 * din_8) + h_12), k_from_f32_27((s_18 * d_16)));
         }
-        r_11 = (r_11 + k_waves_26());
+        r_11 = (r_11 + k_waves_28());
     }
 }
-fn k_moe_down_8bit_28(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>) {
-    k_moe_down_27(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, partial_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_down_8bit_30(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, partial_v: vec2<u32>) {
+    k_moe_down_29(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, partial_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -461,5 +459,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_moe_down_8bit_28(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
+    k_moe_down_8bit_30(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
 }

@@ -184,7 +184,10 @@ fn k_act_chunk_7(act_g_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<f32, 8> {
     }
     return ifv_1;
 }
-fn k_f16_bits_to_f32_soft_8(h_p: u32) -> f32 {
+fn k_half_of_8(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_9(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -215,56 +218,51 @@ fn k_f16_bits_to_f32_soft_8(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_9(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_8(self_v);
+fn k_widen_10(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_9(self_v);
 }
-fn k_to_f32_10(self_v: u32) -> f32 {
+fn k_to_f32_11(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_11(self_v: u32) -> f32 {
-    return k_to_f32_10(self_v);
+fn k_widen_12(self_v: u32) -> f32 {
+    return k_to_f32_11(self_v);
 }
-fn k_packed_scale_12(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_13(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_10(half_p);
+    } else {
+        ifv_1 = k_widen_12(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_14(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_11((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_13(k_half_of_8(kiln_get_b2(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_13(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_9((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_11((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_13(k_half_of_8(kiln_get_b3(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_mul_add_14(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_16(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_span_scale_15(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let sc_1: f32 = (k_packed_scale_12(scales_v, scale_dtype_p, e_p) * levels_p);
-    return kiln_tuple_f32_f32(sc_1, k_mul_add_14(sc_1, 5e-1f, k_packed_scale_13(biases_v, scale_dtype_p, e_p)));
+fn k_span_scale_17(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_14(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_16(sc_1, 5e-1f, k_packed_scale_15(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_scales_16(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+fn k_unit_scales_18(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
     let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
-    let t_2: kiln_tuple_f32_f32 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_17(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
     let first_scale_3: f32 = t_2.f0;
     let first_mid_4: f32 = t_2.f1;
     var ifv_5: kiln_tuple_f32_f32;
     if split_p {
-        ifv_5 = k_span_scale_15(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+        ifv_5 = k_span_scale_17(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
         ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
@@ -273,7 +271,7 @@ fn k_unit_scales_16(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels
     let second_mid_8: f32 = t_6.f1;
     return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_code_float_17(w_p: array<u32, 8>, i_p: u32) -> f32 {
+fn k_code_float_19(w_p: array<u32, 8>, i_p: u32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     let bit_1: u32 = (i_p * 8u);
     let word_2: u32 = (bit_1 / 32u);
@@ -292,59 +290,59 @@ fn k_code_float_17(w_p: array<u32, 8>, i_p: u32) -> f32 {
     let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
     return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_chunk_dot_18(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+fn k_chunk_dot_20(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
     var w_m: array<u32, 8> = w_p;
     var x_m: array<f32, 8> = x_p;
     var dot_1: f32 = 0e0f;
     var sum_2: f32 = 0e0f;
     var j_3: u32 = 0u;
     while (j_3 < 8u) {
-        let centred_4: f32 = (k_code_float_17(w_m, (first_p + j_3)) - 1.5e0f);
-        dot_1 = k_mul_add_14(centred_4, x_m[j_3], dot_1);
+        let centred_4: f32 = (k_code_float_19(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_16(centred_4, x_m[j_3], dot_1);
         sum_2 = (sum_2 + x_m[j_3]);
         j_3 = (j_3 + 1u);
     }
     return kiln_tuple_f32_f32(dot_1, sum_2);
 }
-fn k_fold_19(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let with_mid_1: f32 = k_mul_add_14(mid_p, sum_p, acc_p);
-    return k_mul_add_14(sc_p, dot_p, with_mid_1);
+fn k_fold_21(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_16(mid_p, sum_p, acc_p);
+    return k_mul_add_16(sc_p, dot_p, with_mid_1);
 }
-fn k_unit_dot_20(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
+fn k_unit_dot_22(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     var xs_m: array<array<f32, 8>, 4> = xs_p;
-    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[0u], 0u);
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[0u], 0u);
     let d0_2: f32 = t_1.f0;
     let s0_3: f32 = t_1.f1;
-    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[1u], 8u);
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[1u], 8u);
     let d1_5: f32 = t_4.f0;
     let s1_6: f32 = t_4.f1;
-    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[2u], (2u * 8u));
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[2u], (2u * 8u));
     let d2_8: f32 = t_7.f0;
     let s2_9: f32 = t_7.f1;
-    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_18(w_m, xs_m[3u], (3u * 8u));
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_20(w_m, xs_m[3u], (3u * 8u));
     let d3_11: f32 = t_10.f0;
     let s3_12: f32 = t_10.f1;
     var ifv_13: f32;
     if split_p {
-        let acc_14: f32 = k_fold_19(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
-        ifv_13 = k_fold_19(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
+        let acc_14: f32 = k_fold_21(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_21(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
     } else {
         let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
-        ifv_13 = k_fold_19(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+        ifv_13 = k_fold_21(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
     }
     return ifv_13;
 }
-fn k_slot_unit_21(act_g_v: vec2<u32>, x_at_p: u32, col_p: u32, wide_p: bool, words_p: array<u32, 8>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, acc_p: f32) -> f32 {
+fn k_slot_unit_23(act_g_v: vec2<u32>, x_at_p: u32, col_p: u32, wide_p: bool, words_p: array<u32, 8>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, acc_p: f32) -> f32 {
     var words_m: array<u32, 8> = words_p;
     let at_1: u32 = (x_at_p + col_p);
     var xs_2: array<array<f32, 8>, 4> = array<array<f32, 8>, 4>(k_act_chunk_7(act_g_v, at_1, wide_p), k_act_chunk_7(act_g_v, (at_1 + K_X_CHUNK), wide_p), k_act_chunk_7(act_g_v, (at_1 + (2u * K_X_CHUNK)), wide_p), k_act_chunk_7(act_g_v, (at_1 + (3u * K_X_CHUNK)), wide_p));
     let split_3: bool = (kiln_meta[5u] == (K_UNIT / 2u));
     let levels_4: f32 = f32(((1u << 8u)));
-    let spans_5: S_UnitScales = k_unit_scales_16(split_3, kiln_meta[9u], kiln_meta[6u], levels_4, scales_v, biases_v, groups_at_p, col_p);
-    return k_unit_dot_20(words_m, xs_2, spans_5, split_3, acc_p);
+    let spans_5: S_UnitScales = k_unit_scales_18(split_3, kiln_meta[9u], kiln_meta[6u], levels_4, scales_v, biases_v, groups_at_p, col_p);
+    return k_unit_dot_22(words_m, xs_2, spans_5, split_3, acc_p);
 }
-fn k_wave_sum_22(v_p: f32) -> f32 {
+fn k_wave_sum_24(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -353,11 +351,11 @@ fn k_wave_sum_22(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_with_term_23(indices_v: vec2<u32>, scores_v: vec2<u32>, slot_p: u32, end_p: u32, acc_p: f32, total_p: f32) -> f32 {
+fn k_with_term_25(indices_v: vec2<u32>, scores_v: vec2<u32>, slot_p: u32, end_p: u32, acc_p: f32, total_p: f32) -> f32 {
     if (slot_p >= end_p) {
         return total_p;
     }
-    let d_1: f32 = k_wave_sum_22(acc_p);
+    let d_1: f32 = k_wave_sum_24(acc_p);
     let t_2: kiln_tuple_u32_bool = k_expert_of_2(indices_v, slot_p);
     let ok_3: bool = t_2.f1;
     var ifv_4: f32;
@@ -369,7 +367,7 @@ fn k_with_term_23(indices_v: vec2<u32>, scores_v: vec2<u32>, slot_p: u32, end_p:
     let s_5: f32 = ifv_4;
     return (total_p + (s_5 * d_1));
 }
-fn k_row_sum_24(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, t_p: u32, h_p: u32, bits_p: array<u32, 8>, wide_p: bool) -> f32 {
+fn k_row_sum_26(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, t_p: u32, h_p: u32, bits_p: array<u32, 8>, wide_p: bool) -> f32 {
     var bits_m: array<u32, 8> = bits_p;
     let t_1: u32 = kiln_meta[1u];
     let t_2: u32 = kiln_meta[3u];
@@ -403,20 +401,20 @@ fn k_row_sum_24(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u
             }
             let col_23: u32 = (u_21 * K_UNIT);
             if ok0_15 {
-                acc_20[0u] = k_slot_unit_21(act_g_v, (slot_11 * dff_6), col_23, wide_p, w_22[0u], down_scales_v, down_biases_v, (rows_19[0u] * groups_8), acc_20[0u]);
+                acc_20[0u] = k_slot_unit_23(act_g_v, (slot_11 * dff_6), col_23, wide_p, w_22[0u], down_scales_v, down_biases_v, (rows_19[0u] * groups_8), acc_20[0u]);
             }
             if ok1_18 {
-                acc_20[1u] = k_slot_unit_21(act_g_v, (((slot_11 + 1u)) * dff_6), col_23, wide_p, w_22[1u], down_scales_v, down_biases_v, (rows_19[1u] * groups_8), acc_20[1u]);
+                acc_20[1u] = k_slot_unit_23(act_g_v, (((slot_11 + 1u)) * dff_6), col_23, wide_p, w_22[1u], down_scales_v, down_biases_v, (rows_19[1u] * groups_8), acc_20[1u]);
             }
             u_21 = (u_21 + wave_9);
         }
-        total_10 = k_with_term_23(indices_v, scores_v, slot_11, end_12, acc_20[0u], total_10);
-        total_10 = k_with_term_23(indices_v, scores_v, (slot_11 + 1u), end_12, acc_20[1u], total_10);
+        total_10 = k_with_term_25(indices_v, scores_v, slot_11, end_12, acc_20[0u], total_10);
+        total_10 = k_with_term_25(indices_v, scores_v, (slot_11 + 1u), end_12, acc_20[1u], total_10);
         slot_11 = (slot_11 + K_SLOTS_AT_ONCE);
     }
     return total_10;
 }
-fn k_f32_to_bf16_bits_25(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_27(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -432,13 +430,13 @@ fn k_f32_to_bf16_bits_25(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_26(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_25(v_p);
+fn k_from_f32_28(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_27(v_p);
 }
-fn k_waves_27() -> u32 {
+fn k_waves_29() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_down_sum_28(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, out_v: vec2<u32>, bits_p: array<u32, 8>) {
+fn k_moe_down_sum_30(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, out_v: vec2<u32>, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let t_1: u32 = kiln_block.z;
     let t_2: u32 = kiln_meta[1u];
@@ -456,19 +454,19 @@ fn k_moe_down_sum_28(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: v
         let h_13: u32 = (first_10 + r_12);
         var ifv_14: f32;
         if wide_9 {
-            ifv_14 = k_row_sum_24(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, t_1, h_13, bits_m, true);
+            ifv_14 = k_row_sum_26(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, t_1, h_13, bits_m, true);
         } else {
-            ifv_14 = k_row_sum_24(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, t_1, h_13, bits_m, false);
+            ifv_14 = k_row_sum_26(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, t_1, h_13, bits_m, false);
         }
         let total_15: f32 = ifv_14;
         if (k_lane_4() == 0u) {
-            kiln_set_b6(out_v, ((t_1 * din_6) + h_13), k_from_f32_26(total_15));
+            kiln_set_b6(out_v, ((t_1 * din_6) + h_13), k_from_f32_28(total_15));
         }
-        r_12 = (r_12 + k_waves_27());
+        r_12 = (r_12 + k_waves_29());
     }
 }
-fn k_moe_down_sum_8bit_29(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, out_v: vec2<u32>) {
-    k_moe_down_sum_28(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, out_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_down_sum_8bit_31(indices_v: vec2<u32>, down_q_v: vec2<u32>, down_scales_v: vec2<u32>, down_biases_v: vec2<u32>, act_g_v: vec2<u32>, scores_v: vec2<u32>, out_v: vec2<u32>) {
+    k_moe_down_sum_30(indices_v, down_q_v, down_scales_v, down_biases_v, act_g_v, scores_v, out_v, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -479,5 +477,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_moe_down_sum_8bit_29(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
+    k_moe_down_sum_8bit_31(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]));
 }

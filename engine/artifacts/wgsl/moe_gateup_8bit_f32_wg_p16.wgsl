@@ -286,7 +286,10 @@ fn k_unit_x_10(x_v: vec2<u32>, at_p: u32, wide_p: bool) -> array<array<f32, 8>, 
     }
     return xs_1;
 }
-fn k_f16_bits_to_f32_soft_11(h_p: u32) -> f32 {
+fn k_half_of_11(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_12(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -317,56 +320,51 @@ fn k_f16_bits_to_f32_soft_11(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_12(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_11(self_v);
+fn k_widen_13(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_12(self_v);
 }
-fn k_to_f32_13(self_v: u32) -> f32 {
+fn k_to_f32_14(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_widen_14(self_v: u32) -> f32 {
-    return k_to_f32_13(self_v);
+fn k_widen_15(self_v: u32) -> f32 {
+    return k_to_f32_14(self_v);
 }
-fn k_packed_scale_15(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_16(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_13(half_p);
+    } else {
+        ifv_1 = k_widen_15(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_17(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_16(k_half_of_11(kiln_get_b3(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_16(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_18(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b4(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b4(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_16(k_half_of_11(kiln_get_b4(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_mul_add_17(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_19(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_span_scale_18(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let sc_1: f32 = (k_packed_scale_15(scales_v, scale_dtype_p, e_p) * levels_p);
-    return kiln_tuple_f32_f32(sc_1, k_mul_add_17(sc_1, 5e-1f, k_packed_scale_16(biases_v, scale_dtype_p, e_p)));
+fn k_span_scale_20(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_17(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_19(sc_1, 5e-1f, k_packed_scale_18(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_scales_19(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+fn k_unit_scales_21(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
     let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
-    let t_2: kiln_tuple_f32_f32 = k_span_scale_18(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_20(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
     let first_scale_3: f32 = t_2.f0;
     let first_mid_4: f32 = t_2.f1;
     var ifv_5: kiln_tuple_f32_f32;
     if split_p {
-        ifv_5 = k_span_scale_18(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+        ifv_5 = k_span_scale_20(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
         ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
@@ -375,7 +373,7 @@ fn k_unit_scales_19(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels
     let second_mid_8: f32 = t_6.f1;
     return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_code_float_20(w_p: array<u32, 8>, i_p: u32) -> f32 {
+fn k_code_float_22(w_p: array<u32, 8>, i_p: u32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     let bit_1: u32 = (i_p * 8u);
     let word_2: u32 = (bit_1 / 32u);
@@ -394,87 +392,73 @@ fn k_code_float_20(w_p: array<u32, 8>, i_p: u32) -> f32 {
     let mask_7: u32 = (((((1u << 8u)) - 1u)) << top_4);
     return bitcast<f32>((((placed_6 & mask_7)) | 1065353216u));
 }
-fn k_chunk_dot_21(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
+fn k_chunk_dot_23(w_p: array<u32, 8>, x_p: array<f32, 8>, first_p: u32) -> kiln_tuple_f32_f32 {
     var w_m: array<u32, 8> = w_p;
     var x_m: array<f32, 8> = x_p;
     var dot_1: f32 = 0e0f;
     var sum_2: f32 = 0e0f;
     var j_3: u32 = 0u;
     while (j_3 < 8u) {
-        let centred_4: f32 = (k_code_float_20(w_m, (first_p + j_3)) - 1.5e0f);
-        dot_1 = k_mul_add_17(centred_4, x_m[j_3], dot_1);
+        let centred_4: f32 = (k_code_float_22(w_m, (first_p + j_3)) - 1.5e0f);
+        dot_1 = k_mul_add_19(centred_4, x_m[j_3], dot_1);
         sum_2 = (sum_2 + x_m[j_3]);
         j_3 = (j_3 + 1u);
     }
     return kiln_tuple_f32_f32(dot_1, sum_2);
 }
-fn k_fold_22(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
-    let with_mid_1: f32 = k_mul_add_17(mid_p, sum_p, acc_p);
-    return k_mul_add_17(sc_p, dot_p, with_mid_1);
+fn k_fold_24(sc_p: f32, mid_p: f32, dot_p: f32, sum_p: f32, acc_p: f32) -> f32 {
+    let with_mid_1: f32 = k_mul_add_19(mid_p, sum_p, acc_p);
+    return k_mul_add_19(sc_p, dot_p, with_mid_1);
 }
-fn k_unit_dot_23(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
+fn k_unit_dot_25(w_p: array<u32, 8>, xs_p: array<array<f32, 8>, 4>, spans_p: S_UnitScales, split_p: bool, acc_p: f32) -> f32 {
     var w_m: array<u32, 8> = w_p;
     var xs_m: array<array<f32, 8>, 4> = xs_p;
-    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[0u], 0u);
+    let t_1: kiln_tuple_f32_f32 = k_chunk_dot_23(w_m, xs_m[0u], 0u);
     let d0_2: f32 = t_1.f0;
     let s0_3: f32 = t_1.f1;
-    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[1u], 8u);
+    let t_4: kiln_tuple_f32_f32 = k_chunk_dot_23(w_m, xs_m[1u], 8u);
     let d1_5: f32 = t_4.f0;
     let s1_6: f32 = t_4.f1;
-    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[2u], (2u * 8u));
+    let t_7: kiln_tuple_f32_f32 = k_chunk_dot_23(w_m, xs_m[2u], (2u * 8u));
     let d2_8: f32 = t_7.f0;
     let s2_9: f32 = t_7.f1;
-    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_21(w_m, xs_m[3u], (3u * 8u));
+    let t_10: kiln_tuple_f32_f32 = k_chunk_dot_23(w_m, xs_m[3u], (3u * 8u));
     let d3_11: f32 = t_10.f0;
     let s3_12: f32 = t_10.f1;
     var ifv_13: f32;
     if split_p {
-        let acc_14: f32 = k_fold_22(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
-        ifv_13 = k_fold_22(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
+        let acc_14: f32 = k_fold_24(spans_p.first_scale, spans_p.first_mid, (d0_2 + d1_5), (s0_3 + s1_6), acc_p);
+        ifv_13 = k_fold_24(spans_p.second_scale, spans_p.second_mid, (d2_8 + d3_11), (s2_9 + s3_12), acc_14);
     } else {
         let dot_15: f32 = (((d0_2 + d1_5)) + ((d2_8 + d3_11)));
-        ifv_13 = k_fold_22(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
+        ifv_13 = k_fold_24(spans_p.first_scale, spans_p.first_mid, dot_15, (((s0_3 + s1_6)) + ((s2_9 + s3_12))), acc_p);
     }
     return ifv_13;
 }
-fn k_packed_scale_24(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_26(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b6(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b6(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_16(k_half_of_11(kiln_get_b6(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_25(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_27(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b7(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b7(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_14((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_16(k_half_of_11(kiln_get_b7(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_span_scale_26(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    let sc_1: f32 = (k_packed_scale_24(scales_v, scale_dtype_p, e_p) * levels_p);
-    return kiln_tuple_f32_f32(sc_1, k_mul_add_17(sc_1, 5e-1f, k_packed_scale_25(biases_v, scale_dtype_p, e_p)));
+fn k_span_scale_28(scales_v: vec2<u32>, biases_v: vec2<u32>, scale_dtype_p: u32, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    let sc_1: f32 = (k_packed_scale_26(scales_v, scale_dtype_p, e_p) * levels_p);
+    return kiln_tuple_f32_f32(sc_1, k_mul_add_19(sc_1, 5e-1f, k_packed_scale_27(biases_v, scale_dtype_p, e_p)));
 }
-fn k_unit_scales_27(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
+fn k_unit_scales_29(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels_p: f32, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: u32, col_p: u32) -> S_UnitScales {
     let group_1: u32 = (groups_at_p + ((col_p >> group_log2_p)));
-    let t_2: kiln_tuple_f32_f32 = k_span_scale_26(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
+    let t_2: kiln_tuple_f32_f32 = k_span_scale_28(scales_v, biases_v, scale_dtype_p, group_1, levels_p);
     let first_scale_3: f32 = t_2.f0;
     let first_mid_4: f32 = t_2.f1;
     var ifv_5: kiln_tuple_f32_f32;
     if split_p {
-        ifv_5 = k_span_scale_26(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
+        ifv_5 = k_span_scale_28(scales_v, biases_v, scale_dtype_p, (group_1 + 1u), levels_p);
     } else {
         ifv_5 = kiln_tuple_f32_f32(0e0f, 0e0f);
     }
@@ -483,7 +467,7 @@ fn k_unit_scales_27(split_p: bool, group_log2_p: u32, scale_dtype_p: u32, levels
     let second_mid_8: f32 = t_6.f1;
     return S_UnitScales(first_scale_3, first_mid_4, second_scale_7, second_mid_8);
 }
-fn k_unit_pair_28(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: array<u32, 8>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 8>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
+fn k_unit_pair_30(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: array<u32, 8>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, other_p: array<u32, 8>, other_scales_v: vec2<u32>, other_biases_v: vec2<u32>, groups_at_p: u32, two_p: bool, acc_p: kiln_tuple_f32_f32) -> kiln_tuple_f32_f32 {
     var one_m: array<u32, 8> = one_p;
     var other_m: array<u32, 8> = other_p;
     let col_1: u32 = (u_p * K_UNIT);
@@ -494,19 +478,19 @@ fn k_unit_pair_28(x_v: vec2<u32>, x_at_p: u32, u_p: u32, wide_p: bool, one_p: ar
     let log2_6: u32 = t_4;
     let dtype_7: u32 = t_5;
     var xs_8: array<array<f32, 8>, 4> = k_unit_x_10(x_v, (x_at_p + col_1), wide_p);
-    let spans_9: S_UnitScales = k_unit_scales_19(split_2, log2_6, dtype_7, levels_3, one_scales_v, one_biases_v, groups_at_p, col_1);
-    let first_10: f32 = k_unit_dot_23(one_m, xs_8, spans_9, split_2, acc_p.f0);
+    let spans_9: S_UnitScales = k_unit_scales_21(split_2, log2_6, dtype_7, levels_3, one_scales_v, one_biases_v, groups_at_p, col_1);
+    let first_10: f32 = k_unit_dot_25(one_m, xs_8, spans_9, split_2, acc_p.f0);
     var ifv_11: f32;
     if two_p {
-        let spans_12: S_UnitScales = k_unit_scales_27(split_2, log2_6, dtype_7, levels_3, other_scales_v, other_biases_v, groups_at_p, col_1);
-        ifv_11 = k_unit_dot_23(other_m, xs_8, spans_12, split_2, acc_p.f1);
+        let spans_12: S_UnitScales = k_unit_scales_29(split_2, log2_6, dtype_7, levels_3, other_scales_v, other_biases_v, groups_at_p, col_1);
+        ifv_11 = k_unit_dot_25(other_m, xs_8, spans_12, split_2, acc_p.f1);
     } else {
         ifv_11 = acc_p.f1;
     }
     let second_13: f32 = ifv_11;
     return kiln_tuple_f32_f32(first_10, second_13);
 }
-fn k_lane_sums_29(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 8>, wide_p: bool) -> kiln_tuple_f32_f32 {
+fn k_lane_sums_31(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, one_scales_v: vec2<u32>, one_biases_v: vec2<u32>, two_q_v: vec2<u32>, two_scales_v: vec2<u32>, two_biases_v: vec2<u32>, row_p: u32, two_p: bool, bits_p: array<u32, 8>, wide_p: bool) -> kiln_tuple_f32_f32 {
     var bits_m: array<u32, 8> = bits_p;
     let units_1: u32 = (cols_p / K_UNIT);
     let words_at_2: u32 = ((row_p * units_1) * 8u);
@@ -538,15 +522,15 @@ fn k_lane_sums_29(x_v: vec2<u32>, x_at_p: u32, cols_p: u32, one_q_v: vec2<u32>, 
                 later_two_15 = k_load_words_7(two_q_v, (words_at_2 + (later_10 * 8u)), wide_p, bits_m);
             }
         }
-        acc_8 = k_unit_pair_28(x_v, x_at_p, u_9, wide_p, first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
+        acc_8 = k_unit_pair_30(x_v, x_at_p, u_9, wide_p, first_one_12, one_scales_v, one_biases_v, first_two_13, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         if has_later_11 {
-            acc_8 = k_unit_pair_28(x_v, x_at_p, later_10, wide_p, later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
+            acc_8 = k_unit_pair_30(x_v, x_at_p, later_10, wide_p, later_one_14, one_scales_v, one_biases_v, later_two_15, two_scales_v, two_biases_v, groups_at_3, two_p, acc_8);
         }
         u_9 = (u_9 + step_7);
     }
     return acc_8;
 }
-fn k_wave_sum_30(v_p: f32) -> f32 {
+fn k_wave_sum_32(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -555,7 +539,7 @@ fn k_wave_sum_30(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_unpack_31(bits_p: u32) -> kiln_tuple_u32_i32 {
+fn k_unpack_33(bits_p: u32) -> kiln_tuple_u32_i32 {
     let e_1: i32 = bitcast<i32>(((((bits_p >> 23u)) & 255u)));
     let f_2: u32 = (bits_p & 8388607u);
     if (e_1 != 0i) {
@@ -564,7 +548,7 @@ fn k_unpack_31(bits_p: u32) -> kiln_tuple_u32_i32 {
     let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
     return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
 }
-fn k_mul_wide_32(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn k_mul_wide_34(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p >> 16u);
     let t_2: u32 = (a_p & 65535u);
     let ah_3: u32 = t_1;
@@ -582,7 +566,7 @@ fn k_mul_wide_32(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_15: u32 = (((hh_12 + ((lh_10 >> 16u))) + ((hl_11 >> 16u))) + ((mid_13 >> 16u)));
     return kiln_tuple_u32_u32(hi_15, lo_14);
 }
-fn k_shift_rn_33(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
+fn k_shift_rn_35(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
     let t_1: kiln_tuple_u32_u32 = p_p;
     let hi_2: u32 = t_1.f0;
     let lo_3: u32 = t_1.f1;
@@ -606,7 +590,7 @@ fn k_shift_rn_33(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
     }
     return q_4;
 }
-fn k_mul_rn_34(a_p: f32, b_p: f32) -> f32 {
+fn k_mul_rn_36(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -615,13 +599,13 @@ fn k_mul_rn_34(a_p: f32, b_p: f32) -> f32 {
     if ((((ab_3 & 2147483647u)) == 0u) || (((bb_4 & 2147483647u)) == 0u)) {
         return bitcast<f32>(sign_5);
     }
-    let t_6: kiln_tuple_u32_i32 = k_unpack_31(ab_3);
+    let t_6: kiln_tuple_u32_i32 = k_unpack_33(ab_3);
     let ma_7: u32 = t_6.f0;
     let ea_8: i32 = t_6.f1;
-    let t_9: kiln_tuple_u32_i32 = k_unpack_31(bb_4);
+    let t_9: kiln_tuple_u32_i32 = k_unpack_33(bb_4);
     let mb_10: u32 = t_9.f0;
     let eb_11: i32 = t_9.f1;
-    let p_12: kiln_tuple_u32_u32 = k_mul_wide_32(ma_7, mb_10);
+    let p_12: kiln_tuple_u32_u32 = k_mul_wide_34(ma_7, mb_10);
     var e_13: i32 = ((ea_8 + eb_11) - 127i);
     var s_14: u32 = 23u;
     if (p_12.f0 >= 32768u) {
@@ -629,16 +613,16 @@ fn k_mul_rn_34(a_p: f32, b_p: f32) -> f32 {
         e_13 = (e_13 + 1i);
     }
     if (e_13 >= 1i) {
-        let q_15: u32 = k_shift_rn_33(p_12, s_14);
+        let q_15: u32 = k_shift_rn_35(p_12, s_14);
         return bitcast<f32>((sign_5 | ((((((bitcast<u32>(e_13)) << 23u)) + q_15) - 8388608u))));
     }
     let extra_16: u32 = bitcast<u32>(((1i - e_13)));
     if ((s_14 + extra_16) > 63u) {
         return bitcast<f32>(sign_5);
     }
-    return bitcast<f32>((sign_5 | k_shift_rn_33(p_12, (s_14 + extra_16))));
+    return bitcast<f32>((sign_5 | k_shift_rn_35(p_12, (s_14 + extra_16))));
 }
-fn k_sub_error_35(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
+fn k_sub_error_37(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let h_1: i32 = kiln_f32_to_i32(((hi_p * 3.3554432e7f)));
     let l_2: i32 = kiln_f32_to_i32(((lo_p * 1.0995116e12f)));
     let exact_3: u32 = ((((bitcast<u32>(h_1)) << 15u)) - bitcast<u32>(l_2));
@@ -663,7 +647,7 @@ fn k_sub_error_35(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
     return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_long_divide_36(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+fn k_long_divide_38(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
     var rem_m: u32 = rem_p;
     var q_1: u32 = 0u;
     var i_2: u32 = 0u;
@@ -678,7 +662,7 @@ fn k_long_divide_36(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
     }
     return kiln_tuple_u32_u32(q_1, rem_m);
 }
-fn k_div_rn_37(a_p: f32, b_p: f32) -> f32 {
+fn k_div_rn_39(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -695,7 +679,7 @@ fn k_div_rn_37(a_p: f32, b_p: f32) -> f32 {
         rem_9 = (ma_6 << 1u);
         e_8 = (e_8 - 1i);
     }
-    let t_10: kiln_tuple_u32_u32 = k_long_divide_36(rem_9, mb_7);
+    let t_10: kiln_tuple_u32_u32 = k_long_divide_38(rem_9, mb_7);
     var q_11: u32 = t_10.f0;
     let rem_12: u32 = t_10.f1;
     if ((rem_12 > mb_7) || (((rem_12 == mb_7) && (((q_11 & 1u)) == 1u)))) {
@@ -703,7 +687,7 @@ fn k_div_rn_37(a_p: f32, b_p: f32) -> f32 {
     }
     return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_11)) - 8388608u))));
 }
-fn k_expm1f_38(x_p: f32) -> f32 {
+fn k_expm1f_40(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let hx_2: u32 = (bits_1 & 2147483647u);
     let sign_3: bool = (bits_1 >= 2147483648u);
@@ -733,10 +717,10 @@ fn k_expm1f_38(x_p: f32) -> f32 {
                 ifv_9 = 5e-1f;
             }
             let half_10: f32 = ifv_9;
-            k_4 = kiln_f32_to_i32(((k_mul_rn_34(K_EXPM1_INV_LN2, x_p) + half_10)));
+            k_4 = kiln_f32_to_i32(((k_mul_rn_36(K_EXPM1_INV_LN2, x_p) + half_10)));
             let t_11: f32 = f32(k_4);
             hi_7 = (x_p - (t_11 * K_EXPM1_LN2_HI));
-            lo_8 = k_mul_rn_34(t_11, K_EXPM1_LN2_LO);
+            lo_8 = k_mul_rn_36(t_11, K_EXPM1_LN2_LO);
         } else {
             if sign_3 {
                 hi_7 = (x_p + K_EXPM1_LN2_HI);
@@ -745,21 +729,21 @@ fn k_expm1f_38(x_p: f32) -> f32 {
             }
         }
         r_5 = (hi_7 - lo_8);
-        c_6 = k_sub_error_35(hi_7, lo_8, r_5);
+        c_6 = k_sub_error_37(hi_7, lo_8, r_5);
     } else {
         if (hx_2 < 855638016u) {
             return x_p;
         }
     }
     let hfx_12: f32 = (5e-1f * r_5);
-    let hxs_13: f32 = k_mul_rn_34(r_5, hfx_12);
-    let r1_14: f32 = (1e0f + k_mul_rn_34(hxs_13, (K_EXPM1_Q1 + k_mul_rn_34(hxs_13, K_EXPM1_Q2))));
-    let t_15: f32 = (3e0f - k_mul_rn_34(r1_14, hfx_12));
-    var e_16: f32 = k_mul_rn_34(hxs_13, k_div_rn_37((r1_14 - t_15), (6e0f - k_mul_rn_34(r_5, t_15))));
+    let hxs_13: f32 = k_mul_rn_36(r_5, hfx_12);
+    let r1_14: f32 = (1e0f + k_mul_rn_36(hxs_13, (K_EXPM1_Q1 + k_mul_rn_36(hxs_13, K_EXPM1_Q2))));
+    let t_15: f32 = (3e0f - k_mul_rn_36(r1_14, hfx_12));
+    var e_16: f32 = k_mul_rn_36(hxs_13, k_div_rn_39((r1_14 - t_15), (6e0f - k_mul_rn_36(r_5, t_15))));
     if (k_4 == 0i) {
-        return (r_5 - ((k_mul_rn_34(r_5, e_16) - hxs_13)));
+        return (r_5 - ((k_mul_rn_36(r_5, e_16) - hxs_13)));
     }
-    e_16 = (k_mul_rn_34(r_5, (e_16 - c_6)) - c_6);
+    e_16 = (k_mul_rn_36(r_5, (e_16 - c_6)) - c_6);
     e_16 = (e_16 - hxs_13);
     if (k_4 == -(1i)) {
         return ((5e-1f * ((r_5 - e_16))) - 5e-1f);
@@ -788,7 +772,7 @@ fn k_expm1f_38(x_p: f32) -> f32 {
     }
     return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_tanhf_39(x_p: f32) -> f32 {
+fn k_tanhf_41(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -799,10 +783,10 @@ fn k_tanhf_39(x_p: f32) -> f32 {
     if (a_1 < 2.4414063e-4f) {
         return x_p;
     }
-    let t_2: f32 = k_expm1f_38((2e0f * a_1));
-    return bitcast<f32>((bitcast<u32>(k_div_rn_37(t_2, (t_2 + 2e0f))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
+    let t_2: f32 = k_expm1f_40((2e0f * a_1));
+    return bitcast<f32>((bitcast<u32>(k_div_rn_39(t_2, (t_2 + 2e0f))) & 0x7fffffffu) | (bitcast<u32>(x_p) & 0x80000000u));
 }
-fn k_round_i32_40(v_p: f32) -> i32 {
+fn k_round_i32_42(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -819,12 +803,12 @@ fn k_round_i32_40(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_41(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_40((x_p * K_LOG2_E));
+fn k_reduce_ln2_43(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_42((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_42(r_p: f32) -> f32 {
+fn k_expm1_small_44(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -834,19 +818,19 @@ fn k_expm1_small_42(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_43(k_p: i32) -> f32 {
+fn k_pow2_45(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_44(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_46(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_43(127i)) * k_pow2_43((k_p - 127i)));
+        return ((v_p * k_pow2_45(127i)) * k_pow2_45((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_43((k_p + 100i))) * k_pow2_43(-(100i)));
+        return ((v_p * k_pow2_45((k_p + 100i))) * k_pow2_45(-(100i)));
     }
-    return (v_p * k_pow2_43(k_p));
+    return (v_p * k_pow2_45(k_p));
 }
-fn k_expf_45(x_p: f32) -> f32 {
+fn k_expf_47(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -856,15 +840,15 @@ fn k_expf_45(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_41(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_43(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_44((1e0f + k_expm1_small_42(r_3)), k_2);
+    return k_scale_46((1e0f + k_expm1_small_44(r_3)), k_2);
 }
-fn k_silu_46(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_45(-(g_p)))));
+fn k_silu_48(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_47(-(g_p)))));
 }
-fn k_activation_47(act_p: u32, g_p: f32, u_p: f32) -> f32 {
+fn k_activation_49(act_p: u32, g_p: f32, u_p: f32) -> f32 {
     var ifv_1: f32;
     if (act_p == K_ACT_RELU2) {
         var ifv_2: f32;
@@ -885,18 +869,18 @@ fn k_activation_47(act_p: u32, g_p: f32, u_p: f32) -> f32 {
         var ifv_5: f32;
         if (act_p == K_ACT_GEGLU) {
             let inner_6: f32 = (7.978846e-1f * ((g_p + (((4.4715e-2f * g_p) * g_p) * g_p))));
-            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_39(inner_6)))) * u_p);
+            ifv_5 = (((5e-1f * g_p) * ((1e0f + k_tanhf_41(inner_6)))) * u_p);
         } else {
-            ifv_5 = (k_silu_46(g_p) * u_p);
+            ifv_5 = (k_silu_48(g_p) * u_p);
         }
         ifv_1 = ifv_5;
     }
     return ifv_1;
 }
-fn k_waves_48() -> u32 {
+fn k_waves_50() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_moe_up_49(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
+fn k_moe_up_51(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>, gated_p: bool, bits_p: array<u32, 8>) {
     var bits_m: array<u32, 8> = bits_p;
     let slot_1: u32 = ((kiln_block.z * kiln_meta[1u]) + kiln_block.y);
     let x_at_2: u32 = (kiln_block.z * kiln_meta[3u]);
@@ -922,28 +906,28 @@ fn k_moe_up_49(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_s
         if known_8 {
             var ifv_16: kiln_tuple_f32_f32;
             if wide_5 {
-                ifv_16 = k_lane_sums_29(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, true);
+                ifv_16 = k_lane_sums_31(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, true);
             } else {
-                ifv_16 = k_lane_sums_29(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, false);
+                ifv_16 = k_lane_sums_31(x_v, x_at_2, kiln_meta[3u], gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, row_14, gated_p, bits_m, false);
             }
             sums_15 = ifv_16;
         }
-        let g_17: f32 = k_wave_sum_30(sums_15.f0);
+        let g_17: f32 = k_wave_sum_32(sums_15.f0);
         var ifv_18: f32;
         if gated_p {
-            ifv_18 = k_wave_sum_30(sums_15.f1);
+            ifv_18 = k_wave_sum_32(sums_15.f1);
         } else {
             ifv_18 = 0e0f;
         }
         let u_19: f32 = ifv_18;
         if (k_lane_3() == 0u) {
-            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_47(act_4, g_17, u_19));
+            kiln_set_b8(act_g_v, ((slot_1 * dff_9) + f_13), k_activation_49(act_4, g_17, u_19));
         }
-        r_12 = (r_12 + k_waves_48());
+        r_12 = (r_12 + k_waves_50());
     }
 }
-fn k_moe_gateup_8bit_50(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
-    k_moe_up_49(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
+fn k_moe_gateup_8bit_52(x_v: vec2<u32>, indices_v: vec2<u32>, gate_q_v: vec2<u32>, gate_scales_v: vec2<u32>, gate_biases_v: vec2<u32>, up_q_v: vec2<u32>, up_scales_v: vec2<u32>, up_biases_v: vec2<u32>, act_g_v: vec2<u32>) {
+    k_moe_up_51(x_v, indices_v, gate_q_v, gate_scales_v, gate_biases_v, up_q_v, up_scales_v, up_biases_v, act_g_v, true, array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -954,5 +938,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_moe_gateup_8bit_50(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
+    k_moe_gateup_8bit_52(vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]));
 }

@@ -334,7 +334,10 @@ fn k_chunk_15(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a1f32_a1f32(dot_3, xs_4);
 }
-fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
+fn k_half_of_16(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_17(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -365,39 +368,34 @@ fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_17(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_16(self_v);
+fn k_widen_18(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_17(self_v);
 }
-fn k_packed_scale_18(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_widen_half_19(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
+    if (code_p == K_SCALE_F16) {
+        ifv_1 = k_widen_18(half_p);
+    } else {
+        ifv_1 = k_widen_12(half_p);
+    }
+    return ifv_1;
+}
+fn k_packed_scale_20(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b2(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b2(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_17((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_19(k_half_of_16(kiln_get_b2(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_packed_scale_19(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
+fn k_packed_scale_21(words_v: vec2<u32>, code_p: u32, e_p: u32) -> f32 {
     if (code_p == K_SCALE_F32) {
         return bitcast<f32>(kiln_get_b3(words_v, e_p));
     }
-    let half_1: u32 = (((kiln_get_b3(words_v, (e_p / 2u)) >> ((((e_p % 2u)) * 16u)))) & 65535u);
-    var ifv_2: f32;
-    if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_17((half_1 & 0xffffu));
-    } else {
-        ifv_2 = k_widen_12((half_1 & 0xffffu));
-    }
-    return ifv_2;
+    return k_widen_half_19(k_half_of_16(kiln_get_b3(words_v, (e_p / 2u)), e_p), code_p);
 }
-fn k_scale_pair_20(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
-    return kiln_tuple_f32_f32((k_packed_scale_18(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_19(biases_v, kiln_meta[5u], e_p));
+fn k_scale_pair_22(scales_v: vec2<u32>, biases_v: vec2<u32>, e_p: u32, levels_p: f32) -> kiln_tuple_f32_f32 {
+    return kiln_tuple_f32_f32((k_packed_scale_20(scales_v, kiln_meta[5u], e_p) * levels_p), k_packed_scale_21(biases_v, kiln_meta[5u], e_p));
 }
-fn k_fold_21(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+fn k_fold_23(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 1>, 2>, xs_p: array<f32, 1>, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 1>, 2> = dot_p;
     var xs_m: array<f32, 1> = xs_p;
@@ -405,7 +403,7 @@ fn k_fold_21(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 1>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_22(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
         let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
@@ -419,7 +417,7 @@ fn k_fold_21(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_22(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
+fn k_unit_24(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 1>, 2>) -> array<array<f32, 1>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 3>, 2> = w_p;
     var acc_m: array<array<f32, 1>, 2> = acc_p;
@@ -434,7 +432,7 @@ fn k_unit_22(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_21(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        acc_3 = k_fold_23(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
         dot_5 = k_zeroed_9(dot_5);
         xs_6 = k_zeroed_row_8(xs_6);
     }
@@ -445,9 +443,9 @@ fn k_unit_22(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_21(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_23(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_23(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 1>, 2>, wide_p: bool) -> array<array<f32, 1>, 2> {
+fn k_sweep_25(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 1>, 2>, wide_p: bool) -> array<array<f32, 1>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 3> = bits_p;
@@ -467,20 +465,20 @@ fn k_sweep_23(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 3u), wide_p, w_5);
             }
-            acc_3 = k_unit_22(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_24(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 3>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 3u), wide_p, array<array<u32, 3>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_22(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_24(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_wave_sum_24(v_p: f32) -> f32 {
+fn k_wave_sum_26(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -489,7 +487,7 @@ fn k_wave_sum_24(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_bias_of_25(bias_v: vec2<u32>, n_p: u32) -> f32 {
+fn k_bias_of_27(bias_v: vec2<u32>, n_p: u32) -> f32 {
     var ifv_1: f32;
     if (kiln_meta[3u] != 0u) {
         ifv_1 = k_widen_12(kiln_get_b4(bias_v, n_p));
@@ -498,7 +496,7 @@ fn k_bias_of_25(bias_v: vec2<u32>, n_p: u32) -> f32 {
     }
     return ifv_1;
 }
-fn k_f32_to_bf16_bits_26(v_p: f32) -> u32 {
+fn k_f32_to_bf16_bits_28(v_p: f32) -> u32 {
     var blk_5: u32;
     {
         let b_1: u32 = bitcast<u32>(v_p);
@@ -514,10 +512,10 @@ fn k_f32_to_bf16_bits_26(v_p: f32) -> u32 {
     }
     return blk_5;
 }
-fn k_from_f32_27(v_p: f32) -> u32 {
-    return k_f32_to_bf16_bits_26(v_p);
+fn k_from_f32_29(v_p: f32) -> u32 {
+    return k_f32_to_bf16_bits_28(v_p);
 }
-fn k_round_i32_28(v_p: f32) -> i32 {
+fn k_round_i32_30(v_p: f32) -> i32 {
     let t_1: i32 = kiln_f32_to_i32(v_p);
     let frac_2: f32 = (v_p - f32(t_1));
     var ifv_3: i32;
@@ -534,12 +532,12 @@ fn k_round_i32_28(v_p: f32) -> i32 {
     }
     return ifv_3;
 }
-fn k_reduce_ln2_29(x_p: f32) -> kiln_tuple_i32_f32 {
-    let k_1: i32 = k_round_i32_28((x_p * K_LOG2_E));
+fn k_reduce_ln2_31(x_p: f32) -> kiln_tuple_i32_f32 {
+    let k_1: i32 = k_round_i32_30((x_p * K_LOG2_E));
     let kf_2: f32 = f32(k_1);
     return kiln_tuple_i32_f32(k_1, (((x_p - (kf_2 * K_LN2_HI))) - (kf_2 * K_LN2_LO)));
 }
-fn k_expm1_small_30(r_p: f32) -> f32 {
+fn k_expm1_small_32(r_p: f32) -> f32 {
     let p_1: f32 = ((1e0f / 4.032e4f) + (r_p * ((1e0f / 3.6288e5f))));
     let p_2: f32 = ((1e0f / 5.04e3f) + (r_p * p_1));
     let p_3: f32 = ((1e0f / 7.2e2f) + (r_p * p_2));
@@ -549,19 +547,19 @@ fn k_expm1_small_30(r_p: f32) -> f32 {
     let p_7: f32 = (5e-1f + (r_p * p_6));
     return (r_p + (r_p * ((r_p * p_7))));
 }
-fn k_pow2_31(k_p: i32) -> f32 {
+fn k_pow2_33(k_p: i32) -> f32 {
     return bitcast<f32>(((bitcast<u32>(((k_p + 127i)))) << 23u));
 }
-fn k_scale_32(v_p: f32, k_p: i32) -> f32 {
+fn k_scale_34(v_p: f32, k_p: i32) -> f32 {
     if (k_p > 127i) {
-        return ((v_p * k_pow2_31(127i)) * k_pow2_31((k_p - 127i)));
+        return ((v_p * k_pow2_33(127i)) * k_pow2_33((k_p - 127i)));
     }
     if (k_p < -(126i)) {
-        return ((v_p * k_pow2_31((k_p + 100i))) * k_pow2_31(-(100i)));
+        return ((v_p * k_pow2_33((k_p + 100i))) * k_pow2_33(-(100i)));
     }
-    return (v_p * k_pow2_31(k_p));
+    return (v_p * k_pow2_33(k_p));
 }
-fn k_expf_33(x_p: f32) -> f32 {
+fn k_expf_35(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -571,18 +569,18 @@ fn k_expf_33(x_p: f32) -> f32 {
     if (x_p < -(1.0397209e2f)) {
         return 0e0f;
     }
-    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_29(x_p);
+    let t_1: kiln_tuple_i32_f32 = k_reduce_ln2_31(x_p);
     let k_2: i32 = t_1.f0;
     let r_3: f32 = t_1.f1;
-    return k_scale_32((1e0f + k_expm1_small_30(r_3)), k_2);
+    return k_scale_34((1e0f + k_expm1_small_32(r_3)), k_2);
 }
-fn k_silu_34(g_p: f32) -> f32 {
-    return (g_p / ((1e0f + k_expf_33(-(g_p)))));
+fn k_silu_36(g_p: f32) -> f32 {
+    return (g_p / ((1e0f + k_expf_35(-(g_p)))));
 }
-fn k_silu_mul_element_35(gate_p: u32, up_p: u32) -> u32 {
-    return k_from_f32_27((k_silu_34(k_to_f32_11(gate_p)) * k_to_f32_11(up_p)));
+fn k_silu_mul_element_37(gate_p: u32, up_p: u32) -> u32 {
+    return k_from_f32_29((k_silu_36(k_to_f32_11(gate_p)) * k_to_f32_11(up_p)));
 }
-fn k_write_rows_36(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
+fn k_write_rows_38(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: array<f32, 2>) {
     var t_m: array<f32, 2> = t_p;
     let n_out_1: u32 = kiln_meta[2u];
     if (kiln_meta[6u] == K_ACT_SILU_MUL) {
@@ -590,9 +588,9 @@ fn k_write_rows_36(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         while ((r_2 + 1u) < 2u) {
             let n_3: u32 = (n0_p + r_2);
             if (n_3 < n_out_1) {
-                let g_4: u32 = k_from_f32_27((t_m[r_2] + k_bias_of_25(bias_v, n_3)));
-                let u_5: u32 = k_from_f32_27((t_m[(r_2 + 1u)] + k_bias_of_25(bias_v, (n_3 + 1u))));
-                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_35(g_4, u_5));
+                let g_4: u32 = k_from_f32_29((t_m[r_2] + k_bias_of_27(bias_v, n_3)));
+                let u_5: u32 = k_from_f32_29((t_m[(r_2 + 1u)] + k_bias_of_27(bias_v, (n_3 + 1u))));
+                kiln_set_b5(y_v, ((m_p * ((n_out_1 / 2u))) + (n_3 / 2u)), k_silu_mul_element_37(g_4, u_5));
             }
             r_2 = (r_2 + 2u);
         }
@@ -601,16 +599,16 @@ fn k_write_rows_36(bias_v: vec2<u32>, y_v: vec2<u32>, n0_p: u32, m_p: u32, t_p: 
         while (r_6 < 2u) {
             let n_7: u32 = (n0_p + r_6);
             if (n_7 < n_out_1) {
-                kiln_set_b5(y_v, ((m_p * n_out_1) + n_7), k_from_f32_27((t_m[r_6] + k_bias_of_25(bias_v, n_7))));
+                kiln_set_b5(y_v, ((m_p * n_out_1) + n_7), k_from_f32_29((t_m[r_6] + k_bias_of_27(bias_v, n_7))));
             }
             r_6 = (r_6 + 1u);
         }
     }
 }
-fn k_waves_37() -> u32 {
+fn k_waves_39() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 1>, 2>) {
+fn k_row_groups_40(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 1>, 2>) {
     var bits_m: array<u32, 3> = bits_p;
     var zero_m: array<array<f32, 1>, 2> = zero_p;
     let wide_1: bool = ((select(3u == 0u, 3u % 4u == 0u, 4u != 0u) && false) && false);
@@ -643,9 +641,9 @@ fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 1>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_23(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_25(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_23(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_25(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 1>, 2> = ifv_18;
         var tot_20: array<array<f32, 1>, 2> = zero_m;
@@ -653,7 +651,7 @@ fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 1u) {
-                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_26(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -674,14 +672,14 @@ fn k_row_groups_38(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_37());
+        g_11 = (g_11 + k_waves_39());
     }
 }
-fn k_zeroed_row_39(a_p: array<f32, 2>) -> array<f32, 2> {
+fn k_zeroed_row_41(a_p: array<f32, 2>) -> array<f32, 2> {
     var a_m: array<f32, 2> = a_p;
     var a_1: array<f32, 2> = a_m;
     var m_2: u32 = 0u;
@@ -691,17 +689,17 @@ fn k_zeroed_row_39(a_p: array<f32, 2>) -> array<f32, 2> {
     }
     return a_1;
 }
-fn k_zeroed_40(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_zeroed_42(a_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var a_m: array<array<f32, 2>, 2> = a_p;
     var a_1: array<array<f32, 2>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_39(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_41(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_41(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
+fn k_chunk_43(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>) -> kiln_tuple_a2a2f32_a2f32 {
     var w_m: array<array<u32, 3>, 2> = w_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -751,7 +749,7 @@ fn k_chunk_41(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a2f32_a2f32(dot_3, xs_4);
 }
-fn k_fold_42(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_fold_44(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 2>, 2>, xs_p: array<f32, 2>, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 2>, 2> = dot_p;
     var xs_m: array<f32, 2> = xs_p;
@@ -759,7 +757,7 @@ fn k_fold_42(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 2>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_22(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
         let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
@@ -773,35 +771,35 @@ fn k_fold_42(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_43(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
+fn k_unit_45(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 2>, 2>) -> array<array<f32, 2>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 3>, 2> = w_p;
     var acc_m: array<array<f32, 2>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 3u)));
     var acc_3: array<array<f32, 2>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_40(acc_3), k_zeroed_row_39(acc_3[0u]));
+    let t_4: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_42(acc_3), k_zeroed_row_41(acc_3[0u]));
     var dot_5: array<array<f32, 2>, 2> = t_4.f0;
     var xs_6: array<f32, 2> = t_4.f1;
-    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_42(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_40(dot_5);
-        xs_6 = k_zeroed_row_39(xs_6);
+        acc_3 = k_fold_44(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_42(dot_5);
+        xs_6 = k_zeroed_row_41(xs_6);
     }
-    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_41(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a2f32_a2f32 = k_chunk_43(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_42(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_44(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
+fn k_sweep_46(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 2>, 2>, wide_p: bool) -> array<array<f32, 2>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 3> = bits_p;
@@ -821,20 +819,20 @@ fn k_sweep_44(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 3u), wide_p, w_5);
             }
-            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_45(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 3>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 3u), wide_p, array<array<u32, 3>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_43(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_45(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 2>, 2>) {
+fn k_row_groups_47(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 2>, 2>) {
     var bits_m: array<u32, 3> = bits_p;
     var zero_m: array<array<f32, 2>, 2> = zero_p;
     let wide_1: bool = ((select(3u == 0u, 3u % 4u == 0u, 4u != 0u) && false) && false);
@@ -867,9 +865,9 @@ fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 2>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_46(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_44(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_46(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 2>, 2> = ifv_18;
         var tot_20: array<array<f32, 2>, 2> = zero_m;
@@ -877,7 +875,7 @@ fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 2u) {
-                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_26(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -898,14 +896,14 @@ fn k_row_groups_45(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_37());
+        g_11 = (g_11 + k_waves_39());
     }
 }
-fn k_zeroed_row_46(a_p: array<f32, 4>) -> array<f32, 4> {
+fn k_zeroed_row_48(a_p: array<f32, 4>) -> array<f32, 4> {
     var a_m: array<f32, 4> = a_p;
     var a_1: array<f32, 4> = a_m;
     var m_2: u32 = 0u;
@@ -915,17 +913,17 @@ fn k_zeroed_row_46(a_p: array<f32, 4>) -> array<f32, 4> {
     }
     return a_1;
 }
-fn k_zeroed_47(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_zeroed_49(a_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var a_m: array<array<f32, 4>, 2> = a_p;
     var a_1: array<array<f32, 4>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_46(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_48(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_48(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
+fn k_chunk_50(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>) -> kiln_tuple_a2a4f32_a4f32 {
     var w_m: array<array<u32, 3>, 2> = w_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -975,7 +973,7 @@ fn k_chunk_48(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a4f32_a4f32(dot_3, xs_4);
 }
-fn k_fold_49(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_fold_51(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 4>, 2>, xs_p: array<f32, 4>, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 4>, 2> = dot_p;
     var xs_m: array<f32, 4> = xs_p;
@@ -983,7 +981,7 @@ fn k_fold_49(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 4>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_22(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
         let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
@@ -997,35 +995,35 @@ fn k_fold_49(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_50(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
+fn k_unit_52(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 4>, 2>) -> array<array<f32, 4>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 3>, 2> = w_p;
     var acc_m: array<array<f32, 4>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 3u)));
     var acc_3: array<array<f32, 4>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_47(acc_3), k_zeroed_row_46(acc_3[0u]));
+    let t_4: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_49(acc_3), k_zeroed_row_48(acc_3[0u]));
     var dot_5: array<array<f32, 4>, 2> = t_4.f0;
     var xs_6: array<f32, 4> = t_4.f1;
-    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_49(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_47(dot_5);
-        xs_6 = k_zeroed_row_46(xs_6);
+        acc_3 = k_fold_51(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_49(dot_5);
+        xs_6 = k_zeroed_row_48(xs_6);
     }
-    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_48(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a4f32_a4f32 = k_chunk_50(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_49(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_51(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
+fn k_sweep_53(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 4>, 2>, wide_p: bool) -> array<array<f32, 4>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 3> = bits_p;
@@ -1045,20 +1043,20 @@ fn k_sweep_51(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 3u), wide_p, w_5);
             }
-            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_52(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 3>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 3u), wide_p, array<array<u32, 3>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_50(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_52(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 4>, 2>) {
+fn k_row_groups_54(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 4>, 2>) {
     var bits_m: array<u32, 3> = bits_p;
     var zero_m: array<array<f32, 4>, 2> = zero_p;
     let wide_1: bool = ((select(3u == 0u, 3u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1091,9 +1089,9 @@ fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 4>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_53(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_51(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_53(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 4>, 2> = ifv_18;
         var tot_20: array<array<f32, 4>, 2> = zero_m;
@@ -1101,7 +1099,7 @@ fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 4u) {
-                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_26(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -1122,14 +1120,14 @@ fn k_row_groups_52(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_37());
+        g_11 = (g_11 + k_waves_39());
     }
 }
-fn k_zeroed_row_53(a_p: array<f32, 8>) -> array<f32, 8> {
+fn k_zeroed_row_55(a_p: array<f32, 8>) -> array<f32, 8> {
     var a_m: array<f32, 8> = a_p;
     var a_1: array<f32, 8> = a_m;
     var m_2: u32 = 0u;
@@ -1139,17 +1137,17 @@ fn k_zeroed_row_53(a_p: array<f32, 8>) -> array<f32, 8> {
     }
     return a_1;
 }
-fn k_zeroed_54(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_zeroed_56(a_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var a_m: array<array<f32, 8>, 2> = a_p;
     var a_1: array<array<f32, 8>, 2> = a_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        a_1[r_2] = k_zeroed_row_53(a_1[r_2]);
+        a_1[r_2] = k_zeroed_row_55(a_1[r_2]);
         r_2 = (r_2 + 1u);
     }
     return a_1;
 }
-fn k_chunk_55(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
+fn k_chunk_57(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p: u32, wide_x_p: bool, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>) -> kiln_tuple_a2a8f32_a8f32 {
     var w_m: array<array<u32, 3>, 2> = w_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1199,7 +1197,7 @@ fn k_chunk_55(x_v: vec2<u32>, w_p: array<array<u32, 3>, 2>, col_p: u32, first_p:
     }
     return kiln_tuple_a2a8f32_a8f32(dot_3, xs_4);
 }
-fn k_fold_56(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_fold_58(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, group_p: u32, levels_p: f32, dot_p: array<array<f32, 8>, 2>, xs_p: array<f32, 8>, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var dot_m: array<array<f32, 8>, 2> = dot_p;
     var xs_m: array<f32, 8> = xs_p;
@@ -1207,7 +1205,7 @@ fn k_fold_56(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     var acc_1: array<array<f32, 8>, 2> = acc_m;
     var r_2: u32 = 0u;
     while (r_2 < 2u) {
-        let t_3: kiln_tuple_f32_f32 = k_scale_pair_20(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
+        let t_3: kiln_tuple_f32_f32 = k_scale_pair_22(scales_v, biases_v, (groups_at_m[r_2] + group_p), levels_p);
         let sc_4: f32 = t_3.f0;
         let of_5: f32 = t_3.f1;
         let mid_6: f32 = k_mul_add_14(sc_4, 5e-1f, of_5);
@@ -1221,35 +1219,35 @@ fn k_fold_56(scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2
     }
     return acc_1;
 }
-fn k_unit_57(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
+fn k_unit_59(x_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, groups_at_p: array<u32, 2>, col_p: u32, w_p: array<array<u32, 3>, 2>, wide_x_p: bool, acc_p: array<array<f32, 8>, 2>) -> array<array<f32, 8>, 2> {
     var groups_at_m: array<u32, 2> = groups_at_p;
     var w_m: array<array<u32, 3>, 2> = w_p;
     var acc_m: array<array<f32, 8>, 2> = acc_p;
     let split_1: bool = (kiln_meta[4u] == K_SPAN);
     let levels_2: f32 = f32(((1u << 3u)));
     var acc_3: array<array<f32, 8>, 2> = acc_m;
-    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_54(acc_3), k_zeroed_row_53(acc_3[0u]));
+    let t_4: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, 0u, wide_x_p, k_zeroed_56(acc_3), k_zeroed_row_55(acc_3[0u]));
     var dot_5: array<array<f32, 8>, 2> = t_4.f0;
     var xs_6: array<f32, 8> = t_4.f1;
-    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
+    let da_7: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, K_X_CHUNK, wide_x_p, dot_5, xs_6);
     dot_5 = da_7.f0;
     xs_6 = da_7.f1;
     if split_1 {
         let group_8: u32 = (col_p >> kiln_meta[7u]);
-        acc_3 = k_fold_56(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
-        dot_5 = k_zeroed_54(dot_5);
-        xs_6 = k_zeroed_row_53(xs_6);
+        acc_3 = k_fold_58(scales_v, biases_v, groups_at_m, group_8, levels_2, dot_5, xs_6, acc_3);
+        dot_5 = k_zeroed_56(dot_5);
+        xs_6 = k_zeroed_row_55(xs_6);
     }
-    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_9: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, (2u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_9.f0;
     xs_6 = da_9.f1;
-    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_55(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
+    let da_10: kiln_tuple_a2a8f32_a8f32 = k_chunk_57(x_v, w_m, col_p, (3u * K_X_CHUNK), wide_x_p, dot_5, xs_6);
     dot_5 = da_10.f0;
     xs_6 = da_10.f1;
     let group_11: u32 = ((((col_p + K_UNIT) - 1u)) >> kiln_meta[7u]);
-    return k_fold_56(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
+    return k_fold_58(scales_v, biases_v, groups_at_m, group_11, levels_2, dot_5, xs_6, acc_3);
 }
-fn k_sweep_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
+fn k_sweep_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, words_at_p: array<u32, 2>, groups_at_p: array<u32, 2>, bits_p: array<u32, 3>, zero_p: array<array<f32, 8>, 2>, wide_p: bool) -> array<array<f32, 8>, 2> {
     var words_at_m: array<u32, 2> = words_at_p;
     var groups_at_m: array<u32, 2> = groups_at_p;
     var bits_m: array<u32, 3> = bits_p;
@@ -1269,20 +1267,20 @@ fn k_sweep_58(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: v
             if (next_6 < units_2) {
                 ahead_7 = k_load_rows_7(w_q_v, words_at_m, (next_6 * 3u), wide_p, w_5);
             }
-            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
+            acc_3 = k_unit_59(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_5, wide_p, acc_3);
             w_5 = ahead_7;
             u_4 = next_6;
         }
     } else {
         while (u_4 < units_2) {
             var w_8: array<array<u32, 3>, 2> = k_load_rows_7(w_q_v, words_at_m, (u_4 * 3u), wide_p, array<array<u32, 3>, 2>(bits_m, bits_m));
-            acc_3 = k_unit_57(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
+            acc_3 = k_unit_59(x_v, scales_v, biases_v, groups_at_m, (u_4 * K_UNIT), w_8, wide_p, acc_3);
             u_4 = (u_4 + wave_1);
         }
     }
     return acc_3;
 }
-fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 8>, 2>) {
+fn k_row_groups_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>, zero_p: array<array<f32, 8>, 2>) {
     var bits_m: array<u32, 3> = bits_p;
     var zero_m: array<array<f32, 8>, 2> = zero_p;
     let wide_1: bool = ((select(3u == 0u, 3u % 4u == 0u, 4u != 0u) && false) && false);
@@ -1315,9 +1313,9 @@ fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         }
         var ifv_18: array<array<f32, 8>, 2>;
         if wide_1 {
-            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
+            ifv_18 = k_sweep_60(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, true);
         } else {
-            ifv_18 = k_sweep_58(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
+            ifv_18 = k_sweep_60(x_v, w_q_v, scales_v, biases_v, words_at_13, groups_at_14, bits_m, zero_m, false);
         }
         var acc_19: array<array<f32, 8>, 2> = ifv_18;
         var tot_20: array<array<f32, 8>, 2> = zero_m;
@@ -1325,7 +1323,7 @@ fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
         while (r_21 < 2u) {
             var m_22: u32 = 0u;
             while (m_22 < 8u) {
-                tot_20[r_21][m_22] = k_wave_sum_24(acc_19[r_21][m_22]);
+                tot_20[r_21][m_22] = k_wave_sum_26(acc_19[r_21][m_22]);
                 m_22 = (m_22 + 1u);
             }
             r_21 = (r_21 + 1u);
@@ -1346,31 +1344,31 @@ fn k_row_groups_59(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases
                     }
                     i_26 = (i_26 + 1u);
                 }
-                k_write_rows_36(bias_v, y_v, n0_12, m_24, t_25);
+                k_write_rows_38(bias_v, y_v, n0_12, m_24, t_25);
             }
             base_23 = (base_23 + wave_7);
         }
-        g_11 = (g_11 + k_waves_37());
+        g_11 = (g_11 + k_waves_39());
     }
 }
-fn k_qlinear_60(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>) {
+fn k_qlinear_62(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>, bits_p: array<u32, 3>) {
     var bits_m: array<u32, 3> = bits_p;
     if (kiln_meta[0u] == 1u) {
-        k_row_groups_38(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
+        k_row_groups_40(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 1>, 2>(array<f32, 1>(0e0f), array<f32, 1>(0e0f)));
     } else {
         if (kiln_meta[0u] == 2u) {
-            k_row_groups_45(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
+            k_row_groups_47(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 2>, 2>(array<f32, 2>(0e0f, 0e0f), array<f32, 2>(0e0f, 0e0f)));
         } else {
             if (kiln_meta[0u] <= 4u) {
-                k_row_groups_52(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_54(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 4>, 2>(array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f), array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f)));
             } else {
-                k_row_groups_59(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
+                k_row_groups_61(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, bits_m, array<array<f32, 8>, 2>(array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f), array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f)));
             }
         }
     }
 }
-fn k_qlinear_3bit_61(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
-    k_qlinear_60(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 3>(0u, 0u, 0u));
+fn k_qlinear_3bit_63(x_v: vec2<u32>, w_q_v: vec2<u32>, scales_v: vec2<u32>, biases_v: vec2<u32>, bias_v: vec2<u32>, y_v: vec2<u32>) {
+    k_qlinear_62(x_v, w_q_v, scales_v, biases_v, bias_v, y_v, array<u32, 3>(0u, 0u, 0u));
 }
 
 @compute @workgroup_size(KILN_BLOCK)
@@ -1383,5 +1381,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_qlinear_3bit_61(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
+    k_qlinear_3bit_63(vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]), vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]));
 }

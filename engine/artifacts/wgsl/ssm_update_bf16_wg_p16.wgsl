@@ -301,7 +301,10 @@ fn k_to_f32_13(self_v: u32) -> f32 {
 fn k_widen_14(self_v: u32) -> f32 {
     return k_to_f32_13(self_v);
 }
-fn k_f16_bits_to_f32_soft_15(h_p: u32) -> f32 {
+fn k_half_of_15(word_p: u32, e_p: u32) -> u32 {
+    return (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
+}
+fn k_f16_bits_to_f32_soft_16(h_p: u32) -> f32 {
     let sign_1: u32 = ((((h_p & 32768u))) << 16u);
     let exp_2: u32 = ((((h_p >> 10u)) & 31u));
     let man_3: u32 = ((h_p & 1023u));
@@ -332,27 +335,29 @@ fn k_f16_bits_to_f32_soft_15(h_p: u32) -> f32 {
     let bits_9: u32 = ifv_4;
     return bitcast<f32>(bits_9);
 }
-fn k_widen_16(self_v: u32) -> f32 {
-    return k_f16_bits_to_f32_soft_15(self_v);
+fn k_widen_17(self_v: u32) -> f32 {
+    return k_f16_bits_to_f32_soft_16(self_v);
 }
-fn k_unpack_scale_17(word_p: u32, code_p: u32, e_p: u32) -> f32 {
-    let half_1: u32 = (((((word_p >> ((((e_p % 2u)) * 16u)))) & 65535u)) & 0xffffu);
-    var ifv_2: f32;
+fn k_widen_half_18(half_p: u32, code_p: u32) -> f32 {
+    var ifv_1: f32;
     if (code_p == K_SCALE_F16) {
-        ifv_2 = k_widen_16(half_1);
+        ifv_1 = k_widen_17(half_p);
     } else {
-        ifv_2 = k_widen_14(half_1);
+        ifv_1 = k_widen_14(half_p);
     }
-    let narrow_3: f32 = ifv_2;
-    var ifv_4: f32;
-    if (code_p == K_SCALE_F32) {
-        ifv_4 = bitcast<f32>(word_p);
-    } else {
-        ifv_4 = narrow_3;
-    }
-    return ifv_4;
+    return ifv_1;
 }
-fn k_truncf_18(x_p: f32) -> f32 {
+fn k_unpack_scale_19(word_p: u32, code_p: u32, e_p: u32) -> f32 {
+    let narrow_1: f32 = k_widen_half_18(k_half_of_15(word_p, e_p), code_p);
+    var ifv_2: f32;
+    if (code_p == K_SCALE_F32) {
+        ifv_2 = bitcast<f32>(word_p);
+    } else {
+        ifv_2 = narrow_1;
+    }
+    return ifv_2;
+}
+fn k_truncf_20(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let e_2: i32 = (bitcast<i32>(((((bits_1 >> 23u)) & 255u))) - 127i);
     if (e_2 >= 23i) {
@@ -364,8 +369,8 @@ fn k_truncf_18(x_p: f32) -> f32 {
     let mask_3: u32 = (8388607u >> (bitcast<u32>(e_2)));
     return bitcast<f32>((bits_1 & ~(mask_3)));
 }
-fn k_floorf_19(x_p: f32) -> f32 {
-    let t_1: f32 = k_truncf_18(x_p);
+fn k_floorf_21(x_p: f32) -> f32 {
+    let t_1: f32 = k_truncf_20(x_p);
     var ifv_2: f32;
     if (t_1 > x_p) {
         ifv_2 = (t_1 - 1e0f);
@@ -374,7 +379,7 @@ fn k_floorf_19(x_p: f32) -> f32 {
     }
     return ifv_2;
 }
-fn k_exp2_poly_20(x_p: f32) -> f32 {
+fn k_exp2_poly_22(x_p: f32) -> f32 {
     if kiln_is_nan(x_p) {
         return x_p;
     }
@@ -384,7 +389,7 @@ fn k_exp2_poly_20(x_p: f32) -> f32 {
     if (x_p >= 1.28e2f) {
         return bitcast<f32>(0x7f800000u);
     }
-    let n_1: f32 = k_floorf_19((x_p + 5e-1f));
+    let n_1: f32 = k_floorf_21((x_p + 5e-1f));
     let f_2: f32 = (x_p - n_1);
     var p_3: f32 = 1.5252734e-5f;
     p_3 = ((p_3 * f_2) + 1.540353e-4f);
@@ -411,29 +416,29 @@ fn k_exp2_poly_20(x_p: f32) -> f32 {
     }
     return ifv_8;
 }
-fn k_exp2_approx_21(x_p: f32) -> f32 {
-    return k_exp2_poly_20(x_p);
+fn k_exp2_approx_23(x_p: f32) -> f32 {
+    return k_exp2_poly_22(x_p);
 }
-fn k_exp_22(x_p: f32) -> f32 {
-    return k_exp2_approx_21((x_p * bitcast<f32>(0x3fb8aa3bu)));
+fn k_exp_24(x_p: f32) -> f32 {
+    return k_exp2_approx_23((x_p * bitcast<f32>(0x3fb8aa3bu)));
 }
-fn k_mul_add_23(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+fn k_mul_add_25(a_p: f32, b_p: f32, c_p: f32) -> f32 {
     return ((a_p * b_p) + c_p);
 }
-fn k_ln_1p_unit_24(x_p: f32) -> f32 {
+fn k_ln_1p_unit_26(x_p: f32) -> f32 {
     var q_1: f32 = -(3.176057e-3f);
-    q_1 = k_mul_add_23(q_1, x_p, 1.9542526e-2f);
-    q_1 = k_mul_add_23(q_1, x_p, -(5.637361e-2f));
-    q_1 = k_mul_add_23(q_1, x_p, 1.05436236e-1f);
-    q_1 = k_mul_add_23(q_1, x_p, -(1.5269667e-1f));
-    q_1 = k_mul_add_23(q_1, x_p, 1.9663274e-1f);
-    q_1 = k_mul_add_23(q_1, x_p, -(2.4951616e-1f));
-    q_1 = k_mul_add_23(q_1, x_p, 3.332971e-1f);
-    q_1 = k_mul_add_23(q_1, x_p, -(4.9999893e-1f));
-    q_1 = k_mul_add_23(q_1, x_p, 1e0f);
+    q_1 = k_mul_add_25(q_1, x_p, 1.9542526e-2f);
+    q_1 = k_mul_add_25(q_1, x_p, -(5.637361e-2f));
+    q_1 = k_mul_add_25(q_1, x_p, 1.05436236e-1f);
+    q_1 = k_mul_add_25(q_1, x_p, -(1.5269667e-1f));
+    q_1 = k_mul_add_25(q_1, x_p, 1.9663274e-1f);
+    q_1 = k_mul_add_25(q_1, x_p, -(2.4951616e-1f));
+    q_1 = k_mul_add_25(q_1, x_p, 3.332971e-1f);
+    q_1 = k_mul_add_25(q_1, x_p, -(4.9999893e-1f));
+    q_1 = k_mul_add_25(q_1, x_p, 1e0f);
     return (x_p * q_1);
 }
-fn k_softplus_25(z_p: f32) -> f32 {
+fn k_softplus_27(z_p: f32) -> f32 {
     var ifv_1: kiln_tuple_f32_f32;
     if (z_p > 0e0f) {
         ifv_1 = kiln_tuple_f32_f32(z_p, -(z_p));
@@ -443,16 +448,16 @@ fn k_softplus_25(z_p: f32) -> f32 {
     let t_2: kiln_tuple_f32_f32 = ifv_1;
     let pos_3: f32 = t_2.f0;
     let neg_abs_4: f32 = t_2.f1;
-    return (pos_3 + k_ln_1p_unit_24(k_exp_22(neg_abs_4)));
+    return (pos_3 + k_ln_1p_unit_26(k_exp_24(neg_abs_4)));
 }
-fn k_prologue_from_26(n_p: u32, words_p: array<u32, 3>, skip_p: f32) -> S_Prologue {
+fn k_prologue_from_28(n_p: u32, words_p: array<u32, 3>, skip_p: f32) -> S_Prologue {
     var words_m: array<u32, 3> = words_p;
     let h_1: u32 = (n_p % kiln_meta[9u]);
-    let raw_2: f32 = (k_unpack_scale_17(words_m[0u], kiln_meta[6u], n_p) + k_unpack_scale_17(words_m[1u], kiln_meta[7u], h_1));
-    let step_3: f32 = kiln_fmin(kiln_fmax(k_softplus_25(raw_2), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
-    return S_Prologue(step_3, k_exp_22((-(k_exp_22(k_unpack_scale_17(words_m[2u], kiln_meta[3u], h_1))) * step_3)), skip_p);
+    let raw_2: f32 = (k_unpack_scale_19(words_m[0u], kiln_meta[6u], n_p) + k_unpack_scale_19(words_m[1u], kiln_meta[7u], h_1));
+    let step_3: f32 = kiln_fmin(kiln_fmax(k_softplus_27(raw_2), bitcast<f32>(kiln_meta[1u])), bitcast<f32>(kiln_meta[2u]));
+    return S_Prologue(step_3, k_exp_24((-(k_exp_24(k_unpack_scale_19(words_m[2u], kiln_meta[3u], h_1))) * step_3)), skip_p);
 }
-fn k_widen_run_27(code_p: u32, w_p: array<u32, 4>) -> array<f32, 4> {
+fn k_widen_run_29(code_p: u32, w_p: array<u32, 4>) -> array<f32, 4> {
     var w_m: array<u32, 4> = w_p;
     var v_1: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     if (code_p == K_SCALE_F32) {
@@ -464,14 +469,14 @@ fn k_widen_run_27(code_p: u32, w_p: array<u32, 4>) -> array<f32, 4> {
     } else {
         var k_3: u32 = 0u;
         while (k_3 < (4u / 2u)) {
-            v_1[(2u * k_3)] = k_unpack_scale_17(w_m[k_3], code_p, 0u);
-            v_1[((2u * k_3) + 1u)] = k_unpack_scale_17(w_m[k_3], code_p, 1u);
+            v_1[(2u * k_3)] = k_widen_half_18((w_m[k_3] & 0xffffu), code_p);
+            v_1[((2u * k_3) + 1u)] = k_widen_half_18((((w_m[k_3] >> 16u)) & 0xffffu), code_p);
             k_3 = (k_3 + 1u);
         }
     }
     return v_1;
 }
-fn k_run_math_28(decay_p: f32, old_p: array<f32, 4>, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> kiln_tuple_a4f32_f32 {
+fn k_run_math_30(decay_p: f32, old_p: array<f32, 4>, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> kiln_tuple_a4f32_f32 {
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
     var cv_m: array<f32, 4> = cv_p;
@@ -479,13 +484,13 @@ fn k_run_math_28(decay_p: f32, old_p: array<f32, 4>, input_p: f32, bv_p: array<f
     var new_2: array<f32, 4> = array<f32, 4>(0e0f, 0e0f, 0e0f, 0e0f);
     var j_3: u32 = 0u;
     while (j_3 < 4u) {
-        new_2[j_3] = k_mul_add_23(decay_p, old_m[j_3], (input_p * bv_m[j_3]));
-        acc_1 = k_mul_add_23(new_2[j_3], cv_m[j_3], acc_1);
+        new_2[j_3] = k_mul_add_25(decay_p, old_m[j_3], (input_p * bv_m[j_3]));
+        acc_1 = k_mul_add_25(new_2[j_3], cv_m[j_3], acc_1);
         j_3 = (j_3 + 1u);
     }
     return kiln_tuple_a4f32_f32(new_2, acc_1);
 }
-fn k_wave_sum_29(v_p: f32) -> f32 {
+fn k_wave_sum_31(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
@@ -494,7 +499,7 @@ fn k_wave_sum_29(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_group_rows_30(n_p: u32, head_p: S_Head, x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_group_rows_32(n_p: u32, head_p: S_Head, x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let ds_1: u32 = kiln_meta[11u];
     let lane_2: u32 = k_lane_2();
     let g_3: u32 = (k_wave_id_3() * K_WAVE_ROWS);
@@ -547,15 +552,15 @@ fn k_group_rows_30(n_p: u32, head_p: S_Head, x_v: vec2<u32>, a_log_v: vec2<u32>,
         blk_22 = kiln_get_b4_u(d_v, (n_p % kiln_meta[9u]));
     }
     let skip_23: u32 = blk_22;
-    let pro_24: S_Prologue = k_prologue_from_26(n_p, words_21, k_widen_14(skip_23));
+    let pro_24: S_Prologue = k_prologue_from_28(n_p, words_21, k_widen_14(skip_23));
     var acc_25: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     if active_6 {
-        var bv_26: array<f32, 4> = k_widen_run_27(kiln_meta[4u], b_words_18);
-        var cv_27: array<f32, 4> = k_widen_run_27(kiln_meta[5u], c_words_19);
+        var bv_26: array<f32, 4> = k_widen_run_29(kiln_meta[4u], b_words_18);
+        var cv_27: array<f32, 4> = k_widen_run_29(kiln_meta[5u], c_words_19);
         var i_28: u32 = 0u;
         while (i_28 < K_WAVE_ROWS) {
             let input_29: f32 = (k_widen_14(xs_13[i_28]) * pro_24.step);
-            let t_30: kiln_tuple_a4f32_f32 = k_run_math_28(pro_24.decay, old_9[i_28], input_29, bv_26, cv_27, acc_25[i_28]);
+            let t_30: kiln_tuple_a4f32_f32 = k_run_math_30(pro_24.decay, old_9[i_28], input_29, bv_26, cv_27, acc_25[i_28]);
             var new_31: array<f32, 4> = t_30.f0;
             let sum_32: f32 = t_30.f1;
             acc_25[i_28] = sum_32;
@@ -569,22 +574,22 @@ fn k_group_rows_30(n_p: u32, head_p: S_Head, x_v: vec2<u32>, a_log_v: vec2<u32>,
     var total_33: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
     var i_34: u32 = 0u;
     while (i_34 < K_WAVE_ROWS) {
-        total_33[i_34] = k_wave_sum_29(acc_25[i_34]);
+        total_33[i_34] = k_wave_sum_31(acc_25[i_34]);
         i_34 = (i_34 + 1u);
     }
     if (lane_2 == 0u) {
         var i_35: u32 = 0u;
         while (i_35 <= last_5) {
-            kiln_set_b8(out_v, (base_4 + i_35), k_from_f32_5(k_mul_add_23(k_widen_14(xs_13[i_35]), pro_24.skip, total_33[i_35])));
+            kiln_set_b8(out_v, (base_4 + i_35), k_from_f32_5(k_mul_add_25(k_widen_14(xs_13[i_35]), pro_24.skip, total_33[i_35])));
             i_35 = (i_35 + 1u);
         }
     }
 }
-fn k_prologue_31(n_p: u32, a_log_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>) -> S_Prologue {
+fn k_prologue_33(n_p: u32, a_log_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>) -> S_Prologue {
     var words_1: array<u32, 3> = k_prologue_words_12(n_p, a_log_v, dt_v, dt_bias_v);
-    return k_prologue_from_26(n_p, words_1, k_widen_14(kiln_get_b4(d_v, (n_p % kiln_meta[9u]))));
+    return k_prologue_from_28(n_p, words_1, k_widen_14(kiln_get_b4(d_v, (n_p % kiln_meta[9u]))));
 }
-fn k_state_run_32(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
+fn k_state_run_34(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> array<f32, 4> {
     var _access_m: array<u32, 2> = _access_p;
     if (2u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -597,7 +602,7 @@ fn k_state_run_32(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 2>) -> ar
     }
     return s_1;
 }
-fn k_packed_run_33(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+fn k_packed_run_35(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var w_1: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
     if ((code_p == K_SCALE_F32) && wide_p) {
         w_1 = kiln_getchunk4_b2(words_v, e_p);
@@ -608,9 +613,9 @@ fn k_packed_run_33(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> a
             j_2 = (j_2 + 1u);
         }
     }
-    return k_widen_run_27(code_p, w_1);
+    return k_widen_run_29(code_p, w_1);
 }
-fn k_packed_run_34(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
+fn k_packed_run_36(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> array<f32, 4> {
     var w_1: array<u32, 4> = array<u32, 4>(0u, 0u, 0u, 0u);
     if ((code_p == K_SCALE_F32) && wide_p) {
         w_1 = kiln_getchunk4_b3(words_v, e_p);
@@ -621,14 +626,14 @@ fn k_packed_run_34(words_v: vec2<u32>, code_p: u32, e_p: u32, wide_p: bool) -> a
             j_2 = (j_2 + 1u);
         }
     }
-    return k_widen_run_27(code_p, w_1);
+    return k_widen_run_29(code_p, w_1);
 }
-fn k_update_run_35(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_37(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 2> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
     var cv_m: array<f32, 4> = cv_p;
-    let t_1: kiln_tuple_a4f32_f32 = k_run_math_28(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
+    let t_1: kiln_tuple_a4f32_f32 = k_run_math_30(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
     var new_2: array<f32, 4> = t_1.f0;
     let acc_3: f32 = t_1.f1;
     if (2u == 2u) {
@@ -642,7 +647,7 @@ fn k_update_run_35(_access_p: array<u32, 2>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_3;
 }
-fn k_rows_36(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_38(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 2>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 2> = access_p;
     let ds_1: u32 = kiln_meta[11u];
     let lane_2: u32 = k_lane_2();
@@ -660,20 +665,20 @@ fn k_rows_36(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 2>, x_v: ve
         while (u_12 < runs_6) {
             let col_13: u32 = (u_12 * K_RUN);
             let at_14: u32 = ((row_8 * ds_1) + col_13);
-            var old_15: array<f32, 4> = k_state_run_32(state_in_v, at_14, access_m);
-            var bv_16: array<f32, 4> = k_packed_run_33(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
-            var cv_17: array<f32, 4> = k_packed_run_34(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
-            acc_11 = k_update_run_35(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
+            var old_15: array<f32, 4> = k_state_run_34(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_35(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_36(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_37(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
             u_12 = (u_12 + wave_3);
         }
-        let total_18: f32 = k_wave_sum_29(acc_11);
+        let total_18: f32 = k_wave_sum_31(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row_8, k_from_f32_5(k_mul_add_23(xv_9, pro_p.skip, total_18)));
+            kiln_set_b8(out_v, row_8, k_from_f32_5(k_mul_add_25(xv_9, pro_p.skip, total_18)));
         }
         r_7 = (r_7 + k_waves_1());
     }
 }
-fn k_state_run_37(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
+fn k_state_run_39(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> array<f32, 4> {
     var _access_m: array<u32, 1> = _access_p;
     if (1u == 2u) {
         return kiln_getchunk4_b7(state_v, at_p);
@@ -686,12 +691,12 @@ fn k_state_run_37(state_v: vec2<u32>, at_p: u32, _access_p: array<u32, 1>) -> ar
     }
     return s_1;
 }
-fn k_update_run_38(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
+fn k_update_run_40(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, old_p: array<f32, 4>, decay_p: f32, input_p: f32, bv_p: array<f32, 4>, cv_p: array<f32, 4>, acc_p: f32) -> f32 {
     var _access_m: array<u32, 1> = _access_p;
     var old_m: array<f32, 4> = old_p;
     var bv_m: array<f32, 4> = bv_p;
     var cv_m: array<f32, 4> = cv_p;
-    let t_1: kiln_tuple_a4f32_f32 = k_run_math_28(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
+    let t_1: kiln_tuple_a4f32_f32 = k_run_math_30(decay_p, old_m, input_p, bv_m, cv_m, acc_p);
     var new_2: array<f32, 4> = t_1.f0;
     let acc_3: f32 = t_1.f1;
     if (1u == 2u) {
@@ -705,7 +710,7 @@ fn k_update_run_38(_access_p: array<u32, 1>, state_out_v: vec2<u32>, at_p: u32, 
     }
     return acc_3;
 }
-fn k_rows_39(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_rows_41(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 1>, x_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     var access_m: array<u32, 1> = access_p;
     let ds_1: u32 = kiln_meta[11u];
     let lane_2: u32 = k_lane_2();
@@ -723,20 +728,20 @@ fn k_rows_39(head_p: S_Head, pro_p: S_Prologue, access_p: array<u32, 1>, x_v: ve
         while (u_12 < runs_6) {
             let col_13: u32 = (u_12 * K_RUN);
             let at_14: u32 = ((row_8 * ds_1) + col_13);
-            var old_15: array<f32, 4> = k_state_run_37(state_in_v, at_14, access_m);
-            var bv_16: array<f32, 4> = k_packed_run_33(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
-            var cv_17: array<f32, 4> = k_packed_run_34(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
-            acc_11 = k_update_run_38(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
+            var old_15: array<f32, 4> = k_state_run_39(state_in_v, at_14, access_m);
+            var bv_16: array<f32, 4> = k_packed_run_35(b_in_v, kiln_meta[4u], (head_p.bc_row + col_13), b_wide_4);
+            var cv_17: array<f32, 4> = k_packed_run_36(c_in_v, kiln_meta[5u], (head_p.bc_row + col_13), c_wide_5);
+            acc_11 = k_update_run_40(access_m, state_out_v, at_14, old_15, pro_p.decay, input_10, bv_16, cv_17, acc_11);
             u_12 = (u_12 + wave_3);
         }
-        let total_18: f32 = k_wave_sum_29(acc_11);
+        let total_18: f32 = k_wave_sum_31(acc_11);
         if (lane_2 == 0u) {
-            kiln_set_b8(out_v, row_8, k_from_f32_5(k_mul_add_23(xv_9, pro_p.skip, total_18)));
+            kiln_set_b8(out_v, row_8, k_from_f32_5(k_mul_add_25(xv_9, pro_p.skip, total_18)));
         }
         r_7 = (r_7 + k_waves_1());
     }
 }
-fn k_ssm_update_40(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
+fn k_ssm_update_42(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v: vec2<u32>, d_v: vec2<u32>, dt_v: vec2<u32>, dt_bias_v: vec2<u32>, state_in_v: vec2<u32>, out_v: vec2<u32>, state_out_v: vec2<u32>) {
     let n_1: u32 = kiln_block.y;
     let heads_2: u32 = kiln_meta[9u];
     let t_3: u32 = (n_1 / heads_2);
@@ -754,14 +759,14 @@ fn k_ssm_update_40(x_v: vec2<u32>, a_log_v: vec2<u32>, b_in_v: vec2<u32>, c_in_v
     let head_end_15: u32 = ((((n_1 + 1u)) * dh_10) * ds_11);
     let straight_16: bool = ((((wide_14 && ((ds_11 / K_RUN) <= KILN_WAVE)) && (head_13.rows <= (k_waves_1() * K_WAVE_ROWS))) && (head_end_15 <= (state_in_v).y)) && (head_end_15 <= (state_out_v).y));
     if straight_16 {
-        k_group_rows_30(n_1, head_13, x_v, a_log_v, b_in_v, c_in_v, d_v, dt_v, dt_bias_v, state_in_v, out_v, state_out_v);
+        k_group_rows_32(n_1, head_13, x_v, a_log_v, b_in_v, c_in_v, d_v, dt_v, dt_bias_v, state_in_v, out_v, state_out_v);
         return;
     }
-    let pro_17: S_Prologue = k_prologue_31(n_1, a_log_v, d_v, dt_v, dt_bias_v);
+    let pro_17: S_Prologue = k_prologue_33(n_1, a_log_v, d_v, dt_v, dt_bias_v);
     if wide_14 {
-        k_rows_36(head_13, pro_17, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_38(head_13, pro_17, array<u32, 2>(0u, 0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     } else {
-        k_rows_39(head_13, pro_17, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
+        k_rows_41(head_13, pro_17, array<u32, 1>(0u), x_v, b_in_v, c_in_v, state_in_v, out_v, state_out_v);
     }
 }
 
@@ -773,5 +778,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_ssm_update_40(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
+    k_ssm_update_42(vec2<u32>(kiln_meta[12u], kiln_meta[13u]), vec2<u32>(kiln_meta[14u], kiln_meta[15u]), vec2<u32>(kiln_meta[16u], kiln_meta[17u]), vec2<u32>(kiln_meta[18u], kiln_meta[19u]), vec2<u32>(kiln_meta[20u], kiln_meta[21u]), vec2<u32>(kiln_meta[22u], kiln_meta[23u]), vec2<u32>(kiln_meta[24u], kiln_meta[25u]), vec2<u32>(kiln_meta[26u], kiln_meta[27u]), vec2<u32>(kiln_meta[28u], kiln_meta[29u]), vec2<u32>(kiln_meta[30u], kiln_meta[31u]));
 }

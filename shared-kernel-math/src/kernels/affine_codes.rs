@@ -39,17 +39,28 @@ pub unsafe fn packed_word_unchecked(words: Src<u32>, code: u32, e: usize) -> u32
     unsafe { words.get_unchecked(if code == SCALE_F32 { e } else { e / 2 }) }
 }
 
-/// Value `e` of dtype `code` from the word that holds it, widened exactly; both 16-bit
-/// decodes are computed and one is selected, so the decode has no branch to split a kernel's
-/// loads around.
+/// The 16-bit half of `word` that holds value `e` (the lower half for even `e`).
 #[inline(always)]
-pub fn unpack_scale(word: u32, code: u32, e: usize) -> f32 {
-    let half = ((word >> ((e % 2) as u32 * 16)) & 0xffff) as u16;
-    let narrow = if code == SCALE_F16 {
+fn half_of(word: u32, e: usize) -> u16 {
+    ((word >> ((e % 2) as u32 * 16)) & 0xffff) as u16
+}
+
+/// A 16-bit value of dtype `code` (f16, else bf16) widened exactly.
+#[inline(always)]
+pub fn widen_half(half: u16, code: u32) -> f32 {
+    if code == SCALE_F16 {
         F16(half).widen()
     } else {
         Bf16(half).widen()
-    };
+    }
+}
+
+/// Value `e` of dtype `code` from the word that holds it, widened exactly; the 16-bit decode
+/// and the f32 one are both computed and one is selected, so the decode has no branch to split
+/// a kernel's loads around.
+#[inline(always)]
+pub fn unpack_scale(word: u32, code: u32, e: usize) -> f32 {
+    let narrow = widen_half(half_of(word, e), code);
     if code == SCALE_F32 {
         f32::from_bits(word)
     } else {
@@ -64,10 +75,5 @@ pub fn packed_scale(words: Src<u32>, code: u32, e: usize) -> f32 {
     if code == SCALE_F32 {
         return f32::from_bits(words.get(e));
     }
-    let half = (words.get(e / 2) >> ((e % 2) as u32 * 16)) & 0xffff;
-    if code == SCALE_F16 {
-        F16(half as u16).widen()
-    } else {
-        Bf16(half as u16).widen()
-    }
+    widen_half(half_of(words.get(e / 2), e), code)
 }

@@ -17,7 +17,7 @@
 //! [`WAVE_ROWS`] rows and a lane's one run cover the block, the update is straight-line
 //! (`group_rows`); otherwise the waves take rows one at a time.
 
-use super::affine_codes::{packed_word_unchecked, unpack_scale, SCALE_BF16, SCALE_F32};
+use super::affine_codes::{packed_word_unchecked, unpack_scale, widen_half, SCALE_BF16, SCALE_F32};
 use super::qlinear::scale_words;
 use crate::kernel::shape;
 use crate::{
@@ -264,8 +264,8 @@ fn widen_run(code: u32, w: [u32; RUN]) -> [f32; RUN] {
     } else {
         let mut k = 0;
         while k < RUN / 2 {
-            v[2 * k] = unpack_scale(w[k], code, 0);
-            v[2 * k + 1] = unpack_scale(w[k], code, 1);
+            v[2 * k] = widen_half(w[k] as u16, code);
+            v[2 * k + 1] = widen_half((w[k] >> 16) as u16, code);
             k += 1;
         }
     }
