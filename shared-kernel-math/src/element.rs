@@ -87,6 +87,14 @@ pub trait Element: Scalar + PartialEq + core::fmt::Debug {
     /// it (sm_80+ `cvt.rn.{f16,bf16}x2.f32`: single conversions are quarter-rate there and bound
     /// the 16-bit streaming kernels).
     fn from_f32_pair(a: f32, b: f32) -> [Self; 2];
+    /// `[a₀·b₀, a₁·b₁]` as operations of the type: the f32 product rounded once, which for f16
+    /// and bf16 is the correctly rounded product (f32 holds more than twice their bits). One
+    /// packed instruction on nvptx, where a NaN result's payload is the hardware's.
+    fn mul_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2];
+    /// `[a₀ + b₀, a₁ + b₁]` as [`Element::mul_pair`] rounds.
+    fn add_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2];
+    /// `[a₀ − b₀, a₁ − b₁]` as [`Element::mul_pair`] rounds.
+    fn sub_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2];
     /// Storage bits, widened; used by tests and poison patterns.
     fn to_bits32(self) -> u32;
     /// The value whose storage bits are the low bits of `b` (the inverse of `to_bits32`).
@@ -139,6 +147,18 @@ impl Element for f32 {
     fn from_f32_pair(a: f32, b: f32) -> [Self; 2] {
         [a, b]
     }
+    #[inline(always)]
+    fn mul_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        [a[0] * b[0], a[1] * b[1]]
+    }
+    #[inline(always)]
+    fn add_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        [a[0] + b[0], a[1] + b[1]]
+    }
+    #[inline(always)]
+    fn sub_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        [a[0] - b[0], a[1] - b[1]]
+    }
     fn to_bits32(self) -> u32 {
         self.to_bits()
     }
@@ -173,6 +193,36 @@ impl Element for F16 {
         #[cfg(not(target_arch = "nvptx64"))]
         [F16(f32_to_f16_bits(a)), F16(f32_to_f16_bits(b))]
     }
+    #[inline(always)]
+    fn mul_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_f16(nvptx::mul_f16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() * b[0].to_f32(), a[1].to_f32() * b[1].to_f32())
+    }
+    #[inline(always)]
+    fn add_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_f16(nvptx::add_f16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() + b[0].to_f32(), a[1].to_f32() + b[1].to_f32())
+    }
+    #[inline(always)]
+    fn sub_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_f16(nvptx::sub_f16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() - b[0].to_f32(), a[1].to_f32() - b[1].to_f32())
+    }
     fn to_bits32(self) -> u32 {
         self.0 as u32
     }
@@ -204,12 +254,63 @@ impl Element for Bf16 {
         #[cfg(not(target_arch = "nvptx64"))]
         [Bf16(f32_to_bf16_bits(a)), Bf16(f32_to_bf16_bits(b))]
     }
+    #[inline(always)]
+    fn mul_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_bf16(nvptx::mul_bf16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() * b[0].to_f32(), a[1].to_f32() * b[1].to_f32())
+    }
+    #[inline(always)]
+    fn add_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_bf16(nvptx::add_bf16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() + b[0].to_f32(), a[1].to_f32() + b[1].to_f32())
+    }
+    #[inline(always)]
+    fn sub_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
+        #[cfg(target_arch = "nvptx64")]
+        return unpack_bf16(nvptx::sub_bf16x2(
+            pack_pair(a[0].0, a[1].0),
+            pack_pair(b[0].0, b[1].0),
+        ));
+        #[cfg(not(target_arch = "nvptx64"))]
+        Self::from_f32_pair(a[0].to_f32() - b[0].to_f32(), a[1].to_f32() - b[1].to_f32())
+    }
     fn to_bits32(self) -> u32 {
         self.0 as u32
     }
     fn from_bits32(b: u32) -> Self {
         Bf16(b as u16)
     }
+}
+
+/// Two 16-bit values in one word, the first in the low half (a packed register's layout).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn pack_pair(lo: u16, hi: u16) -> u32 {
+    lo as u32 | (hi as u32) << 16
+}
+
+/// The f16 pair of a packed word.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn unpack_f16(d: u32) -> [F16; 2] {
+    [F16(d as u16), F16((d >> 16) as u16)]
+}
+
+/// The bf16 pair of a packed word.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn unpack_bf16(d: u32) -> [Bf16; 2] {
+    [Bf16(d as u16), Bf16((d >> 16) as u16)]
 }
 
 /// Whether `T` is stored in 16 bits (f16 or bf16): a test on bits that every compiler folds
@@ -453,6 +554,67 @@ mod nvptx {
                 r
             }
         };
+    }
+
+    /// `fn $name(a, b) -> u32`: the packed operation `$op` of two packed pairs.
+    macro_rules! packed {
+        ($name:ident, $op:literal) => {
+            #[inline(always)]
+            pub fn $name(a: u32, b: u32) -> u32 {
+                let d: u32;
+                // SAFETY: one register-only instruction.
+                unsafe {
+                    asm!(
+                        concat!($op, " {d}, {a}, {b};"),
+                        d = out(reg32) d,
+                        a = in(reg32) a,
+                        b = in(reg32) b,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                d
+            }
+        };
+    }
+
+    packed!(mul_f16x2, "mul.rn.f16x2");
+    packed!(add_f16x2, "add.rn.f16x2");
+    packed!(sub_f16x2, "sub.rn.f16x2");
+
+    /// `fma.rn.bf16x2 d, a, b, c` (sm_80; the bf16 `mul`/`add`/`sub` forms need sm_90).
+    #[inline(always)]
+    fn fma_bf16x2(a: u32, b: u32, c: u32) -> u32 {
+        let d: u32;
+        // SAFETY: one register-only instruction.
+        unsafe {
+            asm!(
+                "fma.rn.bf16x2 {d}, {a}, {b}, {c};",
+                d = out(reg32) d,
+                a = in(reg32) a,
+                b = in(reg32) b,
+                c = in(reg32) c,
+                options(pure, nomem, nostack),
+            );
+        }
+        d
+    }
+
+    /// `a·b + (−0)`: the product rounded once (−0 keeps a zero product's sign).
+    #[inline(always)]
+    pub fn mul_bf16x2(a: u32, b: u32) -> u32 {
+        fma_bf16x2(a, b, 0x8000_8000)
+    }
+
+    /// `a·1 + b`: the sum rounded once.
+    #[inline(always)]
+    pub fn add_bf16x2(a: u32, b: u32) -> u32 {
+        fma_bf16x2(a, 0x3f80_3f80, b)
+    }
+
+    /// `b·(−1) + a`: the difference rounded once.
+    #[inline(always)]
+    pub fn sub_bf16x2(a: u32, b: u32) -> u32 {
+        fma_bf16x2(b, 0xbf80_bf80, a)
     }
 
     pair!(f32x2_to_bf16x2, "cvt.rn.bf16x2.f32", bf16_nan);

@@ -19,6 +19,7 @@
 
 mod block;
 mod element;
+mod exact_math;
 mod fast_math;
 #[cfg(feature = "half")]
 mod half_types;
@@ -40,6 +41,7 @@ pub use element::{
     f16_bits_to_f32, f16_bits_to_f32_soft, f32_to_bf16_bits, f32_to_f16_bits, f32_to_f16_bits_soft,
     is_16bit, is_bf16, Bf16, DType, Element, Scalar, F16,
 };
+pub use exact_math::{expm1_rounded_pair, expm1f_nonpositive, expm1f_nonpositive_branchless};
 pub use fast_math::{exp2_approx, exp2_poly, ln_1p_unit, mul_add, sqrt_rn};
 /// The `half` crate, whose `f16` and `bf16` are [`Scalar`]s with the `half` feature.
 #[cfg(feature = "half")]

@@ -19,9 +19,9 @@ pub struct LocalMemory {
     pub reason: &'static str,
 }
 
-/// libm's `expf`/`expm1f` raise the IEEE underflow/overflow flags with a volatile store and load
-/// of one f32 (`force_eval!`) on their saturating branches: one stack word, touched only there.
-const LIBM_FORCE_EVAL: &str = "libm's expf/expm1f force_eval!: a volatile store and load of one \
+/// libm's `expf` raises the IEEE underflow/overflow flags with a volatile store and load
+/// of one f32 (`force_eval!`) on its saturating branches: one stack word, touched only there.
+const LIBM_FORCE_EVAL: &str = "libm's expf force_eval!: a volatile store and load of one \
     f32 on the underflow/overflow branches only (GPUs have no FP flags to raise)";
 
 /// The qlinear kernels: the PTX holds only libm's flag word; the code objects spill.
@@ -34,12 +34,6 @@ const QLINEAR_SPILLS: &str = "PTX: libm's expf force_eval! in the SwiGLU option 
 
 /// The kernels allowed local memory; a kernel not named here must use none.
 pub const LOCAL_MEMORY: &[LocalMemory] = &[
-    LocalMemory {
-        kernel: KernelId::FusedXielu,
-        ptx_bytes: 8,
-        scratch_bytes: 8,
-        reason: LIBM_FORCE_EVAL,
-    },
     LocalMemory {
         kernel: KernelId::FusedSiluMul,
         ptx_bytes: 4,

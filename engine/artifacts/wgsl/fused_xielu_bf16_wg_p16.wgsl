@@ -26,6 +26,11 @@ const K_EXPM1_LN2_HI: f32 = 6.931381e-1f;
 const K_EXPM1_LN2_LO: f32 = 9.058001e-6f;
 const K_EXPM1_Q1: f32 = -(3.3333212e-2f);
 const K_EXPM1_Q2: f32 = 1.580717e-3f;
+const K_LN2_HI_Q: f32 = 6.9314575e-1f;
+const K_LN2_LO_Q: f32 = 1.4286068e-6f;
+const K_LOG2E: f32 = 1.442695e0f;
+const K_NEAR: u32 = 4u;
+const K_ROUNDER: f32 = 1.2582912e7f;
 const K_TILE: u32 = 2048u;
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
@@ -117,10 +122,75 @@ fn k_f32_to_bf16_bits_1(v_p: f32) -> u32 {
 fn k_from_f32_2(v_p: f32) -> u32 {
     return k_f32_to_bf16_bits_1(v_p);
 }
-fn k_to_f32_3(self_v: u32) -> f32 {
+fn k_from_bits32_3(b_p: u32) -> u32 {
+    return (b_p & 0xffffu);
+}
+fn k_to_bits32_4(self_v: u32) -> u32 {
+    return self_v;
+}
+fn k_is_16bit_5() -> bool {
+    return (k_to_bits32_4(k_from_bits32_3(65536u)) == 0u);
+}
+fn k_to_f32_6(self_v: u32) -> f32 {
     return bitcast<f32>(((self_v) << 16u));
 }
-fn k_unpack_4(bits_p: u32) -> kiln_tuple_u32_i32 {
+fn k_from_f32_pair_7(a_p: f32, b_p: f32) -> array<u32, 2> {
+    return array<u32, 2>(k_f32_to_bf16_bits_1(a_p), k_f32_to_bf16_bits_1(b_p));
+}
+fn k_mul_pair_8(a_p: array<u32, 2>, b_p: array<u32, 2>) -> array<u32, 2> {
+    var a_m: array<u32, 2> = a_p;
+    var b_m: array<u32, 2> = b_p;
+    return k_from_f32_pair_7((k_to_f32_6(a_m[0u]) * k_to_f32_6(b_m[0u])), (k_to_f32_6(a_m[1u]) * k_to_f32_6(b_m[1u])));
+}
+fn k_widen_9(self_v: u32) -> f32 {
+    return k_to_f32_6(self_v);
+}
+fn k_clamp_10(x_p: f32, eps_p: f32) -> f32 {
+    var ifv_1: f32;
+    if (kiln_is_nan(x_p) || (x_p < eps_p)) {
+        ifv_1 = x_p;
+    } else {
+        ifv_1 = eps_p;
+    }
+    return ifv_1;
+}
+fn k_mul_add_11(a_p: f32, b_p: f32, c_p: f32) -> f32 {
+    return ((a_p * b_p) + c_p);
+}
+fn k_expm1_quick_12(x_p: f32) -> f32 {
+    var ifv_1: f32;
+    if (x_p < -(3e1f)) {
+        ifv_1 = -(3e1f);
+    } else {
+        ifv_1 = x_p;
+    }
+    let x_2: f32 = ifv_1;
+    let shifted_3: f32 = k_mul_add_11(x_2, K_LOG2E, K_ROUNDER);
+    let n_int_4: i32 = bitcast<i32>((bitcast<u32>(shifted_3) - bitcast<u32>(K_ROUNDER)));
+    let n_5: f32 = f32(n_int_4);
+    let r_6: f32 = k_mul_add_11(n_5, -(K_LN2_HI_Q), x_2);
+    let r_7: f32 = k_mul_add_11(n_5, -(K_LN2_LO_Q), r_6);
+    var p_8: f32 = (1e0f / 5.04e3f);
+    p_8 = k_mul_add_11(p_8, r_7, (1e0f / 7.2e2f));
+    p_8 = k_mul_add_11(p_8, r_7, (1e0f / 1.2e2f));
+    p_8 = k_mul_add_11(p_8, r_7, (1e0f / 2.4e1f));
+    p_8 = k_mul_add_11(p_8, r_7, (1e0f / 6e0f));
+    p_8 = k_mul_add_11(p_8, r_7, 5e-1f);
+    let em1_r_9: f32 = k_mul_add_11((p_8 * r_7), r_7, r_7);
+    let two_n_10: f32 = bitcast<f32>(((bitcast<u32>((127i + n_int_4))) << 23u));
+    let out_11: f32 = k_mul_add_11(two_n_10, em1_r_9, (two_n_10 - 1e0f));
+    var ifv_12: f32;
+    if (((bitcast<u32>(x_2) & 2147483647u)) < 855638016u) {
+        ifv_12 = x_2;
+    } else {
+        ifv_12 = out_11;
+    }
+    return ifv_12;
+}
+fn k_is_bf16_13() -> bool {
+    return (k_is_16bit_5() && (k_widen_9(k_from_bits32_3(16256u)) == 1e0f));
+}
+fn k_unpack_14(bits_p: u32) -> kiln_tuple_u32_i32 {
     let e_1: i32 = bitcast<i32>(((((bits_p >> 23u)) & 255u)));
     let f_2: u32 = (bits_p & 8388607u);
     if (e_1 != 0i) {
@@ -129,7 +199,7 @@ fn k_unpack_4(bits_p: u32) -> kiln_tuple_u32_i32 {
     let shift_3: u32 = (u32(countLeadingZeros(f_2)) - 8u);
     return kiln_tuple_u32_i32((f_2 << shift_3), (1i - bitcast<i32>(shift_3)));
 }
-fn k_mul_wide_5(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn k_mul_wide_15(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p >> 16u);
     let t_2: u32 = (a_p & 65535u);
     let ah_3: u32 = t_1;
@@ -147,7 +217,7 @@ fn k_mul_wide_5(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_15: u32 = (((hh_12 + ((lh_10 >> 16u))) + ((hl_11 >> 16u))) + ((mid_13 >> 16u)));
     return kiln_tuple_u32_u32(hi_15, lo_14);
 }
-fn k_shift_rn_6(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
+fn k_shift_rn_16(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
     let t_1: kiln_tuple_u32_u32 = p_p;
     let hi_2: u32 = t_1.f0;
     let lo_3: u32 = t_1.f1;
@@ -171,7 +241,7 @@ fn k_shift_rn_6(p_p: kiln_tuple_u32_u32, s_p: u32) -> u32 {
     }
     return q_4;
 }
-fn k_mul_rn_7(a_p: f32, b_p: f32) -> f32 {
+fn k_mul_rn_17(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -180,13 +250,13 @@ fn k_mul_rn_7(a_p: f32, b_p: f32) -> f32 {
     if ((((ab_3 & 2147483647u)) == 0u) || (((bb_4 & 2147483647u)) == 0u)) {
         return bitcast<f32>(sign_5);
     }
-    let t_6: kiln_tuple_u32_i32 = k_unpack_4(ab_3);
+    let t_6: kiln_tuple_u32_i32 = k_unpack_14(ab_3);
     let ma_7: u32 = t_6.f0;
     let ea_8: i32 = t_6.f1;
-    let t_9: kiln_tuple_u32_i32 = k_unpack_4(bb_4);
+    let t_9: kiln_tuple_u32_i32 = k_unpack_14(bb_4);
     let mb_10: u32 = t_9.f0;
     let eb_11: i32 = t_9.f1;
-    let p_12: kiln_tuple_u32_u32 = k_mul_wide_5(ma_7, mb_10);
+    let p_12: kiln_tuple_u32_u32 = k_mul_wide_15(ma_7, mb_10);
     var e_13: i32 = ((ea_8 + eb_11) - 127i);
     var s_14: u32 = 23u;
     if (p_12.f0 >= 32768u) {
@@ -194,16 +264,16 @@ fn k_mul_rn_7(a_p: f32, b_p: f32) -> f32 {
         e_13 = (e_13 + 1i);
     }
     if (e_13 >= 1i) {
-        let q_15: u32 = k_shift_rn_6(p_12, s_14);
+        let q_15: u32 = k_shift_rn_16(p_12, s_14);
         return bitcast<f32>((sign_5 | ((((((bitcast<u32>(e_13)) << 23u)) + q_15) - 8388608u))));
     }
     let extra_16: u32 = bitcast<u32>(((1i - e_13)));
     if ((s_14 + extra_16) > 63u) {
         return bitcast<f32>(sign_5);
     }
-    return bitcast<f32>((sign_5 | k_shift_rn_6(p_12, (s_14 + extra_16))));
+    return bitcast<f32>((sign_5 | k_shift_rn_16(p_12, (s_14 + extra_16))));
 }
-fn k_sub_error_8(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
+fn k_sub_error_18(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let h_1: i32 = kiln_f32_to_i32(((hi_p * 3.3554432e7f)));
     let l_2: i32 = kiln_f32_to_i32(((lo_p * 1.0995116e12f)));
     let exact_3: u32 = ((((bitcast<u32>(h_1)) << 15u)) - bitcast<u32>(l_2));
@@ -228,7 +298,7 @@ fn k_sub_error_8(hi_p: f32, lo_p: f32, r_p: f32) -> f32 {
     let err_8: i32 = bitcast<i32>((exact_3 - rounded_5));
     return ((f32(err_8)) * 9.094947e-13f);
 }
-fn k_long_divide_9(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
+fn k_long_divide_19(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
     var rem_m: u32 = rem_p;
     var q_1: u32 = 0u;
     var i_2: u32 = 0u;
@@ -243,7 +313,7 @@ fn k_long_divide_9(rem_p: u32, mb_p: u32) -> kiln_tuple_u32_u32 {
     }
     return kiln_tuple_u32_u32(q_1, rem_m);
 }
-fn k_div_rn_10(a_p: f32, b_p: f32) -> f32 {
+fn k_div_rn_20(a_p: f32, b_p: f32) -> f32 {
     let t_1: u32 = bitcast<u32>(a_p);
     let t_2: u32 = bitcast<u32>(b_p);
     let ab_3: u32 = t_1;
@@ -260,7 +330,7 @@ fn k_div_rn_10(a_p: f32, b_p: f32) -> f32 {
         rem_9 = (ma_6 << 1u);
         e_8 = (e_8 - 1i);
     }
-    let t_10: kiln_tuple_u32_u32 = k_long_divide_9(rem_9, mb_7);
+    let t_10: kiln_tuple_u32_u32 = k_long_divide_19(rem_9, mb_7);
     var q_11: u32 = t_10.f0;
     let rem_12: u32 = t_10.f1;
     if ((rem_12 > mb_7) || (((rem_12 == mb_7) && (((q_11 & 1u)) == 1u)))) {
@@ -268,7 +338,7 @@ fn k_div_rn_10(a_p: f32, b_p: f32) -> f32 {
     }
     return bitcast<f32>((sign_5 | (((((((bitcast<u32>(e_8)) << 23u)) + q_11)) - 8388608u))));
 }
-fn k_expm1f_11(x_p: f32) -> f32 {
+fn k_expm1f_21(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     let hx_2: u32 = (bits_1 & 2147483647u);
     let sign_3: bool = (bits_1 >= 2147483648u);
@@ -298,10 +368,10 @@ fn k_expm1f_11(x_p: f32) -> f32 {
                 ifv_9 = 5e-1f;
             }
             let half_10: f32 = ifv_9;
-            k_4 = kiln_f32_to_i32(((k_mul_rn_7(K_EXPM1_INV_LN2, x_p) + half_10)));
+            k_4 = kiln_f32_to_i32(((k_mul_rn_17(K_EXPM1_INV_LN2, x_p) + half_10)));
             let t_11: f32 = f32(k_4);
             hi_7 = (x_p - (t_11 * K_EXPM1_LN2_HI));
-            lo_8 = k_mul_rn_7(t_11, K_EXPM1_LN2_LO);
+            lo_8 = k_mul_rn_17(t_11, K_EXPM1_LN2_LO);
         } else {
             if sign_3 {
                 hi_7 = (x_p + K_EXPM1_LN2_HI);
@@ -310,21 +380,21 @@ fn k_expm1f_11(x_p: f32) -> f32 {
             }
         }
         r_5 = (hi_7 - lo_8);
-        c_6 = k_sub_error_8(hi_7, lo_8, r_5);
+        c_6 = k_sub_error_18(hi_7, lo_8, r_5);
     } else {
         if (hx_2 < 855638016u) {
             return x_p;
         }
     }
     let hfx_12: f32 = (5e-1f * r_5);
-    let hxs_13: f32 = k_mul_rn_7(r_5, hfx_12);
-    let r1_14: f32 = (1e0f + k_mul_rn_7(hxs_13, (K_EXPM1_Q1 + k_mul_rn_7(hxs_13, K_EXPM1_Q2))));
-    let t_15: f32 = (3e0f - k_mul_rn_7(r1_14, hfx_12));
-    var e_16: f32 = k_mul_rn_7(hxs_13, k_div_rn_10((r1_14 - t_15), (6e0f - k_mul_rn_7(r_5, t_15))));
+    let hxs_13: f32 = k_mul_rn_17(r_5, hfx_12);
+    let r1_14: f32 = (1e0f + k_mul_rn_17(hxs_13, (K_EXPM1_Q1 + k_mul_rn_17(hxs_13, K_EXPM1_Q2))));
+    let t_15: f32 = (3e0f - k_mul_rn_17(r1_14, hfx_12));
+    var e_16: f32 = k_mul_rn_17(hxs_13, k_div_rn_20((r1_14 - t_15), (6e0f - k_mul_rn_17(r_5, t_15))));
     if (k_4 == 0i) {
-        return (r_5 - ((k_mul_rn_7(r_5, e_16) - hxs_13)));
+        return (r_5 - ((k_mul_rn_17(r_5, e_16) - hxs_13)));
     }
-    e_16 = (k_mul_rn_7(r_5, (e_16 - c_6)) - c_6);
+    e_16 = (k_mul_rn_17(r_5, (e_16 - c_6)) - c_6);
     e_16 = (e_16 - hxs_13);
     if (k_4 == -(1i)) {
         return ((5e-1f * ((r_5 - e_16))) - 5e-1f);
@@ -353,40 +423,93 @@ fn k_expm1f_11(x_p: f32) -> f32 {
     }
     return (((1e0f - ((((e_16 + uf_20)) - r_5)))) * twopk_17);
 }
-fn k_xielu_element_12(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
-    let xf_1: f32 = k_to_f32_3(x_p);
-    let v_2: f32 = (xf_1 * xf_1);
-    let cl_3: f32 = k_to_f32_3(k_from_f32_2(v_2));
-    let v_4: f32 = bitcast<f32>(bitcast<u32>((k_to_f32_3(alpha_p_p) * cl_3)) ^ (kiln_grid.x >> 31u));
-    let cl_5: f32 = k_to_f32_3(k_from_f32_2(v_4));
-    let positive_6: f32 = cl_5;
-    var ifv_7: f32;
-    if (kiln_is_nan(xf_1) || (xf_1 < k_to_f32_3(eps_p))) {
-        ifv_7 = xf_1;
-    } else {
-        ifv_7 = k_to_f32_3(eps_p);
-    }
-    let clamped_8: f32 = ifv_7;
-    let v_9: f32 = k_expm1f_11(clamped_8);
-    let cl_10: f32 = k_to_f32_3(k_from_f32_2(v_9));
-    let em1_11: f32 = cl_10;
-    let v_12: f32 = (em1_11 - xf_1);
-    let cl_13: f32 = k_to_f32_3(k_from_f32_2(v_12));
-    let v_14: f32 = bitcast<f32>(bitcast<u32>((cl_13 * k_to_f32_3(alpha_n_p))) ^ (kiln_grid.x >> 31u));
-    let cl_15: f32 = k_to_f32_3(k_from_f32_2(v_14));
-    let negative_16: f32 = cl_15;
-    var ifv_17: f32;
-    if (xf_1 > 0e0f) {
-        ifv_17 = positive_6;
-    } else {
-        ifv_17 = negative_16;
-    }
-    let branch_18: f32 = ifv_17;
-    let v_19: f32 = bitcast<f32>(bitcast<u32>((xf_1 * k_to_f32_3(beta_p))) ^ (kiln_grid.x >> 31u));
-    let cl_20: f32 = k_to_f32_3(k_from_f32_2(v_19));
-    return k_from_f32_2((branch_18 + cl_20));
+fn k_expm1f_nonpositive_22(x_p: f32) -> f32 {
+    return k_expm1f_21(x_p);
 }
-fn k_fused_xielu_13(x_v: vec2<u32>, out_v: vec2<u32>) {
+fn k_expm1_rounded_pair_23(c_p: array<f32, 2>) -> array<u32, 2> {
+    var c_m: array<f32, 2> = c_p;
+    var quick_1: array<f32, 2> = array<f32, 2>(k_expm1_quick_12(c_m[0u]), k_expm1_quick_12(c_m[1u]));
+    var out_2: array<u32, 2> = k_from_f32_pair_7(quick_1[0u], quick_1[1u]);
+    var ifv_3: kiln_tuple_u32_u32;
+    if k_is_bf16_13() {
+        ifv_3 = kiln_tuple_u32_u32(65535u, 32768u);
+    } else {
+        ifv_3 = kiln_tuple_u32_u32(8191u, 4096u);
+    }
+    let t_4: kiln_tuple_u32_u32 = ifv_3;
+    let dropped_5: u32 = t_4.f0;
+    let midpoint_6: u32 = t_4.f1;
+    var i_7: u32 = 0u;
+    while (i_7 < 2u) {
+        let from_midpoint_8: u32 = (((bitcast<u32>(quick_1[i_7]) & dropped_5)) - (midpoint_6 - K_NEAR));
+        if (!(k_is_16bit_5()) || (from_midpoint_8 <= (2u * K_NEAR))) {
+            out_2[i_7] = k_from_f32_2(k_expm1f_nonpositive_22(c_m[i_7]));
+        }
+        i_7 = (i_7 + 1u);
+    }
+    return out_2;
+}
+fn k_sub_pair_24(a_p: array<u32, 2>, b_p: array<u32, 2>) -> array<u32, 2> {
+    var a_m: array<u32, 2> = a_p;
+    var b_m: array<u32, 2> = b_p;
+    return k_from_f32_pair_7((k_to_f32_6(a_m[0u]) - k_to_f32_6(b_m[0u])), (k_to_f32_6(a_m[1u]) - k_to_f32_6(b_m[1u])));
+}
+fn k_add_pair_25(a_p: array<u32, 2>, b_p: array<u32, 2>) -> array<u32, 2> {
+    var a_m: array<u32, 2> = a_p;
+    var b_m: array<u32, 2> = b_p;
+    return k_from_f32_pair_7((k_to_f32_6(a_m[0u]) + k_to_f32_6(b_m[0u])), (k_to_f32_6(a_m[1u]) + k_to_f32_6(b_m[1u])));
+}
+fn k_xielu_pair_26(x_p: array<u32, 2>, s_p: array<u32, 4>) -> array<u32, 2> {
+    var x_m: array<u32, 2> = x_p;
+    var s_m: array<u32, 4> = s_p;
+    var positive_1: array<u32, 2> = k_mul_pair_8(array<u32, 2>(s_m[0u], s_m[0u]), k_mul_pair_8(x_m, x_m));
+    var xf_2: array<f32, 2> = array<f32, 2>(k_widen_9(x_m[0u]), k_widen_9(x_m[1u]));
+    let e_3: f32 = k_widen_9(s_m[3u]);
+    var em1_4: array<u32, 2> = k_expm1_rounded_pair_23(array<f32, 2>(k_clamp_10(xf_2[0u], e_3), k_clamp_10(xf_2[1u], e_3)));
+    var negative_5: array<u32, 2> = k_mul_pair_8(k_sub_pair_24(em1_4, x_m), array<u32, 2>(s_m[1u], s_m[1u]));
+    var linear_6: array<u32, 2> = k_mul_pair_8(x_m, array<u32, 2>(s_m[2u], s_m[2u]));
+    var ifv_7: u32;
+    if (xf_2[0u] > 0e0f) {
+        ifv_7 = positive_1[0u];
+    } else {
+        ifv_7 = negative_5[0u];
+    }
+    var ifv_8: u32;
+    if (xf_2[1u] > 0e0f) {
+        ifv_8 = positive_1[1u];
+    } else {
+        ifv_8 = negative_5[1u];
+    }
+    var branch_9: array<u32, 2> = array<u32, 2>(ifv_7, ifv_8);
+    return k_add_pair_25(branch_9, linear_6);
+}
+fn k_xielu_element_27(x_p: u32, alpha_p_p: u32, alpha_n_p: u32, beta_p: u32, eps_p: u32) -> u32 {
+    let xf_1: f32 = k_to_f32_6(x_p);
+    let v_2: f32 = (xf_1 * xf_1);
+    let cl_3: f32 = k_to_f32_6(k_from_f32_2(v_2));
+    let v_4: f32 = bitcast<f32>(bitcast<u32>((k_to_f32_6(alpha_p_p) * cl_3)) ^ (kiln_grid.x >> 31u));
+    let cl_5: f32 = k_to_f32_6(k_from_f32_2(v_4));
+    let positive_6: f32 = cl_5;
+    let v_7: f32 = k_expm1f_nonpositive_22(k_clamp_10(xf_1, k_to_f32_6(eps_p)));
+    let cl_8: f32 = k_to_f32_6(k_from_f32_2(v_7));
+    let em1_9: f32 = cl_8;
+    let v_10: f32 = (em1_9 - xf_1);
+    let cl_11: f32 = k_to_f32_6(k_from_f32_2(v_10));
+    let v_12: f32 = bitcast<f32>(bitcast<u32>((cl_11 * k_to_f32_6(alpha_n_p))) ^ (kiln_grid.x >> 31u));
+    let cl_13: f32 = k_to_f32_6(k_from_f32_2(v_12));
+    let negative_14: f32 = cl_13;
+    var ifv_15: f32;
+    if (xf_1 > 0e0f) {
+        ifv_15 = positive_6;
+    } else {
+        ifv_15 = negative_14;
+    }
+    let branch_16: f32 = ifv_15;
+    let v_17: f32 = bitcast<f32>(bitcast<u32>((xf_1 * k_to_f32_6(beta_p))) ^ (kiln_grid.x >> 31u));
+    let cl_18: f32 = k_to_f32_6(k_from_f32_2(v_17));
+    return k_from_f32_2((branch_16 + cl_18));
+}
+fn k_fused_xielu_28(x_v: vec2<u32>, out_v: vec2<u32>) {
     let t_1: u32 = k_from_f32_2(bitcast<f32>(kiln_meta[1u]));
     let t_2: u32 = k_from_f32_2(bitcast<f32>(kiln_meta[2u]));
     let alpha_p_3: u32 = t_1;
@@ -405,17 +528,24 @@ fn k_fused_xielu_13(x_v: vec2<u32>, out_v: vec2<u32>) {
             var ys_14: array<u32, 8> = xs_13;
             var j_15: u32 = 0u;
             while (j_15 < K_CHUNK) {
-                ys_14[j_15] = k_xielu_element_12(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
-                j_15 = (j_15 + 1u);
+                if k_is_16bit_5() {
+                    var y_16: array<u32, 2> = k_xielu_pair_26(array<u32, 2>(xs_13[j_15], xs_13[(j_15 + 1u)]), array<u32, 4>(alpha_p_3, alpha_n_4, beta_7, eps_8));
+                    ys_14[j_15] = y_16[0u];
+                    ys_14[(j_15 + 1u)] = y_16[1u];
+                } else {
+                    ys_14[j_15] = k_xielu_element_27(xs_13[j_15], alpha_p_3, alpha_n_4, beta_7, eps_8);
+                    ys_14[(j_15 + 1u)] = k_xielu_element_27(xs_13[(j_15 + 1u)], alpha_p_3, alpha_n_4, beta_7, eps_8);
+                }
+                j_15 = (j_15 + 2u);
             }
             kiln_setchunk8_b1(out_v, at_12, ys_14);
             at_12 = (at_12 + (KILN_BLOCK * K_CHUNK));
         }
     } else {
-        var i_16: u32 = (start_9 + kiln_thread);
-        while (i_16 < end_10) {
-            kiln_set_b1(out_v, i_16, k_xielu_element_12(kiln_get_b0(x_v, i_16), alpha_p_3, alpha_n_4, beta_7, eps_8));
-            i_16 = (i_16 + KILN_BLOCK);
+        var i_17: u32 = (start_9 + kiln_thread);
+        while (i_17 < end_10) {
+            kiln_set_b1(out_v, i_17, k_xielu_element_27(kiln_get_b0(x_v, i_17), alpha_p_3, alpha_n_4, beta_7, eps_8));
+            i_17 = (i_17 + KILN_BLOCK);
         }
     }
 }
@@ -428,5 +558,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     if linear >= kiln_grid.x * kiln_grid.y * kiln_grid.z { return; }
     kiln_block = vec3<u32>(linear % kiln_grid.x, (linear / kiln_grid.x) % kiln_grid.y, linear / (kiln_grid.x * kiln_grid.y));
     kiln_thread = lii;
-    k_fused_xielu_13(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
+    k_fused_xielu_28(vec2<u32>(kiln_meta[5u], kiln_meta[6u]), vec2<u32>(kiln_meta[7u], kiln_meta[8u]));
 }

@@ -8,7 +8,7 @@
 //! so the bits match a graph that computes in `T`.
 
 use crate::kernel::shape;
-use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use crate::{is_16bit, Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
 
 crate::params! {
     /// Params of `fused_xielu`. `alpha_p` and `alpha_n` are the effective (post-softplus) values.
@@ -95,17 +95,39 @@ pub fn xielu_element<T: Element, B: Block>(
     let r = |v: f32| T::from_f32(v).to_f32();
     let xf = x.to_f32();
     let positive = r(b.unfused(alpha_p.to_f32() * r(xf * xf)));
-    // `min` that propagates NaN, as the graph's minimum does.
-    let clamped = if xf.is_nan() || xf < eps.to_f32() {
-        xf
-    } else {
-        eps.to_f32()
-    };
     // `min(x, ε)` is x or ε, both values of T already: its rounding is the identity.
-    let em1 = r(libm::expm1f(clamped));
+    let em1 = r(crate::expm1f_nonpositive(clamp(xf, eps.to_f32())));
     let negative = r(b.unfused(r(em1 - xf) * alpha_n.to_f32()));
     let branch = if xf > 0.0 { positive } else { negative };
     T::from_f32(branch + r(b.unfused(xf * beta.to_f32())))
+}
+
+/// `min(x, ε)` propagating NaN, as the graph's minimum does.
+#[inline(always)]
+fn clamp(x: f32, eps: f32) -> f32 {
+    if x.is_nan() || x < eps {
+        x
+    } else {
+        eps
+    }
+}
+
+/// Two elements of a 16-bit `T` through [`xielu_element`]'s chain, every op but `expm1` one
+/// packed operation of `T` for both ([`Element::mul_pair`]: the same bits as the f32 op
+/// rounded, and no rounding left to fuse across); `s` is `[α_p, α_n, β, ε]` in `T`.
+#[inline(always)]
+pub fn xielu_pair<T: Element>(x: [T; 2], s: [T; 4]) -> [T; 2] {
+    let positive = T::mul_pair([s[0]; 2], T::mul_pair(x, x));
+    let xf = [x[0].widen(), x[1].widen()];
+    let e = s[3].widen();
+    let em1 = crate::expm1_rounded_pair::<T>([clamp(xf[0], e), clamp(xf[1], e)]);
+    let negative = T::mul_pair(T::sub_pair(em1, x), [s[1]; 2]);
+    let linear = T::mul_pair(x, [s[2]; 2]);
+    let branch = [
+        if xf[0] > 0.0 { positive[0] } else { negative[0] },
+        if xf[1] > 0.0 { positive[1] } else { negative[1] },
+    ];
+    T::add_pair(branch, linear)
 }
 
 /// The body: block `k` handles the tile `[k·TILE, (k+1)·TILE)`; thread `t` takes chunks
@@ -125,8 +147,15 @@ pub fn fused_xielu<T: Element, B: Block>(b: &B, p: &XieluParams, x: Src<T>, out:
             let mut ys = xs;
             let mut j = 0;
             while j < CHUNK {
-                ys[j] = xielu_element(b, xs[j], alpha_p, alpha_n, beta, eps);
-                j += 1;
+                if is_16bit::<T>() {
+                    let y = xielu_pair([xs[j], xs[j + 1]], [alpha_p, alpha_n, beta, eps]);
+                    ys[j] = y[0];
+                    ys[j + 1] = y[1];
+                } else {
+                    ys[j] = xielu_element(b, xs[j], alpha_p, alpha_n, beta, eps);
+                    ys[j + 1] = xielu_element(b, xs[j + 1], alpha_p, alpha_n, beta, eps);
+                }
+                j += 2;
             }
             out.set_chunk(at, ys);
             at += b.size() as usize * CHUNK;
