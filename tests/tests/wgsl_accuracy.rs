@@ -7,9 +7,9 @@
 //!   the rotation's roundings give (the cpu port's error is printed beside it);
 //! - `fused_xielu` f32, f16 and bf16 over its whole input range (large negative inputs, the
 //!   output's zero crossing, NaN and infinities included), each element within one ulp of the
-//!   per-op chain of spec §10 (the engine's reference), and the cpu port bit for bit; where
-//!   the input or the result is subnormal the adapter may flush it (Vulkan allows it), and the
-//!   chain of the flushed input, flushed, is held to the same bound.
+//!   per-op chain of spec §10 (the engine's reference), and the cpu port bit for bit; where a
+//!   subnormal input, intermediate or result changes the chain the adapter may flush it
+//!   (Vulkan allows it), and the chain with every value flushed is held to the same bound.
 //!
 //! The precise libm functions themselves are checked per element on the adapter by
 //! `tests/tests/wgsl_libm.rs`.
@@ -393,36 +393,42 @@ fn words(bytes: &[u8], dtype: DType) -> Vec<u32> {
     }
 }
 
-/// `bits` (a value of `dtype`) with a subnormal flushed to zero of its sign.
-fn flush_bits(bits: u32, dtype: DType) -> u32 {
-    let (sign, exp_mask) = sign_and_exponent(dtype);
-    if bits & exp_mask == 0 {
-        bits & sign
-    } else {
-        bits
-    }
-}
-
-/// The reference's bits as an adapter that flushes subnormals computes them (Vulkan's default
-/// float controls allow it and NVIDIA's driver does): f32 subnormal inputs read as zero, and
-/// subnormal results written as zero. f16's subnormals are normal f32 values, never flushed.
+/// The per-op chain of spec §10 as an adapter that flushes f32 subnormals computes it (Vulkan's
+/// default float controls allow it and NVIDIA's driver does): the input, every op's f32 result
+/// and every value rounded to `T` flushed to zero of its sign. f16's subnormals are normal f32
+/// values, never flushed. An intermediate counts, not only the input and the result: bf16
+/// `x = 0x00ff` (just under 2^-125) makes `x·0.5` subnormal, and the chain's final rounding
+/// carries it up to the smallest normal, 0x0080, where the adapter's flushed product gives 0.
 fn xielu_flushed_reference<T: Element>(p: &XieluParams, xs: &[f32]) -> Vec<u32> {
-    if T::DTYPE == DType::F16 {
-        return xielu_reference::<T>(p, xs);
-    }
-    let flushed: Vec<f32> = xs
-        .iter()
+    let keeps_subnormals = T::DTYPE == DType::F16;
+    let ftz = |v: f32| {
+        if v.is_subnormal() {
+            0.0f32.copysign(v)
+        } else {
+            v
+        }
+    };
+    // An f32 op's result, flushed, rounded to `T`, and flushed again where `T` is f32-ranged.
+    let round = |v: f32| {
+        let r = T::from_f32(ftz(v)).to_f32();
+        if keeps_subnormals {
+            r
+        } else {
+            ftz(r)
+        }
+    };
+    let (alpha_p, alpha_n) = (round(p.alpha_p), round(p.alpha_n));
+    let (beta, eps) = (round(p.beta), round(p.eps));
+    xs.iter()
         .map(|&v| {
-            if v.is_subnormal() {
-                0.0f32.copysign(v)
-            } else {
-                v
-            }
+            let x = round(v);
+            let positive = round(alpha_p * round(x * x));
+            let clamped = if x.is_nan() || x < eps { x } else { eps };
+            let negative = round(round(round(libm::expm1f(clamped)) - x) * alpha_n);
+            let branch = if x > 0.0 { positive } else { negative };
+            // A value of `T` already: the conversion is exact.
+            T::from_f32(round(branch + round(x * beta))).to_bits32()
         })
-        .collect();
-    xielu_reference::<T>(p, &flushed)
-        .into_iter()
-        .map(|w| flush_bits(w, T::DTYPE))
         .collect()
 }
 
@@ -490,8 +496,9 @@ fn xielu_is_within_one_ulp_of_the_per_op_chain_over_its_whole_range() {
                 let (mut worst, mut over, mut flushed) = ((0u64, 0usize), 0, 0);
                 for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
                     let mut d = ulp_distance(g, w, dtype);
-                    // The device may flush where the input or the result is subnormal.
-                    let subnormal = xs[i].is_subnormal() || flush_bits(w, dtype) != w;
+                    // The device may flush where a subnormal (input, intermediate or result)
+                    // changes the chain.
+                    let subnormal = want_flushed[i] != w;
                     if d > bound && port != "cpu" && subnormal {
                         let df = ulp_distance(g, want_flushed[i], dtype);
                         if df <= bound {
@@ -521,4 +528,36 @@ fn xielu_is_within_one_ulp_of_the_per_op_chain_over_its_whole_range() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// The flushing adapter's chain on the host: bf16 `x = 0x00ff` with Apertus' β = 0.5 (seen on
+/// NVIDIA's Vulkan driver, seed 1796651772960275199) rounds a subnormal `x·β` up to the
+/// smallest normal, which a flushed product gives as 0; away from subnormals the flushed chain
+/// is the chain.
+#[test]
+fn the_flushed_chain_flushes_intermediates_and_only_subnormals() {
+    let p = XieluParams {
+        n: 1,
+        alpha_p: 0.7936,
+        alpha_n: 1.2931,
+        beta: 0.5,
+        eps: -1e-6,
+    };
+    let x = [Bf16(0x00ff).to_f32()];
+    assert_eq!(xielu_reference::<Bf16>(&p, &x), [0x0080]);
+    assert_eq!(xielu_flushed_reference::<Bf16>(&p, &x), [0x0000]);
+    let mut rng = Rng(kiln_tests::seed("wgsl_accuracy flushed chain"));
+    let xs: Vec<f32> = (0..4096).map(|_| rng.uniform(-20.0, 20.0)).collect();
+    assert_eq!(
+        xielu_flushed_reference::<f32>(&p, &xs),
+        xielu_reference::<f32>(&p, &xs)
+    );
+    assert_eq!(
+        xielu_flushed_reference::<F16>(&p, &xs),
+        xielu_reference::<F16>(&p, &xs)
+    );
+    assert_eq!(
+        xielu_flushed_reference::<Bf16>(&p, &xs),
+        xielu_reference::<Bf16>(&p, &xs)
+    );
 }
