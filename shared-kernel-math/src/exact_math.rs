@@ -87,7 +87,7 @@ const NEAR: u32 = 4;
 
 /// `[T::from_f32(libm::expm1f(c₀)), T::from_f32(libm::expm1f(c₁))]` for `c ≤ 0` (and NaN), the
 /// same bits. A degree-7 polynomial after reduction by ln 2 lands within a few f32 ulps of
-/// libm's value, so both round to the same 16-bit `T` unless that value is within [`NEAR`] ulps
+/// libm's value, so both round to the same 16-bit `T` unless that value is within 4 ulps
 /// of a rounding midpoint of `T` (the f32 bits `T` drops are near half their range); only there,
 /// about one value in a thousand for f16, are libm's own steps run. For f32 every value is.
 /// (A result too small to be normal in f16 is within 2^-29 of `c`, itself a value of `T`: both

@@ -306,8 +306,8 @@ fn gumbel_split_counts_follow_the_spec_rule() {
 }
 
 /// The op's split on a device: the spec's rule on the host ports (they cannot say how many
-/// blocks they hold), on a GPU the rule aimed at its resident blocks — never fewer splits than
-/// the rule, never more than a row's chunks or 64.
+/// blocks they hold), on a GPU as many as its resident blocks hold in one wave — never fewer
+/// splits than the rule, never more than a row's chunks or 64.
 #[test]
 fn gumbel_splits_on_a_device_aim_at_its_resident_blocks() {
     for dev in kiln_tests::test_devices() {
@@ -325,7 +325,7 @@ fn gumbel_splits_on_a_device_aim_at_its_resident_blocks() {
             } else {
                 let cap = vocab.div_ceil(1024).min(64);
                 assert!(
-                    got >= rule && got <= cap && got.is_power_of_two(),
+                    got >= rule && got <= cap,
                     "{}: {rows} x {vocab}: {got} splits (rule {rule})",
                     dev.name()
                 );

@@ -45,7 +45,7 @@ use kiln_math::kernels::fused_rope_qk_append::RopeAppendParams;
 use kiln_math::kernels::fused_xielu::XieluParams;
 use kiln_math::kernels::gumbel_max_merge::GumbelMergeParams;
 use kiln_math::kernels::gumbel_max_sample::{
-    splits_for_blocks, GumbelMaxSample, GumbelParams, MAX_SPLITS, TARGET_BLOCKS,
+    splits_for_resident, GumbelMaxSample, GumbelParams, MAX_SPLITS,
 };
 use kiln_math::kernels::speculative_accept::{
     SpeculativeParams, RULE_GREEDY, RULE_SAMPLER_MATCH, RULE_STOCHASTIC,
@@ -238,9 +238,9 @@ pub fn gumbel_splits(rows: usize, vocab: usize) -> usize {
     kiln_math::kernels::gumbel_max_sample::splits_for(rows, vocab)
 }
 
-/// The split count [`gumbel_max_sample`] takes on `dev`: spec §5's rule aiming at the blocks of
-/// the kernel the GPU holds at once (at least 64; 64 where the device cannot say), so 64 rows
-/// of a large vocabulary fill an H200 instead of taking one block each.
+/// The split count [`gumbel_max_sample`] takes on `dev`: as many blocks as the GPU holds of the
+/// kernel at once, in one wave ([`splits_for_resident`]), so 64 rows of a large vocabulary fill
+/// an H100 instead of taking one block each; spec §5's rule where the device cannot say.
 pub fn gumbel_splits_on(dev: &Device, dtype: DType, rows: usize, vocab: usize) -> usize {
     let p = GumbelParams {
         rows: rows as u32,
@@ -252,7 +252,10 @@ pub fn gumbel_splits_on(dev: &Device, dtype: DType, rows: usize, vocab: usize) -
     let kernel = KernelId::GumbelMaxSample;
     let words = kiln_math::Params::words(&p);
     let resident = crate::launch::resident_blocks(dev, kernel, dtype, words, block);
-    splits_for_blocks(rows, vocab, resident.unwrap_or(0).max(TARGET_BLOCKS))
+    match resident {
+        Some(resident) => splits_for_resident(rows, vocab, resident),
+        None => gumbel_splits(rows, vocab),
+    }
 }
 
 /// Scratch bytes [`gumbel_max_sample_split`] takes for `rows` rows of `splits` splits (the

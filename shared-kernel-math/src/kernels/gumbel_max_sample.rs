@@ -94,6 +94,16 @@ pub fn splits_for_blocks(rows: usize, vocab: usize, target_blocks: usize) -> usi
     want.min(cap)
 }
 
+/// The split count on a device that holds `resident` blocks of the kernel at once: the most
+/// splits whose `rows · S` blocks still run in one wave (a partial second wave leaves most of the
+/// device idle while it runs: 64 rows at 16 splits were 1.3 waves of an H100's 792 blocks), at
+/// least spec §5's rule, at most 64 and a row's chunks of 1024 entries. Any split count gives
+/// the same token.
+pub fn splits_for_resident(rows: usize, vocab: usize, resident: usize) -> usize {
+    let most = MAX_SPLITS.min(vocab.div_ceil(CHUNK)).max(1);
+    (resident / rows.max(1)).clamp(splits_for(rows, vocab), most)
+}
+
 crate::params! {
     /// Params of `gumbel_max_sample`.
     pub struct GumbelParams {
@@ -248,5 +258,22 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
         let at = row as usize * p.splits as usize + split as usize;
         vals.set(at, value);
         idxs.set(at, winner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{splits_for, splits_for_resident};
+
+    /// One wave of the resident blocks where the row allows it, the rule's floor, the caps.
+    #[test]
+    fn splits_for_resident_fills_one_wave() {
+        assert_eq!(splits_for_resident(64, 152_064, 792), 12);
+        assert_eq!(splits_for_resident(1, 152_064, 792), 64);
+        assert_eq!(splits_for_resident(8, 152_064, 792), 64);
+        assert_eq!(splits_for_resident(3, 5003, 792), 5);
+        assert_eq!(splits_for_resident(1000, 152_064, 792), 1);
+        assert_eq!(splits_for_resident(1, 1000, 0), splits_for(1, 1000));
+        assert_eq!(splits_for_resident(2, 152_064, 0), splits_for(2, 152_064));
     }
 }
