@@ -193,6 +193,8 @@ impl Element for F16 {
         #[cfg(not(target_arch = "nvptx64"))]
         [F16(f32_to_f16_bits(a)), F16(f32_to_f16_bits(b))]
     }
+    // The pair operations are written out in each impl, not generated: the WGSL translator
+    // reads an impl's method bodies from source.
     #[inline(always)]
     fn mul_pair(a: [Self; 2], b: [Self; 2]) -> [Self; 2] {
         #[cfg(target_arch = "nvptx64")]
