@@ -242,6 +242,20 @@ pub fn gumbel_splits(rows: usize, vocab: usize) -> usize {
 /// kernel at once, in one wave ([`splits_for_resident`]), so 64 rows of a large vocabulary fill
 /// an H100 instead of taking one block each; spec §5's rule where the device cannot say.
 pub fn gumbel_splits_on(dev: &Device, dtype: DType, rows: usize, vocab: usize) -> usize {
+    match gumbel_resident_blocks(dev, dtype, rows, vocab) {
+        Some(resident) => splits_for_resident(rows, vocab, resident),
+        None => gumbel_splits(rows, vocab),
+    }
+}
+
+/// Blocks of `gumbel_max_sample` that `dev` holds at once for `rows × vocab` logits of `dtype`;
+/// `None` on the host ports, which cannot say.
+pub fn gumbel_resident_blocks(
+    dev: &Device,
+    dtype: DType,
+    rows: usize,
+    vocab: usize,
+) -> Option<usize> {
     let p = GumbelParams {
         rows: rows as u32,
         vocab: vocab as u32,
@@ -249,13 +263,8 @@ pub fn gumbel_splits_on(dev: &Device, dtype: DType, rows: usize, vocab: usize) -
         ..Default::default()
     };
     let block = <GumbelMaxSample as kiln_math::KernelDef>::launch(&p).block;
-    let kernel = KernelId::GumbelMaxSample;
     let words = kiln_math::Params::words(&p);
-    let resident = crate::launch::resident_blocks(dev, kernel, dtype, words, block);
-    match resident {
-        Some(resident) => splits_for_resident(rows, vocab, resident),
-        None => gumbel_splits(rows, vocab),
-    }
+    crate::launch::resident_blocks(dev, KernelId::GumbelMaxSample, dtype, words, block)
 }
 
 /// Scratch bytes [`gumbel_max_sample_split`] takes for `rows` rows of `splits` splits (the

@@ -76,14 +76,8 @@ pub const TARGET_BLOCKS: usize = 64;
 /// Spec §5's split count: `want`, the smallest power of two with `rows · want ≥ 64`, and
 /// `cap`, the largest power of two ≤ `ceil(vocab / 1024)`, both at most 64; `S = min(want, cap)`.
 pub fn splits_for(rows: usize, vocab: usize) -> usize {
-    splits_for_blocks(rows, vocab, TARGET_BLOCKS)
-}
-
-/// [`splits_for`] with `target_blocks` in place of 64: a device that holds more blocks at once
-/// asks for more splits per row (the token is the same for every split count).
-pub fn splits_for_blocks(rows: usize, vocab: usize, target_blocks: usize) -> usize {
     let mut want = 1;
-    while want < MAX_SPLITS && rows.saturating_mul(want) < target_blocks {
+    while want < MAX_SPLITS && rows.saturating_mul(want) < TARGET_BLOCKS {
         want *= 2;
     }
     let chunks = vocab.div_ceil(CHUNK);
