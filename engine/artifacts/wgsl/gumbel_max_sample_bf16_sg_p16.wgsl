@@ -15,6 +15,10 @@ var<private> kiln_thread: u32;
 var<private> kiln_block: vec3<u32>;
 var<private> kiln_grid: vec3<u32>;
 
+struct kiln_tuple_a8u32_a8f32 {
+    f0: array<u32, 8>,
+    f1: array<f32, 8>,
+}
 struct kiln_tuple_f32_u32 {
     f0: f32,
     f1: u32,
@@ -25,7 +29,7 @@ struct kiln_tuple_u32_u32 {
 }
 const K_BOUNDS: u32 = (2u * K_LEVEL);
 const K_BOUND_BITS: u32 = 8u;
-const K_CHUNK_GROUPS: u32 = 256u;
+const K_CHUNK: u32 = 1024u;
 const K_LEVEL: u32 = (1u << K_BOUND_BITS);
 const K_LN2_HI: f32 = 6.9314575e-1f;
 const K_LN2_LO: f32 = 1.4286068e-6f;
@@ -33,6 +37,8 @@ const K_PHILOX_M0: u32 = 3528531795u;
 const K_PHILOX_M1: u32 = 3449720151u;
 const K_PHILOX_W0: u32 = 2654435769u;
 const K_PHILOX_W1: u32 = 3144134277u;
+const K_STEP: u32 = 8u;
+const K_STEPS_PER_CHUNK: u32 = ((K_CHUNK / K_STEP));
 
 // Records the first out-of-bounds access (buffer, index, block); the engine reports it as a
 // kernel fault. The access itself is skipped.
@@ -74,6 +80,10 @@ fn kiln_get_b0(v: vec2<u32>, i: u32) -> u32 {
     let j = v.x + i;
     return (kiln_buf0[j / 2u] >> ((j % 2u) * 16u)) & 0xffffu;
 }
+fn kiln_get_b0_u(v: vec2<u32>, i: u32) -> u32 {
+    let j = v.x + i;
+    return (kiln_buf0[j / 2u] >> ((j % 2u) * 16u)) & 0xffffu;
+}
 fn kiln_get_scratch(v: vec2<u32>, i: u32) -> u32 {
     if i >= v.y { kiln_fault_at(4294967294u, i); return kiln_zero_u32(); }
     return kiln_scratch[v.x + i];
@@ -81,6 +91,12 @@ fn kiln_get_scratch(v: vec2<u32>, i: u32) -> u32 {
 fn kiln_get_shared_f32(v: vec2<u32>, i: u32) -> f32 {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return kiln_zero_f32(); }
     return bitcast<f32>(kiln_shared[v.x + i]);
+}
+fn kiln_getchunk8_b0(v: vec2<u32>, i: u32) -> array<u32, 8> {
+    var c: array<u32, 8>;
+    if i >= v.y || v.y - i < 8u { kiln_fault_at(0u, i + 8u); return c; }
+    for (var j = 0u; j < 8u; j++) { c[j] = kiln_get_b0_u(v, i + j); }
+    return c;
 }
 fn kiln_set_b1(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y { kiln_fault_at(1u, i); return; }
@@ -98,10 +114,53 @@ fn kiln_set_shared_f32(v: vec2<u32>, i: u32, x: f32) {
     if i >= v.y || v.x + i >= KILN_SHARED_WORDS { kiln_fault_at(4294967293u, i); return; }
     kiln_shared[v.x + i] = bitcast<u32>(x);
 }
-fn k_uniform_open_1(word_p: u32) -> f32 {
+fn k_step_start_1(split_p: u32, steps_p: u32, step_p: u32) -> u32 {
+    var step_1: u32 = step_p;
+    if (step_1 >= steps_p) {
+        step_1 = 0u;
+    }
+    let chunk_2: u32 = (split_p + (((step_1 / K_STEPS_PER_CHUNK)) * kiln_meta[2u]));
+    let start_3: u32 = ((chunk_2 * K_CHUNK) + (((step_1 % K_STEPS_PER_CHUNK)) * K_STEP));
+    var ifv_4: u32;
+    if (start_3 < kiln_meta[1u]) {
+        ifv_4 = start_3;
+    } else {
+        ifv_4 = (split_p * K_CHUNK);
+    }
+    return ifv_4;
+}
+fn k_to_f32_2(self_v: u32) -> f32 {
+    return bitcast<f32>(((self_v) << 16u));
+}
+fn k_load_step_3(logits_v: vec2<u32>, row_p: u32, start_p: u32, wide_p: bool) -> array<f32, 8> {
+    let base_1: u32 = (row_p * kiln_meta[1u]);
+    var x_2: array<f32, 8> = array<f32, 8>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+    if (wide_p && ((start_p + K_STEP) <= kiln_meta[1u])) {
+        var blk_3: array<u32, 8>;
+        {
+            blk_3 = kiln_getchunk8_b0(logits_v, (base_1 + start_p));
+        }
+        var v_4: array<u32, 8> = blk_3;
+        var k_5: u32 = 0u;
+        while (k_5 < K_STEP) {
+            x_2[k_5] = k_to_f32_2(v_4[k_5]);
+            k_5 = (k_5 + 1u);
+        }
+    } else {
+        var k_6: u32 = 0u;
+        while (k_6 < K_STEP) {
+            if ((start_p + (k_6)) < kiln_meta[1u]) {
+                x_2[k_6] = k_to_f32_2(kiln_get_b0(logits_v, ((base_1 + start_p) + k_6)));
+            }
+            k_6 = (k_6 + 1u);
+        }
+    }
+    return x_2;
+}
+fn k_uniform_open_4(word_p: u32) -> f32 {
     return (((f32(((word_p >> 9u))) + 5e-1f)) * ((1e0f / 8.388608e6f)));
 }
-fn k_log_core_2(f_p: f32) -> f32 {
+fn k_log_core_5(f_p: f32) -> f32 {
     let s_1: f32 = (f_p / ((2e0f + f_p)));
     let z_2: f32 = (s_1 * s_1);
     let r_3: f32 = ((2e0f / 9e0f) + (z_2 * (((2e0f / 1.1e1f) + (z_2 * ((2e0f / 1.3e1f)))))));
@@ -111,7 +170,7 @@ fn k_log_core_2(f_p: f32) -> f32 {
     let hfsq_7: f32 = ((5e-1f * f_p) * f_p);
     return ((s_1 * ((hfsq_7 + r_6))) - hfsq_7);
 }
-fn k_logf_3(x_p: f32) -> f32 {
+fn k_logf_6(x_p: f32) -> f32 {
     let bits_1: u32 = bitcast<u32>(x_p);
     if kiln_is_nan(x_p) {
         return x_p;
@@ -140,12 +199,12 @@ fn k_logf_3(x_p: f32) -> f32 {
     }
     let f_6: f32 = (m_5 - 1e0f);
     let ef_7: f32 = f32(e_3);
-    return (((((ef_7 * K_LN2_LO) + k_log_core_2(f_6))) + f_6) + (ef_7 * K_LN2_HI));
+    return (((((ef_7 * K_LN2_LO) + k_log_core_5(f_6))) + f_6) + (ef_7 * K_LN2_HI));
 }
-fn k_gumbel_noise_4(word_p: u32) -> f32 {
-    return -(k_logf_3(-(k_logf_3(k_uniform_open_1(word_p)))));
+fn k_gumbel_noise_7(word_p: u32) -> f32 {
+    return -(k_logf_6(-(k_logf_6(k_uniform_open_4(word_p)))));
 }
-fn k_noise_bound_5(j_p: u32) -> f32 {
+fn k_noise_bound_8(j_p: u32) -> f32 {
     var ifv_1: u32;
     if (j_p < K_LEVEL) {
         ifv_1 = (((j_p << ((32u - K_BOUND_BITS)))) | ((0xffffffffu >> K_BOUND_BITS)));
@@ -154,10 +213,10 @@ fn k_noise_bound_5(j_p: u32) -> f32 {
         ifv_1 = ((((((K_LEVEL - 1u)) << ((32u - K_BOUND_BITS)))) | next_2) | ((0xffffffffu >> ((2u * K_BOUND_BITS)))));
     }
     let largest_3: u32 = ifv_1;
-    let g_4: f32 = k_gumbel_noise_4(largest_3);
+    let g_4: f32 = k_gumbel_noise_7(largest_3);
     return (g_4 + (((bitcast<f32>(bitcast<u32>(g_4) & 0x7fffffffu) + 1e0f)) * ((1e0f / 6.5536e4f))));
 }
-fn k_mulhilo32_6(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+fn k_mulhilo32_9(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let t_1: u32 = (a_p & 65535u);
     let t_2: u32 = (a_p >> 16u);
     let a0_3: u32 = t_1;
@@ -174,10 +233,10 @@ fn k_mulhilo32_6(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
     let hi_14: u32 = ((((a1_4 * b1_8) + ((cross0_10 >> 16u))) + ((cross1_11 >> 16u))) + ((middle_12 >> 16u)));
     return kiln_tuple_u32_u32(hi_14, lo_13);
 }
-fn k_mul_wide_7(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
-    return k_mulhilo32_6(a_p, b_p);
+fn k_mul_wide_10(a_p: u32, b_p: u32) -> kiln_tuple_u32_u32 {
+    return k_mulhilo32_9(a_p, b_p);
 }
-fn k_philox_rounds_8(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_philox_rounds_11(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
     let t_1: array<u32, 4> = counter_m;
@@ -188,13 +247,13 @@ fn k_philox_rounds_8(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u3
     while (round_5 < 10i) {
         let x_6: u32 = K_PHILOX_M0;
         let y_7: u32 = c_3[0u];
-        let cl_8: kiln_tuple_u32_u32 = k_mul_wide_7(x_6, y_7);
+        let cl_8: kiln_tuple_u32_u32 = k_mul_wide_10(x_6, y_7);
         let t_9: kiln_tuple_u32_u32 = cl_8;
         let hi0_10: u32 = t_9.f0;
         let lo0_11: u32 = t_9.f1;
         let x_12: u32 = K_PHILOX_M1;
         let y_13: u32 = c_3[2u];
-        let cl_14: kiln_tuple_u32_u32 = k_mul_wide_7(x_12, y_13);
+        let cl_14: kiln_tuple_u32_u32 = k_mul_wide_10(x_12, y_13);
         let t_15: kiln_tuple_u32_u32 = cl_14;
         let hi1_16: u32 = t_15.f0;
         let lo1_17: u32 = t_15.f1;
@@ -204,18 +263,15 @@ fn k_philox_rounds_8(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u3
     }
     return c_3;
 }
-fn k_philox4x32_10_on_9(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
+fn k_philox4x32_10_on_12(counter_p: array<u32, 4>, key_p: array<u32, 2>) -> array<u32, 4> {
     var counter_m: array<u32, 4> = counter_p;
     var key_m: array<u32, 2> = key_p;
-    return k_philox_rounds_8(counter_m, key_m);
+    return k_philox_rounds_11(counter_m, key_m);
 }
-fn k_to_f32_10(self_v: u32) -> f32 {
-    return bitcast<f32>(((self_v) << 16u));
-}
-fn k_quotient_bound_11(q_p: f32) -> f32 {
+fn k_quotient_bound_13(q_p: f32) -> f32 {
     return (q_p + (((bitcast<f32>(bitcast<u32>(q_p) & 0x7fffffffu) * ((1e0f / 2.097152e6f))) + bitcast<f32>(0x00800000u))));
 }
-fn k_bound_index_12(w_p: u32) -> u32 {
+fn k_bound_index_14(w_p: u32) -> u32 {
     let top_1: u32 = (w_p >> ((32u - K_BOUND_BITS)));
     var ifv_2: u32;
     if (top_1 == (K_LEVEL - 1u)) {
@@ -225,31 +281,62 @@ fn k_bound_index_12(w_p: u32) -> u32 {
     }
     return ifv_2;
 }
-fn k_max_total_13(a_p: f32, b_p: f32) -> f32 {
-    if kiln_is_nan(a_p) {
-        return b_p;
+fn k_bound_step_15(bounds_v: vec2<u32>, row_p: u32, start_p: u32, x_p: array<f32, 8>, inv_t_p: f32) -> kiln_tuple_a8u32_a8f32 {
+    var x_m: array<f32, 8> = x_p;
+    let group_1: u32 = (start_p / 4u);
+    var lo_2: array<u32, 4> = k_philox4x32_10_on_12(array<u32, 4>(group_1, 0u, row_p, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
+    var hi_3: array<u32, 4> = k_philox4x32_10_on_12(array<u32, 4>((group_1 + 1u), 0u, row_p, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
+    var w_4: array<u32, 8> = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    var bound_5: array<f32, 8> = array<f32, 8>(0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f, 0e0f);
+    var k_6: u32 = 0u;
+    while (k_6 < 8u) {
+        var ifv_7: u32;
+        if (k_6 < 4u) {
+            ifv_7 = lo_2[k_6];
+        } else {
+            ifv_7 = hi_3[(k_6 - 4u)];
+        }
+        w_4[k_6] = ifv_7;
+        bound_5[k_6] = (k_quotient_bound_13((x_m[k_6] * inv_t_p)) + kiln_get_shared_f32(bounds_v, k_bound_index_14(w_4[k_6])));
+        k_6 = (k_6 + 1u);
     }
-    if kiln_is_nan(b_p) {
-        return a_p;
-    }
-    var ifv_1: f32;
-    if ((b_p > a_p) || (((b_p == a_p) && ((bitcast<u32>(b_p) >> 31u) == 0u)))) {
-        ifv_1 = b_p;
-    } else {
-        ifv_1 = a_p;
-    }
-    return ifv_1;
+    return kiln_tuple_a8u32_a8f32(w_4, bound_5);
 }
-fn k_wave_max_14(v_p: f32) -> f32 {
+fn k_wave_max_of_numbers_16(v_p: f32) -> f32 {
     var v_1: f32 = v_p;
     var m_2: u32 = (KILN_WAVE / 2u);
     while (m_2 > 0u) {
-        v_1 = k_max_total_13(v_1, bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2)));
+        let other_3: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_1), m_2));
+        if (other_3 > v_1) {
+            v_1 = other_3;
+        }
         m_2 = (m_2 / 2u);
     }
     return v_1;
 }
-fn k_argmax_beats_15(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
+fn k_take_step_17(start_p: u32, x_p: array<f32, 8>, w_p: array<u32, 8>, bound_p: array<f32, 8>, skip_p: u32, threshold_p: f32, best_p: f32, best_i_p: u32) -> kiln_tuple_f32_u32 {
+    var x_m: array<f32, 8> = x_p;
+    var w_m: array<u32, 8> = w_p;
+    var bound_m: array<f32, 8> = bound_p;
+    let t_1: f32 = best_p;
+    let t_2: u32 = best_i_p;
+    var best_3: f32 = t_1;
+    var best_i_4: u32 = t_2;
+    var k_5: u32 = 0u;
+    while (k_5 < 8u) {
+        if ((k_5 != skip_p) && (bound_m[k_5] >= threshold_p)) {
+            let c_6: f32 = ((x_m[k_5] / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_7(w_m[k_5]));
+            let i_7: u32 = (start_p + k_5);
+            if ((c_6 > best_3) || (((c_6 == best_3) && (i_7 < best_i_4)))) {
+                best_3 = c_6;
+                best_i_4 = i_7;
+            }
+        }
+        k_5 = (k_5 + 1u);
+    }
+    return kiln_tuple_f32_u32(best_3, best_i_4);
+}
+fn k_argmax_beats_18(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     let m_1: bool = kiln_is_nan(av_p);
     let m_2: bool = kiln_is_nan(bv_p);
     var mv_3: bool;
@@ -264,7 +351,7 @@ fn k_argmax_beats_15(av_p: f32, ai_p: u32, bv_p: f32, bi_p: u32) -> bool {
     }
     return mv_3;
 }
-fn k_wave_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_wave_argmax_19(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     let t_1: f32 = v_p;
     let t_2: u32 = i_p;
     var v_3: f32 = t_1;
@@ -273,7 +360,7 @@ fn k_wave_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     while (m_5 > 0u) {
         let ov_6: f32 = bitcast<f32>(subgroupShuffleXor(bitcast<u32>(v_3), m_5));
         let oi_7: u32 = subgroupShuffleXor(i_4, m_5);
-        if k_argmax_beats_15(ov_6, oi_7, v_3, i_4) {
+        if k_argmax_beats_18(ov_6, oi_7, v_3, i_4) {
             v_3 = ov_6;
             i_4 = oi_7;
         }
@@ -281,21 +368,21 @@ fn k_wave_argmax_16(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(v_3, i_4);
 }
-fn k_waves_17() -> u32 {
+fn k_waves_20() -> u32 {
     return (KILN_BLOCK / KILN_WAVE + select(0u, 1u, KILN_BLOCK % KILN_WAVE != 0u));
 }
-fn k_lane_18() -> u32 {
+fn k_lane_21() -> u32 {
     return (kiln_thread % KILN_WAVE);
 }
-fn k_wave_id_19() -> u32 {
+fn k_wave_id_22() -> u32 {
     return (kiln_thread / KILN_WAVE);
 }
-fn k_publish_20(words_p: array<u32, 2>) -> vec2<u32> {
+fn k_publish_23(words_p: array<u32, 2>) -> vec2<u32> {
     var words_m: array<u32, 2> = words_p;
     let s_1: vec2<u32> = vec2<u32>(0u, 2u * ((KILN_BLOCK + KILN_WAVE - 1u) / KILN_WAVE));
     storageBarrier(); workgroupBarrier();
-    if (k_lane_18() == 0u) {
-        let w_2: u32 = k_wave_id_19();
+    if (k_lane_21() == 0u) {
+        let w_2: u32 = k_wave_id_22();
         var k_3: u32 = 0u;
         while (k_3 < 2u) {
             kiln_set_scratch(s_1, ((2u * w_2) + k_3), words_m[k_3]);
@@ -305,15 +392,15 @@ fn k_publish_20(words_p: array<u32, 2>) -> vec2<u32> {
     storageBarrier(); workgroupBarrier();
     return s_1;
 }
-fn k_argmax_21(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
-    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_16(v_p, i_p);
+fn k_argmax_24(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
+    let t_1: kiln_tuple_f32_u32 = k_wave_argmax_19(v_p, i_p);
     let wv_2: f32 = t_1.f0;
     let wi_3: u32 = t_1.f1;
-    let n_4: u32 = k_waves_17();
+    let n_4: u32 = k_waves_20();
     if (n_4 <= 1u) {
         return kiln_tuple_f32_u32(wv_2, wi_3);
     }
-    let s_5: vec2<u32> = k_publish_20(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
+    let s_5: vec2<u32> = k_publish_23(array<u32, 2>(bitcast<u32>(wv_2), wi_3));
     let t_6: f32 = bitcast<f32>(kiln_get_scratch(s_5, 0u));
     let t_7: u32 = kiln_get_scratch(s_5, 1u);
     var tv_8: f32 = t_6;
@@ -324,7 +411,7 @@ fn k_argmax_21(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
         let t_12: u32 = kiln_get_scratch(s_5, ((2u * k_10) + 1u));
         let kv_13: f32 = t_11;
         let ki_14: u32 = t_12;
-        if k_argmax_beats_15(kv_13, ki_14, tv_8, ti_9) {
+        if k_argmax_beats_18(kv_13, ki_14, tv_8, ti_9) {
             tv_8 = kv_13;
             ti_9 = ki_14;
         }
@@ -332,64 +419,96 @@ fn k_argmax_21(v_p: f32, i_p: u32) -> kiln_tuple_f32_u32 {
     }
     return kiln_tuple_f32_u32(tv_8, ti_9);
 }
-fn k_gumbel_max_sample_22(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
+fn k_gumbel_max_sample_25(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u32>) {
     let t_1: u32 = kiln_block.x;
     let t_2: u32 = kiln_block.y;
     let row_3: u32 = t_1;
     let split_4: u32 = t_2;
-    let vocab_5: u32 = kiln_meta[1u];
-    let base_6: u32 = (row_3 * vocab_5);
-    let groups_7: u32 = (kiln_meta[1u] / 4u + select(0u, 1u, kiln_meta[1u] % 4u != 0u));
-    let chunks_8: u32 = (groups_7 / K_CHUNK_GROUPS + select(0u, 1u, groups_7 % K_CHUNK_GROUPS != 0u));
-    let bounds_9: vec2<u32> = kiln_shared_view(0u, K_BOUNDS);
-    var j_10: u32 = kiln_thread;
-    while (j_10 < K_BOUNDS) {
-        kiln_set_shared_f32(bounds_9, j_10, k_noise_bound_5(j_10));
-        j_10 = (j_10 + KILN_BLOCK);
+    let chunks_5: u32 = (kiln_meta[1u] / K_CHUNK + select(0u, 1u, kiln_meta[1u] % K_CHUNK != 0u));
+    var steps_6: u32 = 0u;
+    if (split_4 < chunks_5) {
+        steps_6 = ((((chunks_5 - split_4)) / kiln_meta[2u] + select(0u, 1u, ((chunks_5 - split_4)) % kiln_meta[2u] != 0u)) * K_STEPS_PER_CHUNK);
+    }
+    let wide_7: bool = false;
+    var start_8: u32 = k_step_start_1(split_4, steps_6, kiln_thread);
+    var x_9: array<f32, 8> = array<f32, 8>(bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u), bitcast<f32>(0xff800000u));
+    if (steps_6 > 0u) {
+        x_9 = k_load_step_3(logits_v, row_3, start_8, wide_7);
+    }
+    let bounds_10: vec2<u32> = kiln_shared_view(0u, K_BOUNDS);
+    var j_11: u32 = kiln_thread;
+    while (j_11 < K_BOUNDS) {
+        kiln_set_shared_f32(bounds_10, j_11, k_noise_bound_8(j_11));
+        j_11 = (j_11 + KILN_BLOCK);
     }
     storageBarrier(); workgroupBarrier();
-    let inv_t_11: f32 = (1e0f / bitcast<f32>(kiln_meta[5u]));
-    let unbounded_12: bool = (inv_t_11 < bitcast<f32>(0x00800000u));
-    let t_13: f32 = bitcast<f32>(0xff800000u);
-    let t_14: u32 = 0u;
-    var best_15: f32 = t_13;
-    var best_i_16: u32 = t_14;
-    var wave_best_17: f32 = bitcast<f32>(0xff800000u);
-    var chunk_18: u32 = split_4;
-    while (chunk_18 < chunks_8) {
-        let end_19: u32 = min(((((chunk_18 + 1u)) * K_CHUNK_GROUPS)), groups_7);
-        var g_20: u32 = ((chunk_18 * K_CHUNK_GROUPS) + kiln_thread);
-        while (g_20 < end_19) {
-            var words_21: array<u32, 4> = k_philox4x32_10_on_9(array<u32, 4>(g_20, 0u, row_3, 0u), array<u32, 2>(kiln_meta[3u], kiln_meta[4u]));
-            var j_22: u32 = 0u;
-            while (j_22 < 4u) {
-                let i_23: u32 = (((4u * g_20) + j_22));
-                if (i_23 < vocab_5) {
-                    let x_24: f32 = k_to_f32_10(kiln_get_b0(logits_v, (base_6 + i_23)));
-                    let w_25: u32 = words_21[j_22];
-                    let bound_26: f32 = (k_quotient_bound_11((x_24 * inv_t_11)) + kiln_get_shared_f32(bounds_9, k_bound_index_12(w_25)));
-                    if (unbounded_12 || (((bound_26 > best_15) && (bound_26 >= wave_best_17)))) {
-                        let c_27: f32 = ((x_24 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_4(w_25));
-                        if (c_27 > best_15) {
-                            best_15 = c_27;
-                            best_i_16 = i_23;
-                        }
-                    }
-                }
-                j_22 = (j_22 + 1u);
-            }
-            g_20 = (g_20 + KILN_BLOCK);
+    let inv_t_12: f32 = (1e0f / bitcast<f32>(kiln_meta[5u]));
+    let unbounded_13: bool = (inv_t_12 < bitcast<f32>(0x00800000u));
+    let t_14: f32 = bitcast<f32>(0xff800000u);
+    let t_15: u32 = 0u;
+    var best_16: f32 = t_14;
+    var best_i_17: u32 = t_15;
+    var wave_best_18: f32 = bitcast<f32>(0xff800000u);
+    var first_19: u32 = 0u;
+    while (first_19 < steps_6) {
+        let next_20: u32 = (first_19 + KILN_BLOCK);
+        let next_start_21: u32 = k_step_start_1(split_4, steps_6, (next_20 + kiln_thread));
+        var next_x_22: array<f32, 8> = x_9;
+        if (next_20 < steps_6) {
+            next_x_22 = k_load_step_3(logits_v, row_3, next_start_21, wide_7);
         }
-        wave_best_17 = k_wave_max_14(best_15);
-        chunk_18 = (chunk_18 + kiln_meta[2u]);
+        let t_23: kiln_tuple_a8u32_a8f32 = k_bound_step_15(bounds_10, row_3, start_8, x_9, inv_t_12);
+        var w_24: array<u32, 8> = t_23.f0;
+        var bound_25: array<f32, 8> = t_23.f1;
+        var skip_26: u32 = K_STEP;
+        if (first_19 == 0u) {
+            let t_27: f32 = bitcast<f32>(0xff800000u);
+            let t_28: u32 = 0u;
+            let t_29: f32 = 0e0f;
+            let t_30: u32 = 0u;
+            var top_31: f32 = t_27;
+            var top_k_32: u32 = t_28;
+            var top_x_33: f32 = t_29;
+            var top_w_34: u32 = t_30;
+            var k_35: u32 = 0u;
+            while (k_35 < K_STEP) {
+                if (bound_25[k_35] > top_31) {
+                    top_31 = bound_25[k_35];
+                    top_k_32 = k_35;
+                    top_x_33 = x_9[k_35];
+                    top_w_34 = w_24[k_35];
+                }
+                k_35 = (k_35 + 1u);
+            }
+            if (unbounded_13 || (top_31 > bitcast<f32>(0xff800000u))) {
+                let c_36: f32 = ((top_x_33 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_7(top_w_34));
+                if (c_36 > best_16) {
+                    best_16 = c_36;
+                    best_i_17 = (start_8 + top_k_32);
+                }
+                skip_26 = top_k_32;
+            }
+            wave_best_18 = k_wave_max_of_numbers_16(best_16);
+        }
+        var threshold_37: f32 = kiln_fmax(best_16, wave_best_18);
+        if unbounded_13 {
+            threshold_37 = bitcast<f32>(0xff800000u);
+        }
+        let da_38: kiln_tuple_f32_u32 = k_take_step_17(start_8, x_9, w_24, bound_25, skip_26, threshold_37, best_16, best_i_17);
+        best_16 = da_38.f0;
+        best_i_17 = da_38.f1;
+        wave_best_18 = k_wave_max_of_numbers_16(best_16);
+        x_9 = next_x_22;
+        start_8 = next_start_21;
+        first_19 = next_20;
     }
-    let t_28: kiln_tuple_f32_u32 = k_argmax_21(best_15, best_i_16);
-    let value_29: f32 = t_28.f0;
-    let winner_30: u32 = t_28.f1;
+    let t_39: kiln_tuple_f32_u32 = k_argmax_24(best_16, best_i_17);
+    let value_40: f32 = t_39.f0;
+    let winner_41: u32 = t_39.f1;
     if (kiln_thread == 0u) {
-        let at_31: u32 = ((row_3 * kiln_meta[2u]) + split_4);
-        kiln_set_b1(vals_v, at_31, value_29);
-        kiln_set_b2(idxs_v, at_31, winner_30);
+        let at_42: u32 = ((row_3 * kiln_meta[2u]) + split_4);
+        kiln_set_b1(vals_v, at_42, value_40);
+        kiln_set_b2(idxs_v, at_42, winner_41);
     }
 }
 
@@ -403,5 +522,5 @@ fn main(@builtin(local_invocation_index) lii: u32, @builtin(workgroup_id) wid: v
     kiln_thread = lii;
     // The lane the kernel computes must be the subgroup lane its shuffles use.
     if sg_size != KILN_WAVE || sg_lane != lii % KILN_WAVE { kiln_fault_at(0xffffffffu, sg_size); }
-    k_gumbel_max_sample_22(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
+    k_gumbel_max_sample_25(vec2<u32>(kiln_meta[6u], kiln_meta[7u]), vec2<u32>(kiln_meta[8u], kiln_meta[9u]), vec2<u32>(kiln_meta[10u], kiln_meta[11u]));
 }

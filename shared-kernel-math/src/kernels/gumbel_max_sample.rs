@@ -12,18 +12,17 @@
 //! `x / T` from above by `x · (1/T)` widened by more than its rounding, the noise from above by
 //! a block-shared table indexed by the word's top bits (the noise of the largest word with
 //! those bits, widened past any `logf`'s error; the noise grows with the word). Only an entry
-//! whose bound beats its thread's maximum and reaches its wave's pays for the division and the
+//! whose bound reaches both its thread's maximum and its wave's pays for the division and the
 //! two logarithms, and every maximum is an exact candidate, so the result is the spec's bit for
-//! bit.
+//! bit. A thread first takes the exact candidate of its step's highest bound, so that the
+//! wave's maximum is known before the rest of the step is bounded against it.
 
 use crate::random::{gumbel_noise, philox4x32_10_on};
 use crate::sampling::rows_and_vocab;
-use crate::{Block, Dst, Element, KernelDef, Launch, ShapeError, Src};
+use crate::{Block, Dst, Element, KernelDef, Launch, Rw, ShapeError, Src};
 
-/// Groups of four entries (one Philox call) per chunk: spec §5's 256 threads × 4 entries.
-pub const CHUNK_GROUPS: u32 = 256;
-/// Entries per chunk.
-pub const CHUNK: usize = 4 * CHUNK_GROUPS as usize;
+/// Entries per chunk, the unit that splits take in turn (spec §5's 256 threads × 4 entries).
+pub const CHUNK: usize = 1024;
 /// Top bits of a random word that index the noise-bound table's first level.
 pub const BOUND_BITS: u32 = 8;
 /// Entries of each level of the noise-bound table.
@@ -144,8 +143,10 @@ impl KernelDef for GumbelMaxSample {
         let &[rows, vocab] = *logits else {
             return Err(ShapeError::Invalid("logits must be [rows, vocab]"));
         };
-        // Group counters and flat offsets stay in u32.
-        (p.rows, p.vocab) = rows_and_vocab("rows", rows, vocab, u32::MAX as usize, rows * vocab)?;
+        // Group counters and flat offsets stay in u32, and so do step starts past the row's
+        // last chunk (at most 64 chunks past it).
+        (p.rows, p.vocab) =
+            rows_and_vocab("rows", rows, vocab, u32::MAX as usize / 2, rows * vocab)?;
         let Some(splits) = splits_of(vals, rows) else {
             return Err(ShapeError::Invalid("vals must be [rows, splits] or [rows]"));
         };
@@ -184,9 +185,144 @@ impl KernelDef for GumbelMaxSample {
     }
 }
 
-/// The body: block `(row, split)` sweeps its chunks, each thread taking groups of four entries
-/// (one Philox call) strided by the block size; the block's argmax picks the lowest-index
-/// maximum.
+/// Entries a thread takes per step: two Philox groups, so that 16-bit logits arrive in one
+/// 16-byte load and f32 logits in two, issued before the Philox rounds they wait behind.
+pub const STEP: usize = 8;
+/// Steps per chunk of [`CHUNK`] entries.
+const STEPS_PER_CHUNK: u32 = (CHUNK / STEP) as u32;
+
+/// The wave's maximum of values that are never NaN (a thread's running best): one compare per
+/// butterfly, where [`Block::wave_max`] also orders NaN and signed zeros.
+#[inline(always)]
+fn wave_max_of_numbers<B: Block>(b: &B, v: f32) -> f32 {
+    let mut v = v;
+    let mut m = B::WAVE / 2;
+    while m > 0 {
+        let other = f32::from_bits(b.shuffle_xor(v.to_bits(), m));
+        if other > v {
+            v = other;
+        }
+        m /= 2;
+    }
+    v
+}
+
+/// The first entry of this thread's step of the turn starting at step `first` of a split
+/// (`split` of `splits`, `steps` steps): the split's first step where the thread has none or
+/// its step lies past the row's end (a repeated candidate changes no first maximum).
+#[inline(always)]
+fn step_start(p: &GumbelParams, split: u32, steps: u32, step: u32) -> u32 {
+    let mut step = step;
+    if step >= steps {
+        step = 0;
+    }
+    let chunk = split + (step / STEPS_PER_CHUNK) * p.splits;
+    let start = chunk * CHUNK as u32 + (step % STEPS_PER_CHUNK) * STEP as u32;
+    if start < p.vocab {
+        start
+    } else {
+        split * CHUNK as u32
+    }
+}
+
+/// A step's logits, −inf past the row's end; `wide`: the row starts on a chunk boundary, so
+/// a whole step is one chunk load.
+#[inline(always)]
+fn load_step<T: Element>(
+    p: &GumbelParams,
+    logits: &Src<T>,
+    row: u32,
+    start: u32,
+    wide: bool,
+) -> [f32; STEP] {
+    let base = row as usize * p.vocab as usize;
+    let mut x = [f32::NEG_INFINITY; STEP];
+    if wide && start + STEP as u32 <= p.vocab {
+        // SAFETY: `start + STEP <= vocab` keeps the chunk inside row `row` of the
+        // `[rows, vocab]` logits, and a row that starts on a chunk boundary keeps every multiple
+        // of STEP on one (`wide`).
+        let v = unsafe { logits.get_chunk_unchecked::<STEP>(base + start as usize) };
+        let mut k = 0;
+        while k < STEP {
+            x[k] = v[k].to_f32();
+            k += 1;
+        }
+    } else {
+        let mut k = 0;
+        while k < STEP {
+            if start + (k as u32) < p.vocab {
+                x[k] = logits.get(base + start as usize + k).to_f32();
+            }
+            k += 1;
+        }
+    }
+    x
+}
+
+/// A step's Philox words and the upper bounds of its candidates (a NaN bound is a NaN or −inf
+/// candidate's, which cannot win).
+#[inline(always)]
+fn bound_step<B: Block>(
+    b: &B,
+    p: &GumbelParams,
+    bounds: &Rw<f32>,
+    row: u32,
+    start: u32,
+    x: [f32; STEP],
+    inv_t: f32,
+) -> ([u32; STEP], [f32; STEP]) {
+    let group = start / 4;
+    let lo = philox4x32_10_on(b, [group, 0, row, 0], [p.key0, p.key1]);
+    let hi = philox4x32_10_on(b, [group + 1, 0, row, 0], [p.key0, p.key1]);
+    let mut w = [0u32; STEP];
+    let mut bound = [0.0f32; STEP];
+    let mut k = 0;
+    while k < STEP {
+        w[k] = if k < 4 { lo[k] } else { hi[k - 4] };
+        bound[k] = quotient_bound(x[k] * inv_t) + bounds.get(bound_index(w[k]) as usize);
+        k += 1;
+    }
+    (w, bound)
+}
+
+/// The exact candidates of a step's entries whose bound reaches `threshold` (all but `skip`),
+/// folded into `(best, best_i)`: larger value, then lower index.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn take_step(
+    p: &GumbelParams,
+    start: u32,
+    x: [f32; STEP],
+    w: [u32; STEP],
+    bound: [f32; STEP],
+    skip: usize,
+    threshold: f32,
+    best: f32,
+    best_i: u32,
+) -> (f32, u32) {
+    let (mut best, mut best_i) = (best, best_i);
+    let mut k = 0;
+    while k < STEP {
+        if k != skip && bound[k] >= threshold {
+            let c = x[k] / p.temperature + gumbel_noise(w[k]);
+            let i = start + k as u32;
+            if c > best || (c == best && i < best_i) {
+                best = c;
+                best_i = i;
+            }
+        }
+        k += 1;
+    }
+    (best, best_i)
+}
+
+/// The body: block `(row, split)` numbers its chunks' steps of [`STEP`] entries in index order
+/// and each thread takes every `size`-th step (a thread past the split's last step repeats
+/// the split's first: a repeated candidate changes no first maximum). Per step a thread bounds
+/// its eight candidates from above and takes the exact ones whose bound reaches both its own
+/// best and its wave's. On the first step it first takes its highest bound's candidate and
+/// refreshes the wave's best, so the rest of that step is bounded against a real maximum.
+/// The block's argmax picks the lowest-index maximum.
 pub fn gumbel_max_sample<T: Element, B: Block>(
     b: &B,
     p: &GumbelParams,
@@ -195,10 +331,21 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
     idxs: Dst<u32>,
 ) {
     let (row, split) = (b.block_x(), b.block_y());
-    let vocab = p.vocab as usize;
-    let base = row as usize * vocab;
-    let groups = p.vocab.div_ceil(4);
-    let chunks = groups.div_ceil(CHUNK_GROUPS);
+    let chunks = p.vocab.div_ceil(CHUNK as u32);
+    // The split's chunks are `split, split + S, …`.
+    let mut steps = 0u32;
+    if split < chunks {
+        steps = (chunks - split).div_ceil(p.splits) * STEPS_PER_CHUNK;
+    }
+    // Whole steps are one chunk load where the row starts on a chunk boundary.
+    let wide = logits.chunk_aligned::<STEP>(row as usize * p.vocab as usize);
+    // Each turn asks for the next turn's logits before its own Philox rounds, so a load has a
+    // whole turn to arrive; the first turn's are asked for before the table is built.
+    let mut start = step_start(p, split, steps, b.thread());
+    let mut x = [f32::NEG_INFINITY; STEP];
+    if steps > 0 {
+        x = load_step(p, &logits, row, start, wide);
+    }
     let bounds = b.shared::<f32>(0, BOUNDS);
     let mut j = b.thread();
     while j < BOUNDS as u32 {
@@ -207,45 +354,61 @@ pub fn gumbel_max_sample<T: Element, B: Block>(
     }
     b.barrier();
     let inv_t = 1.0 / p.temperature;
-    // A subnormal `1/T` has lost the precision the quotient bound assumes: no entry is skipped.
+    // A subnormal `1/T` has lost the precision the quotient bound assumes: every candidate
+    // that is not −inf or NaN is taken.
     let unbounded = inv_t < f32::MIN_POSITIVE;
     // Index 0 is the answer when nothing beats −inf, so it is every thread's starting point.
     let (mut best, mut best_i) = (f32::NEG_INFINITY, 0u32);
-    // The wave's best candidate after each chunk: a lane that takes the exact path stalls its
-    // whole wave, and a new best is far rarer over the wave's entries than over one lane's.
+    // The wave's best candidate so far: a lane that takes the exact path stalls its whole
+    // wave, and a new best is far rarer over the wave's entries than over one lane's.
     let mut wave_best = f32::NEG_INFINITY;
-    let mut chunk = split;
-    while chunk < chunks {
-        let end = ((chunk + 1) * CHUNK_GROUPS).min(groups);
-        let mut g = chunk * CHUNK_GROUPS + b.thread();
-        while g < end {
-            let words = philox4x32_10_on(b, [g, 0, row, 0], [p.key0, p.key1]);
-            let mut j = 0;
-            while j < 4 {
-                let i = (4 * g + j) as usize;
-                if i < vocab {
-                    let x = logits.get(base + i).to_f32();
-                    let w = words[j as usize];
-                    // Entries are visited in rising index order and ties keep the lower
-                    // index, so one whose bound does not beat `best` cannot win (a NaN
-                    // bound belongs to a NaN or −inf candidate, which cannot either).
-                    let bound = quotient_bound(x * inv_t) + bounds.get(bound_index(w) as usize);
-                    // Below the wave's best it cannot win the block either.
-                    if unbounded || (bound > best && bound >= wave_best) {
-                        let c = x / p.temperature + gumbel_noise(w);
-                        if c > best {
-                            best = c;
-                            best_i = i as u32;
-                        }
-                    }
-                }
-                j += 1;
-            }
-            g += b.size();
+    let mut first = 0u32;
+    while first < steps {
+        let next = first + b.size();
+        let next_start = step_start(p, split, steps, next + b.thread());
+        let mut next_x = x;
+        if next < steps {
+            next_x = load_step(p, &logits, row, next_start, wide);
         }
-        // Every lane of the block runs the same chunks.
-        wave_best = b.wave_max(best);
-        chunk += p.splits;
+        let (w, bound) = bound_step(b, p, &bounds, row, start, x, inv_t);
+        let mut skip = STEP;
+        if first == 0 {
+            // The first step's highest bound: its exact candidate seeds this thread's best.
+            // Its entry is selected, not branched to: one exact candidate per wave, whichever
+            // entry each lane's is.
+            let (mut top, mut top_k, mut top_x, mut top_w) = (f32::NEG_INFINITY, 0usize, 0.0, 0);
+            let mut k = 0;
+            while k < STEP {
+                if bound[k] > top {
+                    top = bound[k];
+                    top_k = k;
+                    top_x = x[k];
+                    top_w = w[k];
+                }
+                k += 1;
+            }
+            if unbounded || top > f32::NEG_INFINITY {
+                let c = top_x / p.temperature + gumbel_noise(top_w);
+                // Not taken when −inf or NaN: the best stays a number.
+                if c > best {
+                    best = c;
+                    best_i = start + top_k as u32;
+                }
+                skip = top_k;
+            }
+            wave_best = wave_max_of_numbers(b, best);
+        }
+        // Ties keep the lower index, so a bound equal to the best may still win.
+        let mut threshold = best.max(wave_best);
+        if unbounded {
+            threshold = f32::NEG_INFINITY;
+        }
+        (best, best_i) = take_step(p, start, x, w, bound, skip, threshold, best, best_i);
+        // Every lane of the block runs the same steps.
+        wave_best = wave_max_of_numbers(b, best);
+        x = next_x;
+        start = next_start;
+        first = next;
     }
     let (value, winner) = b.argmax(best, best_i);
     if b.thread() == 0 {
