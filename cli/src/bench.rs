@@ -38,6 +38,11 @@ pub struct Args {
     /// of a call timed as one unit) at vocabularies 128256 and 152064, batch 1, 8, 64, as CSV.
     #[arg(long)]
     samplers: bool,
+    /// The device's streaming rates instead: its buffer copy, and plain read, write and copy kernels
+    /// (not kiln's; wgpu only) over 128 MiB with and without the backend's runtime checks, at
+    /// workgroup counts from 64 up to one 16-byte access per thread, as CSV.
+    #[arg(long)]
+    stream: bool,
     /// With --moe: rows per block of the expert kernels (comma-separated; default 8).
     #[arg(long, value_delimiter = ',')]
     rows_per_block: Vec<u32>,
@@ -267,6 +272,51 @@ fn samplers(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
+    use kiln::timing::{time_stream, StreamKernel};
+    // 128 MiB: past any L2, and within every adapter's storage-binding limit.
+    const BYTES: usize = 128 << 20;
+    let runs = a.runs.unwrap_or(20);
+    copy_gbps(dev)?;
+    println!("kernel,checks,workgroups,median_us,gb_s");
+    // One 16-byte access per thread of 256 at the top of the sweep.
+    let most = (BYTES / 16 / 256) as u32;
+    let mut groups = vec![];
+    let mut g = 64u32;
+    while g < most {
+        groups.push(g);
+        g *= 2;
+    }
+    groups.push(most);
+    for kernel in [StreamKernel::Read, StreamKernel::Write, StreamKernel::Copy] {
+        for checked in [true, false] {
+            for &g in &groups {
+                let Some(t) = time_stream(dev, kernel, BYTES, g, checked, runs)? else {
+                    println!("# {}: no stream kernels on this backend", dev.name());
+                    return Ok(());
+                };
+                let s = kiln_benches::median(t);
+                let moved = match kernel {
+                    StreamKernel::Read | StreamKernel::Write => BYTES,
+                    StreamKernel::Copy => 2 * BYTES,
+                };
+                println!(
+                    "{},{},{g},{:.1},{:.1}",
+                    match kernel {
+                        StreamKernel::Read => "read",
+                        StreamKernel::Write => "write",
+                        StreamKernel::Copy => "copy",
+                    },
+                    if checked { "on" } else { "off" },
+                    s * 1e6,
+                    moved as f64 / s / 1e9
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The device's copy bandwidth in GB/s (read + write bytes of a 256 MiB device copy, median
 /// of 20), printed as a comment line.
 fn copy_gbps(dev: &kiln::Device) -> anyhow::Result<f64> {
@@ -313,6 +363,9 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     }
     if a.samplers {
         return samplers(&dev, &a);
+    }
+    if a.stream {
+        return stream(&dev, &a);
     }
     let mut opts = kiln_benches::BenchOptions::for_device(&dev);
     opts.runs = a.runs.unwrap_or(opts.runs);

@@ -201,6 +201,23 @@ pub trait GpuDevice: Send + Sync + Debug {
             self.backend()
         )))
     }
+    /// Times `runs` passes of a plain stream kernel (not one of kiln's) over the first `bytes`
+    /// of `src` (copying into `dst`) with `groups` workgroups of 256, after a warm-up pass;
+    /// `checked` keeps the backend's runtime checks. Seconds per pass; `None` where the
+    /// backend has no such kernel (its copy is the yardstick there).
+    #[allow(clippy::too_many_arguments)]
+    fn time_stream(
+        &self,
+        _kernel: StreamKernel,
+        _src: &dyn DeviceMemory,
+        _dst: &dyn DeviceMemory,
+        _bytes: usize,
+        _groups: u32,
+        _checked: bool,
+        _runs: usize,
+    ) -> Option<Result<Vec<f64>, DeviceError>> {
+        None
+    }
     /// The most launch-sized shared memory a block may use, in bytes.
     fn max_shared_bytes(&self) -> usize {
         usize::MAX
@@ -213,6 +230,17 @@ pub trait GpuDevice: Send + Sync + Debug {
     }
     /// The backend downcasts to its own device type.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// A plain kernel that streams memory, for [`GpuDevice::time_stream`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKernel {
+    /// Reads the bytes (16-byte loads, four in flight per thread).
+    Read,
+    /// Reads and writes the bytes (four 16-byte loads, then their stores, per turn).
+    Copy,
+    /// Writes the bytes (one 16-byte store per turn).
+    Write,
 }
 
 /// The GPU backends' bench timing loop: one untimed warm-up `pass`, then `runs` timed ones;

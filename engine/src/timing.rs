@@ -2,6 +2,7 @@
 //! one (GPU events) and on the wall clock for the host backends.
 
 use crate::gpu::GpuRecording;
+pub use crate::gpu::StreamKernel;
 use crate::launch::{gpu_bufs, gpu_launch, launch_checked_tables, prepare, Arg, Mode, Tables};
 use crate::ports::{ports, select_port};
 use crate::{Device, DeviceKind, LaunchTime, PortError};
@@ -119,6 +120,39 @@ pub fn time_copy(dev: &Device, bytes: usize, runs: usize) -> Result<Vec<f64>, Po
             copy();
             Ok((0..runs).map(|_| copy()).collect())
         }
+    }
+}
+
+/// Times `runs` passes of a plain stream kernel (not one of kiln's: the adapter's own rate, the
+/// yardstick where its buffer copy runs on another engine than its shaders) over `bytes` with
+/// `groups` workgroups of 256, after a warm-up; `checked` keeps the backend's runtime checks.
+/// Seconds per pass, or `None` where the backend has no stream kernel (wgpu has).
+pub fn time_stream(
+    dev: &Device,
+    kernel: StreamKernel,
+    bytes: usize,
+    groups: u32,
+    checked: bool,
+    runs: usize,
+) -> Result<Option<Vec<f64>>, PortError> {
+    let DeviceKind::Gpu(g) = dev.kind() else {
+        return Ok(None);
+    };
+    let src = g.alloc(bytes)?;
+    let dst = g.alloc(bytes)?;
+    // Zeroed memory: the read kernel's sum never reaches the word that would make it store.
+    src.write(0, &vec![0; bytes])?;
+    match g.time_stream(
+        kernel,
+        src.as_ref(),
+        dst.as_ref(),
+        bytes,
+        groups,
+        checked,
+        runs,
+    ) {
+        None => Ok(None),
+        Some(t) => Ok(Some(t?)),
     }
 }
 

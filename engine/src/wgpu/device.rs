@@ -294,6 +294,20 @@ impl GpuDevice for WgpuDevice {
     ) -> Result<Vec<f64>, DeviceError> {
         WgpuDevice::time_copy(self, dst, src, bytes, runs)
     }
+    fn time_stream(
+        &self,
+        kernel: crate::gpu::StreamKernel,
+        src: &dyn DeviceMemory,
+        dst: &dyn DeviceMemory,
+        bytes: usize,
+        groups: u32,
+        checked: bool,
+        runs: usize,
+    ) -> Option<Result<Vec<f64>, DeviceError>> {
+        Some(WgpuDevice::time_stream(
+            self, kernel, src, dst, bytes, groups, checked, runs,
+        ))
+    }
     fn max_shared_bytes(&self) -> usize {
         self.kernel_shared_limit() as usize
     }

@@ -12,7 +12,8 @@
 //! One job a file: `modules` holds the embedded WGSL table, its `KILN_WGSL_DIR` override and
 //! the module lookup; `slot` the port slot; `device` opening the device and its `GpuDevice`
 //! impl; `pipelines` the pipeline cache and launch preparation; `memory` allocations and
-//! read-back; `timing` benchmark timing.
+//! read-back; `timing` benchmark timing; `stream`
+//! the adapter's plain read and copy kernels.
 
 mod device;
 mod errors;
@@ -22,6 +23,7 @@ mod modules;
 mod pipelines;
 mod slot;
 mod state;
+mod stream;
 mod timing;
 
 /// The wgpu crate kiln is built against: an engine hands kiln its devices, queues and buffers

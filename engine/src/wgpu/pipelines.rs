@@ -60,10 +60,20 @@ impl WgpuDevice {
         let source = module_source(m)?;
         let dev = &self.ctx.device;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.name()),
             source: wgpu::ShaderSource::Wgsl(source),
-        });
+        };
+        let module = if unchecked_modules() {
+            // SAFETY: kiln's views check every index against the buffer they were bound with
+            // and record a fault instead of accessing, and `bind` bounds every loop of a body;
+            // wgpu's clamps and loop counters only repeat that (measured by `--stream`).
+            unsafe {
+                dev.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+            }
+        } else {
+            dev.create_shader_module(desc)
+        };
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
@@ -268,4 +278,11 @@ impl WgpuDevice {
         let z = rest.div_ceil(y);
         (z <= m).then_some([x as u32, y as u32, z as u32])
     }
+}
+
+/// `KILN_WGPU_UNCHECKED=1`: compile kiln's modules without wgpu's runtime checks (bounds
+/// clamping, loop counters), an opt-in until measured on every adapter.
+fn unchecked_modules() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("KILN_WGPU_UNCHECKED").is_ok_and(|v| v == "1"))
 }

@@ -79,7 +79,7 @@ impl WgpuDevice {
 
     /// Runs what `record` encodes and returns its seconds: between timestamps 0 and 1 (the
     /// query set `record` gets), or on the host clock from submit until the queue is idle.
-    fn timed(
+    pub(super) fn timed(
         &self,
         record: impl FnOnce(&mut wgpu::CommandEncoder, Option<&wgpu::QuerySet>),
     ) -> Result<f64, DeviceError> {
@@ -133,7 +133,7 @@ impl WgpuDevice {
 
 /// The timestamp writes of one pass of a timed sequence: index 0 at the start of the first
 /// pass, 1 at the end of the last, none for a pass between them (wgpu refuses an empty pair).
-fn pass_timestamps(
+pub(super) fn pass_timestamps(
     set: Option<&wgpu::QuerySet>,
     first: bool,
     last: bool,
