@@ -122,7 +122,8 @@ pub fn bytes_moved(kernel: KernelId, dtype: DType, shapes: &[Vec<usize>]) -> u64
         .sum()
 }
 
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (NaN when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,

@@ -1,5 +1,5 @@
-//! `kiln bench --samplers`: the sampling ops as a caller sees them (every launch of one call,
-//! replayed back to back): the filtered sampler on both of its paths and Gumbel-max, at the
+//! `kiln bench --samplers`: the sampling ops as a caller sees them (every launch of a call,
+//! calls back to back over rotated inputs): the filtered sampler on both of its paths and Gumbel-max, at the
 //! vocabularies of Llama 3 (128256) and Qwen2 (152064), batch 1, 8 and 64. Rows are the
 //! softmax of normal logits (σ 2); the filtered sampler keeps top-p 0.9 — what torch's
 //! sort-based peer in `torch_peers.py --only sample` computes.
@@ -23,6 +23,8 @@ pub struct SamplerRow {
     pub path: String,
     pub rows: usize,
     pub vocab: usize,
+    /// Input sets rotated over, one call each per timed pass.
+    pub copies: usize,
     /// Median device time of one call (all its launches).
     pub median_us: f64,
     pub issue: &'static str,
@@ -30,13 +32,13 @@ pub struct SamplerRow {
 
 impl SamplerRow {
     /// The CSV header of [`SamplerRow::csv`].
-    pub const CSV_HEADER: &'static str = "sampler,path,rows,vocab,median_us,issue";
+    pub const CSV_HEADER: &'static str = "sampler,path,rows,vocab,copies,median_us,issue";
 
     /// The row as CSV.
     pub fn csv(&self) -> String {
         format!(
-            "{},{},{},{},{:.2},{}",
-            self.sampler, self.path, self.rows, self.vocab, self.median_us, self.issue
+            "{},{},{},{},{},{:.2},{}",
+            self.sampler, self.path, self.rows, self.vocab, self.copies, self.median_us, self.issue
         )
     }
 }
@@ -56,7 +58,16 @@ fn softmax_rows(rows: usize, vocab: usize, rng: &mut Rng) -> (Vec<f32>, Vec<f32>
     (logits, probs)
 }
 
+/// Input sets a call rotates over so that its rows come from DRAM, not the L2 (two L2s'
+/// worth, at most 256; one where the device has no L2 figure).
+fn copies_for(dev: &Device, bytes: usize) -> usize {
+    dev.l2_bytes()
+        .map_or(1, |l2| (2 * l2).div_ceil(bytes.max(1)).clamp(1, 256))
+}
+
 /// Times every sampler path at every vocabulary and batch; rows go to `on_row` as measured.
+/// A timed pass calls the op once per rotated input set, back to back, and a row is the device
+/// time per call (on CUDA one graph replay of the whole pass, as the peers replay theirs).
 pub fn run_samplers(
     dev: &Device,
     runs: usize,
@@ -72,8 +83,13 @@ pub fn run_samplers(
         for rows in BATCHES {
             let mut rng = Rng::new(0x05a3_b1e5 ^ (vocab * rows) as u64);
             let (logits, probs) = softmax_rows(rows, vocab, &mut rng);
-            let pt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], &probs)?;
-            let lt = Tensor::from_f32(dev, DType::F32, &[rows, vocab], &logits)?;
+            let copies = copies_for(dev, rows * vocab * 4);
+            let pts = (0..copies)
+                .map(|_| Tensor::from_f32(dev, DType::F32, &[rows, vocab], &probs))
+                .collect::<Result<Vec<_>, _>>()?;
+            let lts = (0..copies)
+                .map(|_| Tensor::from_f32(dev, DType::F32, &[rows, vocab], &logits))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut ids = Tensor::zeros(dev, DType::U32, &[rows])?;
             let mut accepted = Tensor::zeros(dev, DType::U32, &[rows])?;
             let mut used = Tensor::zeros(dev, DType::U32, &[rows])?;
@@ -88,19 +104,21 @@ pub fn run_samplers(
             };
             for path in [RejectionPath::OneBlock, segmented] {
                 dev.reserve_scratch(ops::rejection_scratch_bytes(rows, vocab, path))?;
-                let t = time_recorded(dev, runs, 1, issue, || {
-                    ops::rejection_sample_words(
-                        dev,
-                        &pt,
-                        &pt,
-                        &filters,
-                        [1, 2],
-                        path,
-                        &mut ids,
-                        &mut accepted,
-                        &mut used,
-                    )
-                    .map(|_| ())
+                let t = time_recorded(dev, runs, copies, issue, || {
+                    for pt in &pts {
+                        ops::rejection_sample_words(
+                            dev,
+                            pt,
+                            pt,
+                            &filters,
+                            [1, 2],
+                            path,
+                            &mut ids,
+                            &mut accepted,
+                            &mut used,
+                        )?;
+                    }
+                    Ok(())
                 })?;
                 emit(SamplerRow {
                     sampler: "rejection",
@@ -110,20 +128,25 @@ pub fn run_samplers(
                     },
                     rows,
                     vocab,
+                    copies,
                     median_us: crate::median(t) * 1e6,
                     issue: issue.on(dev).name(),
                 });
             }
             let splits = ops::gumbel_splits_on(dev, DType::F32, rows, vocab);
             dev.reserve_scratch(ops::gumbel_scratch_bytes(rows, splits))?;
-            let t = time_recorded(dev, runs, 1, issue, || {
-                ops::gumbel_max_sample(dev, &lt, [1, 2], 1.0, &mut ids).map(|_| ())
+            let t = time_recorded(dev, runs, copies, issue, || {
+                for lt in &lts {
+                    ops::gumbel_max_sample(dev, lt, [1, 2], 1.0, &mut ids)?;
+                }
+                Ok(())
             })?;
             emit(SamplerRow {
                 sampler: "gumbel",
                 path: format!("split/{splits}"),
                 rows,
                 vocab,
+                copies,
                 median_us: crate::median(t) * 1e6,
                 issue: issue.on(dev).name(),
             });
