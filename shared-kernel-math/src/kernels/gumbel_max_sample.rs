@@ -14,8 +14,8 @@
 //! those bits, widened past any `logf`'s error; the noise grows with the word). Only an entry
 //! whose bound reaches both its thread's maximum and its wave's pays for the division and the
 //! two logarithms, and every maximum is an exact candidate, so the result is the spec's bit for
-//! bit. A thread first takes the exact candidate of its step's highest bound, so that the
-//! wave's maximum is known before the rest of the step is bounded against it.
+//! bit. On its first step a thread takes the exact candidate of the highest bound first, so
+//! that the wave's maximum is known before the rest of the step is bounded against it.
 
 use crate::random::{gumbel_noise, philox4x32_10_on};
 use crate::sampling::rows_and_vocab;
