@@ -122,6 +122,15 @@ pub fn bytes_moved(kernel: KernelId, dtype: DType, shapes: &[Vec<usize>]) -> u64
         .sum()
 }
 
+/// Copies of `bytes` of inputs a timed pass rotates over so that it reads twice the device's
+/// last-level cache from DRAM: at least 1, at most `most`, and 1 where the device has no cache
+/// figure (the host backends).
+pub fn rotation_copies(dev: &Device, bytes: usize, most: usize) -> usize {
+    dev.l2_bytes().map_or(1, |l2| {
+        (2 * l2).div_ceil(bytes.max(1)).clamp(1, most.max(1))
+    })
+}
+
 /// The median of `v` (NaN when empty).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -174,14 +174,8 @@ fn kv_bytes(cfg: &PagedBenchConfig, context: usize, batch: usize) -> u64 {
 /// Pool copies to rotate over: enough that a pass reads twice the last-level cache (one copy
 /// on the host, or when a pass already does), within `max_rotation_bytes`.
 fn rotation(dev: &Device, cfg: &PagedBenchConfig, bytes: u64) -> usize {
-    let Some(l2) = dev.l2_bytes() else {
-        return 1;
-    };
-    let want = (2 * l2 as u64).div_ceil(bytes.max(1)) as usize;
-    want.clamp(
-        1,
-        (cfg.max_rotation_bytes as u64 / bytes.max(1)).max(1) as usize,
-    )
+    let most = (cfg.max_rotation_bytes as u64 / bytes.max(1)).max(1) as usize;
+    crate::rotation_copies(dev, bytes as usize, most)
 }
 
 fn setup(

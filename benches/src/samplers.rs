@@ -58,13 +58,6 @@ fn softmax_rows(rows: usize, vocab: usize, rng: &mut Rng) -> (Vec<f32>, Vec<f32>
     (logits, probs)
 }
 
-/// Input sets a call rotates over so that its rows come from DRAM, not the L2 (two L2s'
-/// worth, at most 256; one where the device has no L2 figure).
-fn copies_for(dev: &Device, bytes: usize) -> usize {
-    dev.l2_bytes()
-        .map_or(1, |l2| (2 * l2).div_ceil(bytes.max(1)).clamp(1, 256))
-}
-
 /// Times every sampler path at every vocabulary and batch; rows go to `on_row` as measured.
 /// A timed pass calls the op once per rotated input set, back to back, and a row is the device
 /// time per call (on CUDA one graph replay of the whole pass, as the peers replay theirs).
@@ -83,7 +76,7 @@ pub fn run_samplers(
         for rows in BATCHES {
             let mut rng = Rng::new(0x05a3_b1e5 ^ (vocab * rows) as u64);
             let (logits, probs) = softmax_rows(rows, vocab, &mut rng);
-            let copies = copies_for(dev, rows * vocab * 4);
+            let copies = crate::rotation_copies(dev, rows * vocab * 4, 256);
             let pts = (0..copies)
                 .map(|_| Tensor::from_f32(dev, DType::F32, &[rows, vocab], &probs))
                 .collect::<Result<Vec<_>, _>>()?;
