@@ -207,9 +207,9 @@ fn wave_max_of_numbers<B: Block>(b: &B, v: f32) -> f32 {
     v
 }
 
-/// The first entry of this thread's step of the turn starting at step `first` of a split
-/// (`split` of `splits`, `steps` steps): the split's first step where the thread has none or
-/// its step lies past the row's end (a repeated candidate changes no first maximum).
+/// The first entry of step `step` of a split (`split` of `p.splits`, `steps` steps): the
+/// split's first step's where `step` is past the split's last or starts past the row's end (a
+/// repeated candidate changes no first maximum).
 #[inline(always)]
 fn step_start(p: &GumbelParams, split: u32, steps: u32, step: u32) -> u32 {
     let mut step = step;
