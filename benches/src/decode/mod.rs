@@ -25,6 +25,7 @@
 //! gap per token, the per-kernel profile, peak memory within its bound, a CSV row per model,
 //! and [`compare`] for two such CSV files.
 
+mod activations;
 mod batch_greedy;
 mod bench;
 mod checkpoint;

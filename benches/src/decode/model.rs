@@ -15,7 +15,8 @@
 //! residual and the first norm adds a row of zeros, so every later norm adds the sublayer's
 //! output in the same pass that normalises it.
 
-use super::hybrid::{mamba2_step, MambaActivations, MambaStates, Mixer};
+use super::activations::{Activations, MlpActivations};
+use super::hybrid::{mamba2_step, MambaStates, Mixer};
 use super::weights::{GateUp, Mlp, QkNorm, QkvProjection, Weights};
 use super::{DecodeError, KvCache, LlamaConfig, Matrix, MixerKind};
 use kiln::math::kernels::embedding::EmbeddingParams;
@@ -28,110 +29,7 @@ use kiln::ops::{
 };
 use kiln::paged::paged_decode_planned;
 use kiln::quant::GgufFile;
-use kiln::{DType, Device, PortError, Tensor};
-
-/// The activations of one step, `[1, …]` each, and views of them under the shapes the next
-/// op reads.
-struct Activations {
-    zeros: Tensor,
-    residual: Tensor,
-    h: Tensor,
-    qkv: Tensor,
-    qkv_rows: Tensor,
-    /// Zeros `[Hq, D]`: the "sublayer output" the q/k head norms add.
-    head_zeros: Tensor,
-    /// Separate q, k and v projections' outputs before their head norms or their gather into
-    /// `qkv`, part after part (`[B, Hq·D]`, then `[B, Hkv·D]` twice); made for q/k head norms
-    /// and for batches above 1.
-    raw: Option<Tensor>,
-    /// u32 `[B]` holding `0..B`: a sequence's row index for the row-gathering copy.
-    seq_ids: Option<Tensor>,
-    q: Tensor,
-    q_heads: Tensor,
-    attn: Tensor,
-    attn_flat: Tensor,
-    o: Tensor,
-    mlp: MlpActivations,
-    down: Tensor,
-    /// A hybrid stack's Mamba2 temporaries.
-    mamba: Option<MambaActivations>,
-}
-
-/// The MLP's temporaries.
-enum MlpActivations {
-    Dense {
-        /// Gate and up outputs when they are apart.
-        gate: Option<(Tensor, Tensor)>,
-        act: Tensor,
-    },
-    Moe {
-        /// The router's logits `[1, E]`, the picked experts `[1, K]` and their scores.
-        logits: Tensor,
-        ids: Tensor,
-        scores: Tensor,
-    },
-}
-
-impl Activations {
-    fn new(
-        dev: &Device,
-        cfg: &LlamaConfig,
-        split_mlp: bool,
-        batch: usize,
-    ) -> Result<Activations, PortError> {
-        let t = |shape: &[usize]| Tensor::zeros(dev, DType::F32, shape);
-        let (b, h, nq, d) = (batch, cfg.hidden, cfg.heads, cfg.head_dim);
-        let width = cfg.qkv_width();
-        let qkv = t(&[b, width])?;
-        let q = t(&[b, nq, 1, d])?;
-        let attn = t(&[b, nq, d])?;
-        let mlp = match cfg.moe {
-            Some(m) => MlpActivations::Moe {
-                logits: t(&[b, m.experts])?,
-                ids: Tensor::zeros(dev, DType::U32, &[b, m.k])?,
-                scores: t(&[b, m.k])?,
-            },
-            None => MlpActivations::Dense {
-                gate: if split_mlp {
-                    Some((t(&[b, cfg.ffn])?, t(&[b, cfg.ffn])?))
-                } else {
-                    None
-                },
-                act: t(&[b, cfg.ffn])?,
-            },
-        };
-        let seq_ids: Vec<u32> = (0..b as u32).collect();
-        Ok(Activations {
-            zeros: t(&[b, h])?,
-            residual: t(&[b, h])?,
-            h: t(&[b, h])?,
-            qkv_rows: qkv.reshape(&[b, 1, width])?,
-            qkv,
-            head_zeros: t(&[nq, d])?,
-            raw: if cfg.qk_norm || b > 1 {
-                Some(t(&[b * width])?)
-            } else {
-                None
-            },
-            seq_ids: if b > 1 {
-                Some(Tensor::from_slice(dev, &[b], &seq_ids)?)
-            } else {
-                None
-            },
-            q_heads: q.reshape(&[b, nq, d])?,
-            q,
-            attn_flat: attn.reshape(&[b, nq * d])?,
-            attn,
-            o: t(&[b, h])?,
-            mlp,
-            down: t(&[b, h])?,
-            mamba: match &cfg.hybrid {
-                Some(hy) => Some(MambaActivations::new(dev, &hy.mamba, b)?),
-                None => None,
-            },
-        })
-    }
-}
+use kiln::{DType, Device, Tensor};
 
 /// Where a step's token ids come from, one per sequence.
 #[derive(Clone, Copy)]
