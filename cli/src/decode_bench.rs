@@ -3,7 +3,7 @@
 //! rows) and `kiln bench compare`.
 
 use kiln_benches::decode::{
-    compare, model_shape, run_decode_bench, utc_date, Checkpoint, CompareOptions,
+    compare, model_shape, run_decode_bench, utc_date, ActDtype, Checkpoint, CompareOptions,
     DecodeBenchConfig, ModelShape, RunInfo, CSV_HEADER,
 };
 use std::io::Write as _;
@@ -98,6 +98,7 @@ pub fn decode(dev: &kiln::Device, s: &DecodeSettings) -> anyhow::Result<()> {
                 batch,
                 seed: s.seed,
                 graphs: s.graphs,
+                act: ActDtype::F32,
             };
             let report = run_decode_bench(dev, &cfg)?;
             print!("{}", report.summary(full, &info));

@@ -28,7 +28,7 @@
 //! (activations, sampler rows, scratch), which is reported.
 
 use super::synthetic::ModelShape;
-use super::{BatchGreedy, Checkpoint, DecodeError, Model, Weights};
+use super::{ActDtype, BatchGreedy, Checkpoint, DecodeError, Model, Weights};
 use kiln::rng::Rng;
 use kiln::timing::{profile_launches, record, time_recorded, Issue, Recording};
 use kiln::{Device, DeviceError, PortError};
@@ -55,6 +55,8 @@ pub struct DecodeBenchConfig {
     pub seed: u64,
     /// Also decode from per-position recordings where the device records.
     pub graphs: bool,
+    /// The model's activations, residual and KV pools.
+    pub act: ActDtype,
 }
 
 /// One kernel × dtype's part of a decode step's device time.
@@ -120,6 +122,8 @@ pub struct DecodeBenchReport {
     pub prompt_tokens: usize,
     /// Sequences per step.
     pub batch: usize,
+    /// The dtype of the activations, residual and KV pools.
+    pub act: ActDtype,
     /// Seconds from the first prompt token to the first token sampled.
     pub prefill_seconds: f64,
     pub eager: DecodeLoop,
@@ -213,7 +217,7 @@ pub fn run_decode_bench(
         Some(path) => Checkpoint::open(path)?.load_weights(&mcfg, dev)?,
         None => Weights::synthetic(&mcfg, dev, cfg.seed)?,
     };
-    let mut model = Model::batched(mcfg.clone(), weights, dev, capacity, batch)?;
+    let mut model = Model::with_act_dtype(mcfg.clone(), weights, dev, capacity, batch, cfg.act)?;
     let mut sampler = BatchGreedy::new(dev, mcfg.vocab, batch)?;
     let (weight_bytes, kv_bytes) = model.bytes();
     let weight_read = model.weight_bytes_read_per_step();
@@ -340,8 +344,13 @@ pub fn run_decode_bench(
         peak: dev.peak_bytes().saturating_sub(live0),
     };
     let mean_context = prompt + steps / 2;
-    let kv_read =
-        batch * 2 * model.attention_layers() * mean_context * mcfg.kv_heads * mcfg.head_dim * 4;
+    let kv_read = batch
+        * 2
+        * model.attention_layers()
+        * mean_context
+        * mcfg.kv_heads
+        * mcfg.head_dim
+        * cfg.act.dtype().size();
     // Each Mamba2 state is read from one copy and written whole into the other.
     let states = model.state_bytes();
     Ok(DecodeBenchReport {
@@ -355,6 +364,7 @@ pub fn run_decode_bench(
         device: dev.name().to_string(),
         prompt_tokens: prompt,
         batch,
+        act: cfg.act,
         prefill_seconds,
         eager,
         graph,
@@ -427,6 +437,7 @@ mod tests {
             batch: 1,
             seed: 3,
             graphs,
+            act: ActDtype::F32,
         };
         run_decode_bench(dev, &cfg).unwrap()
     }
@@ -491,6 +502,7 @@ mod tests {
             batch: 3,
             seed: 3,
             graphs: false,
+            act: ActDtype::F32,
         };
         let r = run_decode_bench(&dev, &cfg).unwrap();
         assert_eq!((r.batch, r.steps(), r.generated_tokens()), (3, 4, 12));
@@ -529,6 +541,7 @@ mod tests {
                 batch,
                 seed: 3,
                 graphs: false,
+                act: ActDtype::F32,
             };
             let r = run_decode_bench(&dev, &cfg).unwrap();
             assert_eq!(r.generated_tokens(), 4 * batch);
@@ -586,6 +599,7 @@ mod tests {
             batch: 1,
             seed: 3,
             graphs: false,
+            act: ActDtype::F32,
         };
         assert!(matches!(
             run_decode_bench(&dev, &cfg),

@@ -5,7 +5,7 @@
 
 use super::mlx_config::MlxConfig;
 use super::safetensors_dir::SafetensorsDir;
-use super::{DecodeError, LlamaConfig, Model, Tokenizer, Weights};
+use super::{ActDtype, DecodeError, LlamaConfig, Model, Tokenizer, Weights};
 use kiln::quant::GgufFile;
 use kiln::Device;
 use std::path::{Path, PathBuf};
@@ -140,7 +140,17 @@ impl ModelFile {
 
     /// Loads the weights onto `dev` with a KV cache of `capacity` tokens.
     pub fn load(&mut self, dev: &Device, capacity: usize) -> Result<Model, DecodeError> {
+        self.load_with(dev, capacity, ActDtype::F32)
+    }
+
+    /// [`ModelFile::load`] with activations, residual and KV cache in `act`.
+    pub fn load_with(
+        &mut self,
+        dev: &Device,
+        capacity: usize,
+        act: ActDtype,
+    ) -> Result<Model, DecodeError> {
         let weights = self.checkpoint.load_weights(&self.config, dev)?;
-        Model::new(self.config.clone(), weights, dev, capacity)
+        Model::with_act_dtype(self.config.clone(), weights, dev, capacity, 1, act)
     }
 }

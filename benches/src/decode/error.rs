@@ -89,6 +89,14 @@ pub enum DecodeError {
     /// A model shape name the decode bench does not know.
     #[error("unknown model shape {0}")]
     UnknownModel(String),
+    /// An activation dtype the driver does not run.
+    #[error("activation dtype `{got}`: {why}")]
+    ActDtype {
+        /// What was asked for.
+        got: String,
+        /// Why it is refused, and what is accepted.
+        why: String,
+    },
     /// A decode bench setting out of range.
     #[error("decode bench: {0}")]
     Bench(String),

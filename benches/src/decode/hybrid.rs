@@ -17,7 +17,8 @@ use super::{DecodeError, LlamaConfig};
 use kiln::ops::{self, MoeBlock, TimeStepLimits};
 use kiln::{DType, Device, PortError, Tensor};
 
-/// A Mamba2 mixer's weights: projections quantized, the rest f32.
+/// A Mamba2 mixer's weights: projections quantized, the rest f32 as loaded (a model rounds
+/// the conv taps and bias, `d` and `norm` into its activation dtype; `a_log` and `dt_bias` stay).
 #[derive(Debug)]
 pub struct Mamba2Weights {
     /// `[I + C + H, hidden]`: z, then the conv's channels (x, B, C), then dt.
@@ -56,7 +57,7 @@ pub enum Mixer {
 /// A MoE block and what its bytes are made of.
 #[derive(Debug)]
 pub struct HybridMoe {
-    /// The RMSNorm gain before it, f32 `[hidden]`.
+    /// The RMSNorm gain before it, `[hidden]`.
     pub norm: Tensor,
     /// Router, experts and shared expert.
     pub block: MoeBlock,
@@ -118,27 +119,30 @@ impl HybridLayer {
 
 /// Every Mamba2 layer's conv and SSM states, two copies each (read one, write the other).
 pub(super) struct MambaStates {
-    /// Per Mamba2 layer: `[B, k − 1, C]` twice.
+    /// Per Mamba2 layer: `[B, k − 1, C]` twice, in the activation dtype (`causal_conv1d_update`
+    /// takes its state in the dtype of its input).
     conv: Vec<[Tensor; 2]>,
-    /// Per Mamba2 layer: f32 `[B, H, Dh, Ds]` twice.
+    /// Per Mamba2 layer: f32 `[B, H, Dh, Ds]` twice (`ssm_update`'s state is f32 at any
+    /// activation dtype).
     ssm: Vec<[Tensor; 2]>,
 }
 
 impl MambaStates {
-    /// Zeroed states for `layers` Mamba2 layers of `batch` sequences.
+    /// Zeroed states for `layers` Mamba2 layers of `batch` sequences, the conv states in `dtype`.
     pub(super) fn new(
         dev: &Device,
         m: &Mamba2Config,
         layers: usize,
         batch: usize,
+        dtype: DType,
     ) -> Result<MambaStates, PortError> {
-        let t = |shape: &[usize]| Tensor::zeros(dev, DType::F32, shape);
+        let t = |dtype, shape: &[usize]| Tensor::zeros(dev, dtype, shape);
         let (mut conv, mut ssm) = (Vec::new(), Vec::new());
         for _ in 0..layers {
             let c = [batch, m.conv - 1, m.conv_channels()];
-            conv.push([t(&c)?, t(&c)?]);
+            conv.push([t(dtype, &c)?, t(dtype, &c)?]);
             let s = [batch, m.heads, m.head_dim, m.state];
-            ssm.push([t(&s)?, t(&s)?]);
+            ssm.push([t(DType::F32, &s)?, t(DType::F32, &s)?]);
         }
         Ok(MambaStates { conv, ssm })
     }
@@ -185,7 +189,7 @@ impl MambaStates {
     }
 }
 
-/// A Mamba2 step's temporaries, `[B, …]`.
+/// A Mamba2 step's temporaries, `[B, …]` in the activation dtype.
 pub(super) struct MambaActivations {
     zxbcdt: Tensor,
     conv_out: Tensor,
@@ -198,8 +202,9 @@ impl MambaActivations {
         dev: &Device,
         m: &Mamba2Config,
         batch: usize,
+        dtype: DType,
     ) -> Result<MambaActivations, PortError> {
-        let t = |cols: usize| Tensor::zeros(dev, DType::F32, &[batch, cols]);
+        let t = |cols: usize| Tensor::zeros(dev, dtype, &[batch, cols]);
         Ok(MambaActivations {
             zxbcdt: t(m.in_proj_rows())?,
             conv_out: t(m.conv_channels())?,

@@ -28,22 +28,25 @@ pub struct KvCache {
     /// Pages each sequence owns.
     pages: usize,
     capacity: usize,
+    dtype: DType,
 }
 
 impl KvCache {
     /// Pools for `batch` sequences of `capacity` tokens each (rounded up to whole pages) of
-    /// `layers` attention layers of `cfg`'s heads, in f32.
+    /// `layers` attention layers of `cfg`'s heads, in `dtype` (the model's activation dtype:
+    /// RoPE+append writes K and V in it).
     pub fn new(
         dev: &Device,
         cfg: &LlamaConfig,
         layers: usize,
         capacity: usize,
         batch: usize,
+        dtype: DType,
     ) -> Result<KvCache, PortError> {
         let batch = batch.max(1);
         let pages = capacity.max(1).div_ceil(PAGE_SIZE);
         let shape = [batch * pages, PAGE_SIZE, cfg.kv_heads, cfg.head_dim];
-        let pool = || Tensor::zeros(dev, DType::F32, &shape);
+        let pool = || Tensor::zeros(dev, dtype, &shape);
         let (mut k, mut v) = (Vec::new(), Vec::new());
         for _ in 0..layers {
             k.push(pool()?);
@@ -56,7 +59,7 @@ impl KvCache {
             head_dim: cfg.head_dim,
             num_blocks: batch * pages,
             page_size: PAGE_SIZE,
-            pool_dtype: DType::F32,
+            pool_dtype: dtype,
         };
         Ok(KvCache {
             dev: dev.clone(),
@@ -68,6 +71,7 @@ impl KvCache {
             row: cfg.kv_heads * cfg.head_dim,
             pages,
             capacity: pages * PAGE_SIZE,
+            dtype,
         })
     }
 
@@ -89,6 +93,11 @@ impl KvCache {
     /// Device bytes of the pools.
     pub fn bytes(&self) -> usize {
         self.k.iter().chain(&self.v).map(Tensor::byte_len).sum()
+    }
+
+    /// The pools' dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// Makes positions `0..=position` of every sequence visible to attention: the step's

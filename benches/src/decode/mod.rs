@@ -13,7 +13,8 @@
 //! - [`export_mlx`]: a GGUF written as an MLX directory (its quantized tensors repacked
 //!   exactly, q/k rows back in Hugging Face's order).
 //! - [`KvCache`]: per-layer paged K/V pools and one device block table.
-//! - [`Model`]: the decode step, every op a kiln op; [`Sampler`]: greedy, temperature and
+//! - [`Model`]: the decode step, every op a kiln op, its activations, residual and KV pools in
+//!   an [`ActDtype`] (f32, or bf16) chosen when it is built; [`Sampler`]: greedy, temperature and
 //!   top-k/top-p/min-p through kiln's samplers; [`generate`]: prefill token by token, then
 //!   sampling with the text streamed.
 //!
@@ -25,6 +26,7 @@
 //! gap per token, the per-kernel profile, peak memory within its bound, a CSV row per model,
 //! and [`compare`] for two such CSV files.
 
+mod act;
 mod activations;
 mod batch_greedy;
 mod bench;
@@ -48,7 +50,9 @@ mod synthetic;
 mod tokenizer;
 mod tokenizer_json;
 mod weights;
+mod widen;
 
+pub use act::ActDtype;
 pub use batch_greedy::BatchGreedy;
 pub use bench::{
     run_decode_bench, shares, DecodeBenchConfig, DecodeBenchReport, DecodeLoop, DecodeMemory,

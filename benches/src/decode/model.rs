@@ -2,8 +2,14 @@
 //! (every sequence at the same position), over buffers made once: embedding (affine or dense) →
 //! per layer [add+RMSNorm → q/k/v projection → RoPE+append into the paged cache → paged decode
 //! attention → output projection → add+RMSNorm → SwiGLU MLP] → final add+RMSNorm → LM head.
-//! Activations are f32, `[B, …]`: every projection runs the batch's rows in one launch
-//! (`qlinear` reads the weights once for up to `MAX_M` rows).
+//! Activations are `[B, …]` in the model's [`ActDtype`] (f32 by default, or bf16: the
+//! residual, every projection's input and output, the KV pools; attention's query and output
+//! stay f32, as `paged_decode_planned` requires): every projection runs the batch's rows in one
+//! launch (`qlinear` reads the weights once for up to `MAX_M` rows). Logits: `qlinear`'s `y`
+//! has `x`'s dtype, and the samplers read f32 (the greedy draw and the filtered sampler take
+//! nothing else), so for f32 logits the LM head runs on the final normed row widened exactly to
+//! f32 and writes them in f32 (widening bf16 logits instead is a gather per vocabulary entry,
+//! far dearer than the head's f32 `x`); logits in the activation dtype take it at that dtype.
 //!
 //! RoPE+append and the q/k head norms run once per sequence: each sequence's K/V slot is a row
 //! of its own pages, and a projection's output for a batch is `[B, N]`, so a sequence's q, k and
@@ -15,10 +21,10 @@
 //! residual and the first norm adds a row of zeros, so every later norm adds the sublayer's
 //! output in the same pass that normalises it.
 
-use super::activations::{Activations, MlpActivations};
+use super::activations::{Activations, LastOut, MlpActivations};
 use super::hybrid::{mamba2_step, MambaStates, Mixer};
 use super::weights::{GateUp, Mlp, QkNorm, QkvProjection, Weights};
-use super::{DecodeError, KvCache, LlamaConfig, Matrix, MixerKind};
+use super::{ActDtype, DecodeError, KvCache, LlamaConfig, Matrix, MixerKind};
 use kiln::math::kernels::embedding::EmbeddingParams;
 use kiln::math::kernels::embedding_affine::EmbeddingAffineParams;
 use kiln::math::kernels::fused_silu_mul::SiluMulParams;
@@ -51,6 +57,7 @@ pub struct Model {
     states: Option<MambaStates>,
     acts: Activations,
     batch: usize,
+    act: ActDtype,
 }
 
 impl Model {
@@ -81,6 +88,19 @@ impl Model {
         capacity: usize,
         batch: usize,
     ) -> Result<Model, DecodeError> {
+        Model::with_act_dtype(cfg, weights, dev, capacity, batch, ActDtype::F32)
+    }
+
+    /// [`Model::batched`] with activations, residual and KV pools in `act`; the weights' dense
+    /// tensors are rounded into it once ([`Weights::convert_dense`]).
+    pub fn with_act_dtype(
+        cfg: LlamaConfig,
+        mut weights: Weights,
+        dev: &Device,
+        capacity: usize,
+        batch: usize,
+        act: ActDtype,
+    ) -> Result<Model, DecodeError> {
         if batch == 0 || batch > MAX_M {
             return Err(DecodeError::Bench(format!(
                 "batch {batch}: a step runs 1 to {MAX_M} sequences (one projection launch)"
@@ -104,7 +124,7 @@ impl Model {
             scratch = scratch.max(moe_scratch_bytes(experts, batch, m.k));
         }
         for moe in weights.hybrid.iter().filter_map(|l| l.moe.as_ref()) {
-            scratch = scratch.max(moe_block_scratch_bytes(&moe.block, batch, DType::F32));
+            scratch = scratch.max(moe_block_scratch_bytes(&moe.block, batch, act.dtype()));
         }
         dev.reserve_scratch(scratch)?;
         let count = |kind| {
@@ -118,20 +138,27 @@ impl Model {
             None => (weights.layers.len(), None),
             Some(hy) => {
                 let mamba = count(MixerKind::Mamba2);
-                let states = MambaStates::new(dev, &hy.mamba, mamba, batch)?;
+                let states = MambaStates::new(dev, &hy.mamba, mamba, batch, act.dtype())?;
                 (count(MixerKind::Attention), Some(states))
             }
         };
         let capacity = capacity.min(cfg.context);
+        weights.convert_dense(act.dtype())?;
         Ok(Model {
-            kv: KvCache::new(dev, &cfg, attention_layers, capacity, batch)?,
+            kv: KvCache::new(dev, &cfg, attention_layers, capacity, batch, act.dtype())?,
             states,
-            acts: Activations::new(dev, &cfg, split_mlp, batch)?,
+            acts: Activations::new(dev, &cfg, split_mlp, batch, act)?,
             cfg,
             dev: dev.clone(),
             weights,
             batch,
+            act,
         })
+    }
+
+    /// The dtype of its activations, residual stream and KV pools.
+    pub fn act_dtype(&self) -> ActDtype {
+        self.act
     }
 
     /// Sequences each step runs.
@@ -198,7 +225,8 @@ impl Model {
     }
 
     /// Runs `token` at `position` (its K and V join the cache; earlier positions must have run
-    /// in this sequence) and writes the next-token logits into `logits [1, vocab]` (f32).
+    /// in this sequence) and writes the next-token logits into `logits [1, vocab]` (f32, or the
+    /// activation dtype: see the module doc).
     /// Everything is enqueued; read `logits` to wait. A model of batch 1 only.
     pub fn step(
         &mut self,
@@ -380,8 +408,13 @@ impl Model {
         let Some(logits) = logits else {
             return Ok(());
         };
-        self.weights
-            .norm_and_head(dev, eps, x, &mut a.residual, &mut a.h, logits)
+        let last = if self.weights.layers.is_empty() {
+            LastOut::Zeros
+        } else {
+            LastOut::Down
+        };
+        let head = self.weights.lm_head.as_ref().unwrap_or(&self.weights.embed);
+        a.norm_and_head(dev, &self.weights.output_norm, eps, last, head, logits)
     }
 
     /// The layers of a hybrid stack after the embedding (in `acts.residual`), then the head.
@@ -455,34 +488,15 @@ impl Model {
         let Some(logits) = logits else {
             return Ok(());
         };
-        let x = if first {
-            &a.zeros
+        let last = if first {
+            LastOut::Zeros
         } else if pending_o {
-            &a.o
+            LastOut::O
         } else {
-            &a.down
+            LastOut::Down
         };
-        self.weights
-            .norm_and_head(dev, eps, x, &mut a.residual, &mut a.h, logits)
-    }
-}
-
-impl Weights {
-    /// The last sublayer's output `x` added into the residual and normalised into `h`, then
-    /// the LM head (the tied embedding where the model has none) into `logits`.
-    fn norm_and_head(
-        &self,
-        dev: &Device,
-        eps: f32,
-        x: &Tensor,
-        residual: &mut Tensor,
-        h: &mut Tensor,
-        logits: &mut Tensor,
-    ) -> Result<(), DecodeError> {
-        ops::fused_add_rms_norm(dev, x, residual, &self.output_norm, eps, h)?;
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        head.apply(dev, h, logits)?;
-        Ok(())
+        let head = self.weights.lm_head.as_ref().unwrap_or(&self.weights.embed);
+        a.norm_and_head(dev, &self.weights.output_norm, eps, last, head, logits)
     }
 }
 
@@ -588,7 +602,6 @@ fn attend(
     };
     let (rope, rotate_by) = at.rope.unwrap_or((identity, 0));
     let width = cfg.qkv_width();
-    let (nq, d) = (cfg.heads, cfg.head_dim);
     for b in 0..a.h.shape()[0] {
         let (mut k_row, mut v_row) = kv.slot(at.cache, b, at.position)?;
         ops::fused_rope_qk_append(
@@ -597,15 +610,15 @@ fn attend(
             rope,
             rotate_by,
             KvLayout::PagedRows,
-            &mut a.q.view(b * nq * d, &[1, nq, 1, d])?,
+            &mut a.rope_q(b)?,
             &mut k_row,
             &mut v_row,
         )?;
     }
+    a.widen_q(dev)?;
     let (k_pool, v_pool, plan) = kv.layer(at.cache);
     paged_decode_planned(dev, &a.q_heads, k_pool, v_pool, plan, 0.0, &mut a.attn)?;
-    wo.apply(dev, &a.attn_flat, &mut a.o)?;
-    Ok(())
+    a.project_attn(dev, wo)
 }
 
 #[cfg(test)]
@@ -615,18 +628,23 @@ mod tests {
     use kiln::rng::Rng;
 
     /// A batch of sequences decoded in lockstep gives each sequence the logits it gets alone,
-    /// bit for bit: per-row projections, per-sequence caches and routes.
+    /// bit for bit, at every activation dtype: per-row projections, per-sequence caches and
+    /// routes.
     #[test]
     fn a_batched_step_is_each_sequence_decoded_alone() {
         let dev = Device::cpu();
         let seed = kiln::parity::base_seed();
         eprintln!("seed {seed} (replay with KILN_SEED={seed})");
-        for shape in [tiny_llama(), tiny_moe(), tiny_hybrid()] {
+        let shapes = [tiny_llama, tiny_moe, tiny_hybrid];
+        for (act, shape) in ActDtype::ALL
+            .into_iter()
+            .flat_map(|a| shapes.map(|s| (a, s())))
+        {
             let cfg = shape.config;
             let (batch, positions, vocab) = (3, 5, cfg.vocab);
             let model = |b: usize| {
                 let w = Weights::synthetic(&cfg, &dev, 11).unwrap();
-                Model::batched(cfg.clone(), w, &dev, 16, b).unwrap()
+                Model::with_act_dtype(cfg.clone(), w, &dev, 16, b, act).unwrap()
             };
             let mut rng = Rng::new(seed);
             let ids: Vec<u32> = (0..batch * positions)
@@ -648,7 +666,7 @@ mod tests {
                         .iter()
                         .zip(&want)
                         .all(|(x, y)| x.to_bits() == y.to_bits());
-                    assert!(same, "{}: sequence {b} at position {p}", shape.name);
+                    assert!(same, "{} {act}: sequence {b} at position {p}", shape.name);
                 }
             }
             // Wrong token counts and batches past one launch's rows are refused.

@@ -97,7 +97,8 @@ impl HostMatrix {
 pub enum Matrix {
     /// Run by `ops::qlinear` in the weight's own format.
     Quantized(QuantizedWeight),
-    /// f32 `[N, K]`, run by the dense `linear` kernel.
+    /// `[N, K]` (f32 as uploaded, or the activation dtype a model rounded it into), run by
+    /// the dense `linear` kernel.
     Dense(Tensor),
 }
 

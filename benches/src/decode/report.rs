@@ -1,7 +1,7 @@
 //! A decode bench run as text (the summary, the ranked kernel profile, memory) and as a CSV
 //! row with the seeds' columns (spec §16.1) followed by kiln's own.
 
-use super::DecodeBenchReport;
+use super::{ActDtype, DecodeBenchReport};
 use std::fmt::Write as _;
 
 /// What a row says beyond the run itself: where and with what it ran.
@@ -49,9 +49,10 @@ fn civil_date(days: i64) -> String {
 }
 
 impl DecodeBenchReport {
-    /// The model column: the shape's name, with the layer count when fewer layers ran and the
-    /// batch when above 1 (so a compare, which pairs rows by model, never pairs a cut-down or
-    /// batched run with a whole batch-1 one).
+    /// The model column: the shape's name, with the layer count when fewer layers ran, the
+    /// batch when above 1 and the activation dtype when not f32 (so a compare, which pairs rows
+    /// by model, never pairs a cut-down, batched or bf16 run with a whole batch-1 f32 one, and
+    /// rows written before the activation dtype existed, all f32, keep their labels).
     pub fn model_label(&self, full_layers: usize) -> String {
         let mut label = self.model.to_string();
         if self.layers != full_layers {
@@ -59,6 +60,9 @@ impl DecodeBenchReport {
         }
         if self.batch > 1 {
             label += &format!("-b{}", self.batch);
+        }
+        if self.act != ActDtype::F32 {
+            label += &format!("-{}", self.act);
         }
         label
     }
@@ -131,13 +135,14 @@ impl DecodeBenchReport {
         let us = |x: f64| x * 1e6;
         let _ = writeln!(
             s,
-            "# {} ({} of {} layers) on {} [{}]: batch {}, prompt {} tokens, {} greedy decode steps",
+            "# {} ({} of {} layers) on {} [{}]: batch {}, {} activations and KV pool, prompt {} tokens, {} greedy decode steps",
             self.model,
             self.layers,
             full_layers,
             self.device,
             self.backend,
             self.batch,
+            self.act,
             self.prompt_tokens,
             self.steps()
         );

@@ -66,7 +66,7 @@ pub enum Mlp {
     },
 }
 
-/// Per-head RMSNorm gains of the queries and keys, f32 `[head_dim]` each (Qwen3).
+/// Per-head RMSNorm gains of the queries and keys, `[head_dim]` each (Qwen3).
 #[derive(Debug)]
 pub struct QkNorm {
     /// The query heads' gain.
@@ -78,7 +78,7 @@ pub struct QkNorm {
 /// One transformer block's weights.
 #[derive(Debug)]
 pub struct LayerWeights {
-    /// RMSNorm gain before attention, f32 `[hidden]`.
+    /// RMSNorm gain before attention, `[hidden]`.
     pub attn_norm: Tensor,
     /// q/k/v projection.
     pub qkv: QkvProjection,
@@ -86,13 +86,15 @@ pub struct LayerWeights {
     pub qk_norm: Option<QkNorm>,
     /// Attention output projection.
     pub wo: Matrix,
-    /// RMSNorm gain before the MLP, f32 `[hidden]`.
+    /// RMSNorm gain before the MLP, `[hidden]`.
     pub ffn_norm: Tensor,
     /// The MLP.
     pub mlp: Mlp,
 }
 
-/// Every weight of a Llama model on one device.
+/// Every weight of a Llama model on one device. Loaders upload dense tensors (norm gains, dense
+/// matrices) as f32; a [`super::Model`] rounds them into its activation dtype when it is built
+/// ([`Weights::convert_dense`]).
 #[derive(Debug)]
 pub struct Weights {
     /// The token embedding table `[vocab, hidden]` (the LM head too when tied).
@@ -101,7 +103,7 @@ pub struct Weights {
     pub layers: Vec<LayerWeights>,
     /// The layers of a hybrid stack (empty for a transformer one).
     pub hybrid: Vec<HybridLayer>,
-    /// The final RMSNorm gain, f32 `[hidden]`.
+    /// The final RMSNorm gain, `[hidden]`.
     pub output_norm: Tensor,
     /// A separate LM head `[vocab, hidden]`; `None` when the embedding is tied.
     pub lm_head: Option<Matrix>,
