@@ -1,6 +1,7 @@
 //! `kiln bench`.
 
 use crate::decode_bench::{CompareArgs, DecodeSettings};
+use kiln_benches::decode::ActDtype;
 
 #[derive(clap::Subcommand)]
 pub enum BenchCmd {
@@ -106,6 +107,10 @@ pub struct Args {
     /// With --decode: seed of the synthetic weights and prompt.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// With --decode: the dtype of the activations, residual stream and KV pool (f32 or bf16;
+    /// a bf16 row's model gains `-bf16`).
+    #[arg(long, default_value = "f32")]
+    act_dtype: String,
 }
 
 fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
@@ -352,6 +357,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
                 seed: a.seed,
                 graphs: !a.eager,
                 csv: a.csv.clone(),
+                act: ActDtype::parse(&a.act_dtype)?,
             },
         );
     }

@@ -19,6 +19,8 @@ pub struct DecodeSettings {
     pub seed: u64,
     pub graphs: bool,
     pub csv: Option<std::path::PathBuf>,
+    /// The activations', residual's and KV pool's dtype.
+    pub act: ActDtype,
 }
 
 /// `kiln bench compare`.
@@ -98,7 +100,7 @@ pub fn decode(dev: &kiln::Device, s: &DecodeSettings) -> anyhow::Result<()> {
                 batch,
                 seed: s.seed,
                 graphs: s.graphs,
-                act: ActDtype::F32,
+                act: s.act,
             };
             let report = run_decode_bench(dev, &cfg)?;
             print!("{}", report.summary(full, &info));

@@ -1,7 +1,7 @@
 //! `kiln generate`: a GGUF model or an MLX model directory generating text on one backend,
 //! streamed to stdout.
 
-use kiln_benches::decode::{generate, ModelFile, Sampler, SamplingParams};
+use kiln_benches::decode::{generate, ActDtype, ModelFile, Sampler, SamplingParams};
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -37,6 +37,9 @@ pub struct Args {
     /// Wrap the prompt in the model's chat template as a user turn.
     #[arg(long)]
     chat: bool,
+    /// The dtype of the activations, residual stream and KV cache: f32 or bf16.
+    #[arg(long, default_value = "f32")]
+    act_dtype: String,
 }
 
 pub fn main(a: Args) -> anyhow::Result<()> {
@@ -46,6 +49,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
             a.backend
         )
     })?;
+    let act = ActDtype::parse(&a.act_dtype)?;
     let dev = kiln::Device::open(backend)?;
     let mut file = ModelFile::open(&a.model)?;
     let text = if a.chat {
@@ -63,11 +67,11 @@ pub fn main(a: Args) -> anyhow::Result<()> {
     };
     let mut sampler = Sampler::new(&dev, file.config.vocab, params)?;
     let t = std::time::Instant::now();
-    let mut model = file.load(&dev, prompt.len() + a.max_tokens)?;
+    let mut model = file.load_with(&dev, prompt.len() + a.max_tokens, act)?;
     let load_seconds = t.elapsed().as_secs_f64();
     let (weight_bytes, kv_bytes) = model.bytes();
     eprintln!(
-        "# {} on {}: {} layers, loaded in {load_seconds:.1} s ({:.1} MB weights, {:.1} MB KV cache for {} tokens); {} prompt tokens; sampler {:?}",
+        "# {} on {}: {} layers, {act} activations, loaded in {load_seconds:.1} s ({:.1} MB weights, {:.1} MB KV cache for {} tokens); {} prompt tokens; sampler {:?}",
         a.model.display(),
         dev.name(),
         file.config.layers,
