@@ -413,6 +413,7 @@ mod tests {
     use super::super::synthetic::{tiny_hybrid, tiny_llama, tiny_moe};
     use super::*;
     use kiln::math::kernels::qlinear::MAX_M;
+    use kiln::DType;
 
     /// Launches of kernel `k` in one step of the report's profile.
     fn launches(r: &DecodeBenchReport, k: &str) -> usize {
@@ -611,5 +612,70 @@ mod tests {
             run_decode_bench(&dev, &cfg),
             Err(DecodeError::Bench(_))
         ));
+    }
+
+    /// A bf16 model really runs in bf16: its KV pools take half the f32 model's bytes, every
+    /// launch of its decode step is a bf16 one but those that are f32 by design (kernels with no
+    /// bf16 form: the greedy draw's `speculative_accept`, MoE down into f32 partials; the LM
+    /// head writing f32 logits; a MoE block's f32 sums), a warm step allocates nothing, the
+    /// peak stays within its bound, and its CSV row's model says bf16 (an f32 row's keeps the
+    /// label it always had).
+    #[test]
+    fn a_bf16_model_runs_its_step_in_bf16() {
+        let dev = Device::cpu();
+        for shape in [tiny_llama(), tiny_moe(), tiny_hybrid()] {
+            let layers = shape.config.layers;
+            let run = |act| {
+                let cfg = DecodeBenchConfig {
+                    shape: shape.clone(),
+                    gguf: None,
+                    layers: None,
+                    prompt_tokens: 8,
+                    decode_tokens: 4,
+                    batch: 2,
+                    seed: 3,
+                    graphs: false,
+                    act,
+                };
+                run_decode_bench(&dev, &cfg).unwrap()
+            };
+            let (full, half) = (run(ActDtype::F32), run(ActDtype::Bf16));
+            let name = &shape.name;
+            if shape.config.hybrid.is_none() {
+                assert_eq!(2 * half.memory.kv, full.memory.kv, "{name}");
+            } else {
+                // The Mamba2 SSM states stay f32 beside the halved KV pools and conv states.
+                assert!(half.memory.kv < full.memory.kv, "{name}");
+            }
+            assert_eq!(half.steady_allocations, 0, "{name}");
+            assert!(half.memory.within_bound(), "{name}: {:?}", half.memory);
+            // f32 by design: kernels without a bf16 form, the LM head (one `qlinear` writing
+            // the greedy draw's f32 logits), and `moe_block`'s routed K-sum, kept in f32 beside
+            // a shared expert's sum (the block's output is then rounded once).
+            let shared_expert = shape.config.moe.is_some_and(|m| m.shared_ffn.is_some());
+            for k in &half.profile {
+                let id = kiln::KernelId::from_name(k.kernel).expect("a listed kernel");
+                let f32_by_design = !id.dtypes().contains(&DType::Bf16)
+                    || (k.kernel == "qlinear_4bit" && k.launches == 1)
+                    || (shared_expert && k.kernel == "moe_combine");
+                let ok = k.dtype == "bf16" || (k.dtype == "f32" && f32_by_design);
+                assert!(ok, "{name}: {} at {}", k.kernel, k.dtype);
+            }
+            let at_bf16 = |kernel: &str| {
+                half.profile
+                    .iter()
+                    .any(|k| k.kernel == kernel && k.dtype == "bf16")
+            };
+            for kernel in [
+                "qlinear_4bit",
+                "fused_add_rms_norm",
+                "paged_attention_decode",
+            ] {
+                assert!(at_bf16(kernel), "{name}: no bf16 {kernel}");
+            }
+            assert!(full.profile.iter().all(|k| k.dtype == "f32"), "{name}");
+            assert_eq!(half.model_label(layers), format!("{name}-b2-bf16"));
+            assert_eq!(full.model_label(layers), format!("{name}-b2"));
+        }
     }
 }

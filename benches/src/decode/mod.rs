@@ -27,6 +27,8 @@
 //! and [`compare`] for two such CSV files.
 
 mod act;
+#[cfg(test)]
+mod act_tests;
 mod activations;
 mod batch_greedy;
 mod bench;
