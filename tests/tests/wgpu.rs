@@ -346,3 +346,84 @@ fn the_bench_drivers_run_with_either_timer() {
         }
     }
 }
+
+/// The adapter's stream kernels (`kiln bench --backend wgpu --stream`, the yardstick of its
+/// streaming rate) do what their rates claim: the copy copies every byte, the write writes
+/// every 16-byte slot, the read stores nothing; each with and without wgpu's runtime checks,
+/// and a launch of no workgroups is refused. The cpu has none.
+#[test]
+fn stream_kernels_copy_write_and_read_what_they_time() {
+    use kiln::timing::{time_stream, StreamKernel};
+    let cpu = Device::cpu();
+    assert!(time_stream(&cpu, StreamKernel::Copy, 1 << 16, 4, true, 1)
+        .unwrap()
+        .is_none());
+    let Some(dev) = kiln_tests::wgpu_device() else {
+        return;
+    };
+    let g = dev.gpu().expect("a GPU device").clone();
+    // Not a multiple of the grid's stride: the tails of the loops run too.
+    let (bytes, groups) = (16 * (3 * 256 * 5 + 7), 3u32);
+    let seed = kiln_tests::seed("stream kernels");
+    let mut rng = kiln::rng::Rng::new(seed);
+    let pattern: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
+    let poison = vec![0xa5u8; bytes];
+    for checked in [true, false] {
+        for kernel in [StreamKernel::Copy, StreamKernel::Write, StreamKernel::Read] {
+            let src = g.alloc(bytes).unwrap();
+            let dst = g.alloc(bytes).unwrap();
+            // The read kernel's sum of zeroed memory never reaches the word that makes it store.
+            let input = if kernel == StreamKernel::Read {
+                vec![0; bytes]
+            } else {
+                pattern.clone()
+            };
+            src.write(0, &input).unwrap();
+            dst.write(0, &poison).unwrap();
+            let t = g
+                .time_stream(
+                    kernel,
+                    src.as_ref(),
+                    dst.as_ref(),
+                    bytes,
+                    groups,
+                    checked,
+                    2,
+                )
+                .expect("wgpu has stream kernels")
+                .unwrap();
+            assert_eq!(t.len(), 2);
+            assert!(
+                t.iter().all(|s| s.is_finite() && *s > 0.0),
+                "{kernel:?}: {t:?}"
+            );
+            let mut out = vec![0u8; bytes];
+            dst.read(0, &mut out).unwrap();
+            match kernel {
+                StreamKernel::Copy => {
+                    assert!(out == pattern, "copy (checks {checked}, seed {seed})")
+                }
+                StreamKernel::Read => assert!(out == poison, "the read kernel stored"),
+                StreamKernel::Write => {
+                    // Slot `i` holds invocation `i mod stride`'s index in each of its words.
+                    let stride = groups as usize * 256;
+                    for (i, slot) in out.chunks_exact(16).enumerate() {
+                        let want = ((i % stride) as u32).to_le_bytes().repeat(4);
+                        assert_eq!(slot, want, "write slot {i} (checks {checked})");
+                    }
+                }
+            }
+        }
+        let src = g.alloc(bytes).unwrap();
+        let none = g.time_stream(
+            StreamKernel::Copy,
+            src.as_ref(),
+            src.as_ref(),
+            bytes,
+            0,
+            checked,
+            1,
+        );
+        assert!(matches!(none, Some(Err(_))), "no workgroups: {none:?}");
+    }
+}
