@@ -110,7 +110,7 @@ pub struct Args {
     /// With --decode: the dtype of the activations, residual stream and KV pool (f32 or bf16;
     /// a bf16 row's model gains `-bf16`).
     #[arg(long, default_value = "f32")]
-    act_dtype: String,
+    act_dtype: ActDtype,
 }
 
 fn paged(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
@@ -357,7 +357,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
                 seed: a.seed,
                 graphs: !a.eager,
                 csv: a.csv.clone(),
-                act: ActDtype::parse(&a.act_dtype)?,
+                act: a.act_dtype,
             },
         );
     }

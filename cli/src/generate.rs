@@ -39,7 +39,7 @@ pub struct Args {
     chat: bool,
     /// The dtype of the activations, residual stream and KV cache: f32 or bf16.
     #[arg(long, default_value = "f32")]
-    act_dtype: String,
+    act_dtype: ActDtype,
 }
 
 pub fn main(a: Args) -> anyhow::Result<()> {
@@ -49,7 +49,7 @@ pub fn main(a: Args) -> anyhow::Result<()> {
             a.backend
         )
     })?;
-    let act = ActDtype::parse(&a.act_dtype)?;
+    let act = a.act_dtype;
     let dev = kiln::Device::open(backend)?;
     let mut file = ModelFile::open(&a.model)?;
     let text = if a.chat {

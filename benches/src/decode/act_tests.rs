@@ -17,15 +17,10 @@ fn logits(cfg: &LlamaConfig, act: ActDtype, ids: &[u32]) -> Vec<Vec<f32>> {
     trace_logits(&mut model, ids, &mut out).unwrap()
 }
 
-/// nrms of `got` against `want` (spec §0.2), in f64.
+/// nrms of `got` against `want` (spec §0.2): the parity metric.
 fn nrms(got: &[f32], want: &[f32]) -> f64 {
-    let d: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-        .sum();
-    let w: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
-    (d / w.max(1e-40)).sqrt()
+    let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+    kiln::parity::normalized_deviation(&wide(got), &wide(want)).0
 }
 
 /// The index of the largest value and its lead over the second.
