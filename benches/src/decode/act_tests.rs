@@ -65,10 +65,10 @@ fn tiny_hybrid_mixers() -> (String, LlamaConfig) {
 /// attention output, MLP activations and outputs (the logits are f32, from the final normed
 /// row in bf16). Measured over 2000 seeds × 12 positions: the tiny Llama's worst
 /// per-position nrms 8.8e-3 (≈ 4.5u; median of the runs' worst 5.7e-3), attention + Mamba2
-/// (its conv state in bf16 too) 2.2e-2. The bounds are ~2.5× those: 2.5e-2 and 5e-2. A MoE router's top-k is a
-/// discrete choice: where two experts nearly tie, bf16 can pick the other and move that
-/// position's logits (worst 0.34 for tiny-moe, 0.30 for tiny-hybrid, whose Mamba2 states
-/// carry it on); those models are held to 0.75 only, which unrelated logits (nrms ≈ 1.4) or
+/// (its conv state in bf16 too) 2.2e-2 (`KILN_SEED=<s>` for each seed s). The bounds are ~2.5×
+/// those: 2.5e-2 and 5e-2. A MoE router's top-k is a discrete choice: where two experts nearly
+/// tie, bf16 can pick the other and move that position's logits (worst 0.34 for tiny-moe,
+/// 0.30 for tiny-hybrid, whose Mamba2 states carry it on); those models are held to 0.75 only, which unrelated logits (nrms ≈ 1.4) or
 /// a misread dtype exceed, and their top-1 is not compared.
 #[test]
 fn bf16_logits_follow_the_f32_ones() {
