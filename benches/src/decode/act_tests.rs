@@ -68,8 +68,9 @@ fn tiny_hybrid_mixers() -> (String, LlamaConfig) {
 /// (its conv state in bf16 too) 2.2e-2 (`KILN_SEED=<s>` for each seed s). The bounds are ~2.5×
 /// those: 2.5e-2 and 5e-2. A MoE router's top-k is a discrete choice: where two experts nearly
 /// tie, bf16 can pick the other and move that position's logits (worst 0.34 for tiny-moe,
-/// 0.30 for tiny-hybrid, whose Mamba2 states carry it on); those models are held to 0.75 only, which unrelated logits (nrms ≈ 1.4) or
-/// a misread dtype exceed, and their top-1 is not compared.
+/// 0.30 for tiny-hybrid, whose Mamba2 states carry it on); those models are held to 0.75
+/// only, which unrelated logits (nrms ≈ 1.4) or a misread dtype exceed, and their top-1 is not
+/// compared.
 #[test]
 fn bf16_logits_follow_the_f32_ones() {
     let seed = kiln::parity::base_seed();
