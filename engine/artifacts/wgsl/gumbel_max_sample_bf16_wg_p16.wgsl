@@ -324,7 +324,7 @@ fn k_wave_max_of_numbers_16(v_p: f32) -> f32 {
     }
     return v_1;
 }
-fn k_take_step_17(start_p: u32, x_p: array<f32, 8>, w_p: array<u32, 8>, bound_p: array<f32, 8>, skip_p: u32, threshold_p: f32, best_p: f32, best_i_p: u32) -> kiln_tuple_f32_u32 {
+fn k_take_step_17(start_p: u32, x_p: array<f32, 8>, w_p: array<u32, 8>, bound_p: array<f32, 8>, skip_p: u32, threshold_p: f32, wave_best_p: f32, best_p: f32, best_i_p: u32) -> kiln_tuple_f32_u32 {
     var x_m: array<f32, 8> = x_p;
     var w_m: array<u32, 8> = w_p;
     var bound_m: array<f32, 8> = bound_p;
@@ -332,17 +332,40 @@ fn k_take_step_17(start_p: u32, x_p: array<f32, 8>, w_p: array<u32, 8>, bound_p:
     let t_2: u32 = best_i_p;
     var best_3: f32 = t_1;
     var best_i_4: u32 = t_2;
-    var k_5: u32 = 0u;
-    while (k_5 < 8u) {
-        if ((k_5 != skip_p) && (bound_m[k_5] >= threshold_p)) {
-            let c_6: f32 = ((x_m[k_5] / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_7(w_m[k_5]));
-            let i_7: u32 = (start_p + k_5);
-            if ((c_6 > best_3) || (((c_6 == best_3) && (i_7 < best_i_4)))) {
-                best_3 = c_6;
-                best_i_4 = i_7;
+    var left_5: u32 = 0u;
+    var k_6: u32 = 0u;
+    while (k_6 < 8u) {
+        if ((k_6 != skip_p) && (bound_m[k_6] >= threshold_p)) {
+            left_5 = (left_5 | (1u << k_6));
+        }
+        k_6 = (k_6 + 1u);
+    }
+    while (left_5 != 0u) {
+        let at_7: u32 = u32(countTrailingZeros(left_5));
+        left_5 = (left_5 & (left_5 - 1u));
+        let t_8: f32 = 0e0f;
+        let t_9: u32 = 0u;
+        let t_10: f32 = 0e0f;
+        var xk_11: f32 = t_8;
+        var wk_12: u32 = t_9;
+        var bk_13: f32 = t_10;
+        var k_14: u32 = 0u;
+        while (k_14 < 8u) {
+            if (k_14 == at_7) {
+                xk_11 = x_m[k_14];
+                wk_12 = w_m[k_14];
+                bk_13 = bound_m[k_14];
+            }
+            k_14 = (k_14 + 1u);
+        }
+        if ((bk_13 >= kiln_fmax(best_3, wave_best_p)) || (threshold_p == bitcast<f32>(0xff800000u))) {
+            let c_15: f32 = ((xk_11 / bitcast<f32>(kiln_meta[5u])) + k_gumbel_noise_7(wk_12));
+            let i_16: u32 = (start_p + at_7);
+            if ((c_15 > best_3) || (((c_15 == best_3) && (i_16 < best_i_4)))) {
+                best_3 = c_15;
+                best_i_4 = i_16;
             }
         }
-        k_5 = (k_5 + 1u);
     }
     return kiln_tuple_f32_u32(best_3, best_i_4);
 }
@@ -504,7 +527,7 @@ fn k_gumbel_max_sample_25(logits_v: vec2<u32>, vals_v: vec2<u32>, idxs_v: vec2<u
         if unbounded_13 {
             threshold_37 = bitcast<f32>(0xff800000u);
         }
-        let da_38: kiln_tuple_f32_u32 = k_take_step_17(start_8, x_9, w_24, bound_25, skip_26, threshold_37, best_16, best_i_17);
+        let da_38: kiln_tuple_f32_u32 = k_take_step_17(start_8, x_9, w_24, bound_25, skip_26, threshold_37, wave_best_18, best_16, best_i_17);
         best_16 = da_38.f0;
         best_i_17 = da_38.f1;
         wave_best_18 = k_wave_max_of_numbers_16(best_16);
