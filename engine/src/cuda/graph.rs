@@ -72,9 +72,15 @@ impl CudaGpu {
             let _ = result::graph::destroy(graph);
         }
         let exec = exec.map_err(|e| other("cuGraphInstantiate", e))?;
-        Ok(Recording {
+        let recording = Recording {
             exec,
             stream: self.stream.clone(),
-        })
+        };
+        // Uploaded now, so that a graph's first replay (a decode step's only one) does not
+        // pay the upload: Llama-3.1-8B's graph steps spent ~300 µs more host gap than eager.
+        // SAFETY: the executable instantiated above, on the stream it replays on.
+        unsafe { result::graph::upload(recording.exec, stream) }
+            .map_err(|e| other("cuGraphUpload", e))?;
+        Ok(recording)
     }
 }
