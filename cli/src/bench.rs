@@ -39,9 +39,10 @@ pub struct Args {
     /// of a call timed as one unit) at vocabularies 128256 and 152064, batch 1, 8, 64, as CSV.
     #[arg(long)]
     samplers: bool,
-    /// The device's streaming rates instead: its buffer copy, and plain read, write and copy kernels
-    /// (not kiln's; wgpu only) over 128 MiB with and without the backend's runtime checks, at
-    /// workgroup counts from 64 up to one 16-byte access per thread, as CSV.
+    /// The device's streaming rates instead: its buffer copy, and plain read, write and copy
+    /// kernels (not kiln's; wgpu only; write and copy also in 4-byte accesses) over 128 MiB with
+    /// and without the backend's runtime checks, at workgroup counts from 64 up to one 16-byte
+    /// access per thread, as CSV.
     #[arg(long)]
     stream: bool,
     /// With --moe: rows per block of the expert kernels (comma-separated; default 8).
@@ -293,7 +294,13 @@ fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
         g *= 2;
     }
     groups.push(most);
-    for kernel in [StreamKernel::Read, StreamKernel::Write, StreamKernel::Copy] {
+    for kernel in [
+        StreamKernel::Read,
+        StreamKernel::Write,
+        StreamKernel::Copy,
+        StreamKernel::WriteWords,
+        StreamKernel::CopyWords,
+    ] {
         for checked in [true, false] {
             for &g in &groups {
                 let Some(t) = time_stream(dev, kernel, BYTES, g, checked, runs)? else {
@@ -302,8 +309,8 @@ fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
                 };
                 let s = kiln_benches::median(t);
                 let moved = match kernel {
-                    StreamKernel::Read | StreamKernel::Write => BYTES,
-                    StreamKernel::Copy => 2 * BYTES,
+                    StreamKernel::Read | StreamKernel::Write | StreamKernel::WriteWords => BYTES,
+                    StreamKernel::Copy | StreamKernel::CopyWords => 2 * BYTES,
                 };
                 println!(
                     "{},{},{g},{:.1},{:.1}",
@@ -311,6 +318,8 @@ fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
                         StreamKernel::Read => "read",
                         StreamKernel::Write => "write",
                         StreamKernel::Copy => "copy",
+                        StreamKernel::WriteWords => "write_words",
+                        StreamKernel::CopyWords => "copy_words",
                     },
                     if checked { "on" } else { "off" },
                     s * 1e6,

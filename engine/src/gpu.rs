@@ -241,6 +241,11 @@ pub enum StreamKernel {
     Copy,
     /// Writes the bytes (one 16-byte store per turn).
     Write,
+    /// [`Copy`](Self::Copy) in 4-byte accesses: consecutive invocations take consecutive words,
+    /// so every store instruction covers whole sectors (does the adapter split 16-byte stores?).
+    CopyWords,
+    /// [`Write`](Self::Write) in 4-byte stores, consecutive invocations on consecutive words.
+    WriteWords,
 }
 
 /// The GPU backends' bench timing loop: one untimed warm-up `pass`, then `runs` timed ones;

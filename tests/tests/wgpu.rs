@@ -348,9 +348,9 @@ fn the_bench_drivers_run_with_either_timer() {
 }
 
 /// The adapter's stream kernels (`kiln bench --backend wgpu --stream`, the yardstick of its
-/// streaming rate) do what their rates claim: the copy copies every byte, the write writes
-/// every 16-byte slot, the read stores nothing; each with and without wgpu's runtime checks,
-/// and a launch of no workgroups is refused. The cpu has none.
+/// streaming rate) do what their rates claim: the copies copy every byte, the writes write
+/// every 16-byte slot or word, the read stores nothing; each with and without wgpu's runtime
+/// checks, and a launch of no workgroups is refused. The cpu has none.
 #[test]
 fn stream_kernels_copy_write_and_read_what_they_time() {
     use kiln::timing::{time_stream, StreamKernel};
@@ -369,7 +369,13 @@ fn stream_kernels_copy_write_and_read_what_they_time() {
     let pattern: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
     let poison = vec![0xa5u8; bytes];
     for checked in [true, false] {
-        for kernel in [StreamKernel::Copy, StreamKernel::Write, StreamKernel::Read] {
+        for kernel in [
+            StreamKernel::Copy,
+            StreamKernel::Write,
+            StreamKernel::Read,
+            StreamKernel::CopyWords,
+            StreamKernel::WriteWords,
+        ] {
             let src = g.alloc(bytes).unwrap();
             let dst = g.alloc(bytes).unwrap();
             // The read kernel's sum of zeroed memory never reaches the word that makes it store.
@@ -400,8 +406,8 @@ fn stream_kernels_copy_write_and_read_what_they_time() {
             let mut out = vec![0u8; bytes];
             dst.read(0, &mut out).unwrap();
             match kernel {
-                StreamKernel::Copy => {
-                    assert!(out == pattern, "copy (checks {checked}, seed {seed})")
+                StreamKernel::Copy | StreamKernel::CopyWords => {
+                    assert!(out == pattern, "{kernel:?} (checks {checked}, seed {seed})")
                 }
                 StreamKernel::Read => assert!(out == poison, "the read kernel stored"),
                 StreamKernel::Write => {
@@ -410,6 +416,14 @@ fn stream_kernels_copy_write_and_read_what_they_time() {
                     for (i, slot) in out.chunks_exact(16).enumerate() {
                         let want = ((i % stride) as u32).to_le_bytes().repeat(4);
                         assert_eq!(slot, want, "write slot {i} (checks {checked})");
+                    }
+                }
+                StreamKernel::WriteWords => {
+                    // Word `i` holds invocation `i mod stride`'s index.
+                    let stride = groups as usize * 256;
+                    for (i, word) in out.chunks_exact(4).enumerate() {
+                        let want = ((i % stride) as u32).to_le_bytes();
+                        assert_eq!(word, want, "write word {i} (checks {checked})");
                     }
                 }
             }

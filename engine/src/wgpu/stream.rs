@@ -20,12 +20,15 @@ fn binding(buf: &wgpu::Buffer, size: u64) -> wgpu::BindingResource<'_> {
     })
 }
 
+/// The bindings of a stream module whose arrays hold `ELEM`.
+const BINDINGS_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, read> src: array<ELEM>;
+@group(0) @binding(1) var<storage, read_write> dst: array<ELEM>;
+"#;
+
 /// Each invocation XORs four 16-byte loads per turn (grid-stride) and writes only when the sum
 /// hits a word that zeroed memory never gives, so the loads stay live and nothing is stored.
 const READ_WGSL: &str = r#"
-@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
-
 @compute @workgroup_size(256)
 fn stream_read(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let n = arrayLength(&src);
@@ -46,12 +49,16 @@ fn stream_read(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         dst[gid.x & 1023u] = acc;
     }
 }
+"#;
 
+/// The write (one store of `ELEM` per turn) and the copy (four loads, then their stores), with
+/// `SUFFIX` after their names.
+const WRITE_COPY_WGSL: &str = r#"
 @compute @workgroup_size(256)
-fn stream_write(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+fn stream_writeSUFFIX(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let n = arrayLength(&dst);
     let stride = groups.x * 256u;
-    let v = vec4<u32>(gid.x);
+    let v = ELEM(gid.x);
     var i = gid.x;
     loop {
         if i >= n { break; }
@@ -61,7 +68,7 @@ fn stream_write(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 }
 
 @compute @workgroup_size(256)
-fn stream_copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+fn stream_copySUFFIX(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let n = min(arrayLength(&src), arrayLength(&dst));
     let stride = groups.x * 256u;
     var i = gid.x;
@@ -84,6 +91,22 @@ fn stream_copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     }
 }
 "#;
+
+/// The module of `kernel`: 16-byte accesses (with the read kernel), or 4-byte ones for the
+/// word kernels (entry names ending `_words`).
+fn stream_module(kernel: StreamKernel) -> String {
+    let (elem, suffix, read) = match kernel {
+        StreamKernel::CopyWords | StreamKernel::WriteWords => ("u32", "_words", ""),
+        _ => ("vec4<u32>", "", READ_WGSL),
+    };
+    format!(
+        "{}{read}{}",
+        BINDINGS_WGSL.replace("ELEM", elem),
+        WRITE_COPY_WGSL
+            .replace("ELEM", elem)
+            .replace("SUFFIX", suffix)
+    )
+}
 
 impl WgpuDevice {
     /// Seconds per pass of a stream kernel over the first `bytes` of `src` (and `dst` for a
@@ -123,7 +146,7 @@ impl WgpuDevice {
         let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some("kiln stream"),
-            source: wgpu::ShaderSource::Wgsl(READ_WGSL.into()),
+            source: wgpu::ShaderSource::Wgsl(stream_module(kernel).into()),
         };
         let module = if checked {
             dev.create_shader_module(desc)
@@ -142,6 +165,8 @@ impl WgpuDevice {
                 StreamKernel::Read => "stream_read",
                 StreamKernel::Copy => "stream_copy",
                 StreamKernel::Write => "stream_write",
+                StreamKernel::CopyWords => "stream_copy_words",
+                StreamKernel::WriteWords => "stream_write_words",
             }),
             compilation_options: Default::default(),
             cache: None,
@@ -157,12 +182,12 @@ impl WgpuDevice {
             binding: 1,
             resource: match kernel {
                 StreamKernel::Read => binding(&sink, 1024 * 16),
-                StreamKernel::Copy | StreamKernel::Write => binding(&d.buf, n),
+                _ => binding(&d.buf, n),
             },
         };
         // The write kernel reads nothing, so its layout has no source binding.
         let entries = match kernel {
-            StreamKernel::Write => vec![out],
+            StreamKernel::Write | StreamKernel::WriteWords => vec![out],
             _ => vec![
                 wgpu::BindGroupEntry {
                     binding: 0,
