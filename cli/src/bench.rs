@@ -294,13 +294,7 @@ fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
         g *= 2;
     }
     groups.push(most);
-    for kernel in [
-        StreamKernel::Read,
-        StreamKernel::Write,
-        StreamKernel::Copy,
-        StreamKernel::WriteWords,
-        StreamKernel::CopyWords,
-    ] {
+    for kernel in StreamKernel::ALL {
         for checked in [true, false] {
             for &g in &groups {
                 let Some(t) = time_stream(dev, kernel, BYTES, g, checked, runs)? else {
@@ -308,19 +302,10 @@ fn stream(dev: &kiln::Device, a: &Args) -> anyhow::Result<()> {
                     return Ok(());
                 };
                 let s = kiln_benches::median(t);
-                let moved = match kernel {
-                    StreamKernel::Read | StreamKernel::Write | StreamKernel::WriteWords => BYTES,
-                    StreamKernel::Copy | StreamKernel::CopyWords => 2 * BYTES,
-                };
+                let moved = kernel.moved(BYTES);
                 println!(
                     "{},{},{g},{:.1},{:.1}",
-                    match kernel {
-                        StreamKernel::Read => "read",
-                        StreamKernel::Write => "write",
-                        StreamKernel::Copy => "copy",
-                        StreamKernel::WriteWords => "write_words",
-                        StreamKernel::CopyWords => "copy_words",
-                    },
+                    kernel.name(),
                     if checked { "on" } else { "off" },
                     s * 1e6,
                     moved as f64 / s / 1e9

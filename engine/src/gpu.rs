@@ -248,6 +248,51 @@ pub enum StreamKernel {
     WriteWords,
 }
 
+impl StreamKernel {
+    /// Every stream kernel, in the order `kiln bench --stream` prints them.
+    pub const ALL: [StreamKernel; 5] = [
+        StreamKernel::Read,
+        StreamKernel::Write,
+        StreamKernel::Copy,
+        StreamKernel::WriteWords,
+        StreamKernel::CopyWords,
+    ];
+
+    /// Its name in the bench's rows (and, after `stream_`, its WGSL entry point).
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamKernel::Read => "read",
+            StreamKernel::Write => "write",
+            StreamKernel::Copy => "copy",
+            StreamKernel::WriteWords => "write_words",
+            StreamKernel::CopyWords => "copy_words",
+        }
+    }
+
+    /// Bytes of one access: 16, or 4 for the word kernels.
+    pub fn access_bytes(self) -> usize {
+        match self {
+            StreamKernel::CopyWords | StreamKernel::WriteWords => 4,
+            _ => 16,
+        }
+    }
+
+    /// Whether it reads its source.
+    pub fn reads(self) -> bool {
+        !matches!(self, StreamKernel::Write | StreamKernel::WriteWords)
+    }
+
+    /// Whether it writes its destination.
+    pub fn writes(self) -> bool {
+        self != StreamKernel::Read
+    }
+
+    /// Bytes a pass over `bytes` moves: read plus written.
+    pub fn moved(self, bytes: usize) -> usize {
+        bytes * (self.reads() as usize + self.writes() as usize)
+    }
+}
+
 /// The GPU backends' bench timing loop: one untimed warm-up `pass`, then `runs` timed ones;
 /// each pass returns its seconds, reported per launch (`launches` launches a pass).
 #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))] // their timing loop

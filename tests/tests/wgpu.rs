@@ -369,13 +369,7 @@ fn stream_kernels_copy_write_and_read_what_they_time() {
     let pattern: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
     let poison = vec![0xa5u8; bytes];
     for checked in [true, false] {
-        for kernel in [
-            StreamKernel::Copy,
-            StreamKernel::Write,
-            StreamKernel::Read,
-            StreamKernel::CopyWords,
-            StreamKernel::WriteWords,
-        ] {
+        for kernel in StreamKernel::ALL {
             let src = g.alloc(bytes).unwrap();
             let dst = g.alloc(bytes).unwrap();
             // The read kernel's sum of zeroed memory never reaches the word that makes it store.
@@ -410,20 +404,12 @@ fn stream_kernels_copy_write_and_read_what_they_time() {
                     assert!(out == pattern, "{kernel:?} (checks {checked}, seed {seed})")
                 }
                 StreamKernel::Read => assert!(out == poison, "the read kernel stored"),
-                StreamKernel::Write => {
-                    // Slot `i` holds invocation `i mod stride`'s index in each of its words.
-                    let stride = groups as usize * 256;
-                    for (i, slot) in out.chunks_exact(16).enumerate() {
-                        let want = ((i % stride) as u32).to_le_bytes().repeat(4);
-                        assert_eq!(slot, want, "write slot {i} (checks {checked})");
-                    }
-                }
-                StreamKernel::WriteWords => {
-                    // Word `i` holds invocation `i mod stride`'s index.
-                    let stride = groups as usize * 256;
-                    for (i, word) in out.chunks_exact(4).enumerate() {
-                        let want = ((i % stride) as u32).to_le_bytes();
-                        assert_eq!(word, want, "write word {i} (checks {checked})");
+                StreamKernel::Write | StreamKernel::WriteWords => {
+                    // Each access's slot holds invocation `i mod stride`'s index in every word.
+                    let (size, stride) = (kernel.access_bytes(), groups as usize * 256);
+                    for (i, slot) in out.chunks_exact(size).enumerate() {
+                        let want = ((i % stride) as u32).to_le_bytes().repeat(size / 4);
+                        assert_eq!(slot, want, "{kernel:?} slot {i} (checks {checked})");
                     }
                 }
             }

@@ -95,9 +95,10 @@ fn stream_copySUFFIX(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
 /// The module of `kernel`: 16-byte accesses (with the read kernel), or 4-byte ones for the
 /// word kernels (entry names ending `_words`).
 fn stream_module(kernel: StreamKernel) -> String {
-    let (elem, suffix, read) = match kernel {
-        StreamKernel::CopyWords | StreamKernel::WriteWords => ("u32", "_words", ""),
-        _ => ("vec4<u32>", "", READ_WGSL),
+    let (elem, suffix, read) = if kernel.access_bytes() == 4 {
+        ("u32", "_words", "")
+    } else {
+        ("vec4<u32>", "", READ_WGSL)
     };
     format!(
         "{}{read}{}",
@@ -131,7 +132,7 @@ impl WgpuDevice {
             _ => return Err(other("time_stream: not wgpu memory")),
         };
         let n = (bytes / 16 * 16) as u64;
-        if n == 0 || n as usize > s.len || (kernel != StreamKernel::Read && n as usize > d.len) {
+        if n == 0 || n as usize > s.len || (kernel.writes() && n as usize > d.len) {
             return Err(other(format!(
                 "time_stream: {bytes} bytes do not fit the buffers"
             )));
@@ -161,13 +162,7 @@ impl WgpuDevice {
             label: Some("kiln stream"),
             layout: None,
             module: &module,
-            entry_point: Some(match kernel {
-                StreamKernel::Read => "stream_read",
-                StreamKernel::Copy => "stream_copy",
-                StreamKernel::Write => "stream_write",
-                StreamKernel::CopyWords => "stream_copy_words",
-                StreamKernel::WriteWords => "stream_write_words",
-            }),
+            entry_point: Some(&format!("stream_{}", kernel.name())),
             compilation_options: Default::default(),
             cache: None,
         });
@@ -180,21 +175,23 @@ impl WgpuDevice {
         });
         let out = wgpu::BindGroupEntry {
             binding: 1,
-            resource: match kernel {
-                StreamKernel::Read => binding(&sink, 1024 * 16),
-                _ => binding(&d.buf, n),
+            resource: if kernel.writes() {
+                binding(&d.buf, n)
+            } else {
+                binding(&sink, 1024 * 16)
             },
         };
         // The write kernel reads nothing, so its layout has no source binding.
-        let entries = match kernel {
-            StreamKernel::Write | StreamKernel::WriteWords => vec![out],
-            _ => vec![
+        let entries = if kernel.reads() {
+            vec![
                 wgpu::BindGroupEntry {
                     binding: 0,
                     resource: binding(&s.buf, n),
                 },
                 out,
-            ],
+            ]
+        } else {
+            vec![out]
         };
         let bind = dev.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("kiln stream"),
